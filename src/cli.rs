@@ -1,0 +1,253 @@
+//! The command-line interface: the only module that reads files or prints.
+//! Errors are rendered as `file:line:col: error[code]: message` followed by
+//! a source excerpt; the process exits with 1 on any error in the program
+//! or its input and 2 on a usage error.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::diagnostic::{Diagnostic, SourceId, Span};
+use crate::eval::{Limits, Stats};
+use crate::pipeline::{self, PRELUDE};
+use crate::syntax::print_expr;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "fsmooth",
+    version,
+    about = "F-smooth: a differentiable functional array language"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Parse and type-check a program; print the type of every definition.
+    Check {
+        file: PathBuf,
+        /// Also list the prelude's definitions.
+        #[arg(long)]
+        prelude: bool,
+    },
+    /// Evaluate an entry definition with the reference evaluator and print
+    /// the result as JSON.
+    Run(RunArgs),
+    /// Print the program's core form (desugared) as source text.
+    Print { file: PathBuf },
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    file: PathBuf,
+    /// The definition to run.
+    #[arg(long, default_value = "main")]
+    entry: String,
+    /// Arguments as JSON: an object keyed by parameter name, or an array.
+    #[arg(long, conflicts_with = "input_file")]
+    input: Option<String>,
+    /// Read the JSON arguments from a file.
+    #[arg(long)]
+    input_file: Option<PathBuf>,
+    /// Print `{"steps": …, "ops": …}` to stderr as one JSON line.
+    #[arg(long)]
+    stats: bool,
+    /// Print every reduction step (rule name and focus) to stderr.
+    #[arg(long)]
+    trace: bool,
+    /// Maximum number of evaluator steps.
+    #[arg(long, default_value_t = Limits::default().fuel)]
+    fuel: u64,
+}
+
+/// Source texts for rendering spans.
+struct Files {
+    main_path: String,
+    main_src: String,
+}
+
+impl Files {
+    fn get(&self, id: SourceId) -> Option<(&str, &str)> {
+        match id {
+            SourceId::PRELUDE => Some(("<prelude>", PRELUDE)),
+            SourceId::MAIN => Some((&self.main_path, &self.main_src)),
+            _ => None,
+        }
+    }
+}
+
+/// Renders a diagnostic with a source excerpt.
+fn render(d: &Diagnostic, files: &Files) -> String {
+    let mut out = String::new();
+    match files.get(d.span.source) {
+        Some((path, src)) => {
+            let (line, col) = line_col(src, d.span.start as usize);
+            out.push_str(&format!(
+                "{path}:{line}:{col}: error[{}]: {}\n",
+                d.code, d.message
+            ));
+            out.push_str(&excerpt(src, d.span, line, col));
+        }
+        None => out.push_str(&format!("error[{}]: {}\n", d.code, d.message)),
+    }
+    for n in &d.notes {
+        out.push_str(&format!("  = note: {n}\n"));
+    }
+    out
+}
+
+fn line_col(src: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(src.len());
+    let before = &src[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let col = src[line_start..offset].chars().count() + 1;
+    (line, col)
+}
+
+fn excerpt(src: &str, span: Span, line: usize, col: usize) -> String {
+    let text = src.lines().nth(line - 1).unwrap_or("");
+    let shown: String = text.chars().take(200).collect();
+    let width = line.to_string().len();
+    let len = {
+        let end = (span.end as usize).min(src.len());
+        let start = (span.start as usize).min(end);
+        let first_line_end = src[start..end].find('\n').map(|i| start + i).unwrap_or(end);
+        src[start..first_line_end].chars().count().max(1)
+    };
+    let pad = " ".repeat(width);
+    format!(
+        "{pad} |\n{line} | {shown}\n{pad} | {}{}\n",
+        " ".repeat(col - 1),
+        "^".repeat(len.min(200usize.saturating_sub(col - 1)).max(1))
+    )
+}
+
+struct Failure(String);
+
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(msg)) => {
+            let _ = std::io::stderr().write_all(msg.as_bytes());
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn read(path: &PathBuf) -> Result<String, Failure> {
+    std::fs::read_to_string(path)
+        .map_err(|e| Failure(format!("error[io]: cannot read {}: {e}\n", path.display())))
+}
+
+fn run(cli: Cli) -> Result<(), Failure> {
+    match cli.command {
+        Command::Check { file, prelude } => {
+            let files = Files {
+                main_path: file.display().to_string(),
+                main_src: read(&file)?,
+            };
+            let loaded =
+                pipeline::load(&files.main_src).map_err(|d| Failure(render(&d, &files)))?;
+            let mut out = String::new();
+            for (i, d) in loaded.program.defs.iter().enumerate() {
+                if prelude || !d.prelude {
+                    out.push_str(&format!(
+                        "{} : {}\n",
+                        d.name,
+                        loaded.typing.scheme_string(i)
+                    ));
+                }
+            }
+            print!("{out}");
+            Ok(())
+        }
+        Command::Print { file } => {
+            let files = Files {
+                main_path: file.display().to_string(),
+                main_src: read(&file)?,
+            };
+            let prog = pipeline::parse(&files.main_src).map_err(|d| Failure(render(&d, &files)))?;
+            print!("{}", crate::syntax::print_program(&prog));
+            Ok(())
+        }
+        Command::Run(args) => run_cmd(args),
+    }
+}
+
+fn run_cmd(args: RunArgs) -> Result<(), Failure> {
+    let files = Files {
+        main_path: args.file.display().to_string(),
+        main_src: read(&args.file)?,
+    };
+    let fail = |d: Diagnostic| Failure(render(&d, &files));
+    let input = match &args.input_file {
+        Some(p) => Some(read(p)?),
+        None => args.input.clone(),
+    };
+    let loaded = pipeline::load(&files.main_src).map_err(fail)?;
+    let entry = pipeline::entry(&loaded, &args.entry).map_err(fail)?;
+    let values = entry.read_input(input.as_deref()).map_err(fail)?;
+    let limits = Limits { fuel: args.fuel };
+    let start = Instant::now();
+    let result = if args.trace {
+        let stderr = std::io::stderr();
+        let mut lock = stderr.lock();
+        let prog = &entry.program;
+        entry.run(values, limits, &mut |ev| {
+            let focus = ev
+                .focus
+                .map(|e| one_line(&print_expr(prog, e), 100))
+                .unwrap_or_default();
+            let _ = writeln!(lock, "{:>8}  {:<14} {}", ev.step, ev.rule, focus);
+        })
+    } else {
+        entry.run(values, limits, &mut |_| {})
+    };
+    let elapsed = start.elapsed();
+    let stats_of = |s: Stats| {
+        format!(
+            "{{\"steps\": {}, \"ops\": {}, \"time_ms\": {:.3}}}",
+            s.steps,
+            s.ops,
+            elapsed.as_secs_f64() * 1e3
+        )
+    };
+    match result {
+        Ok((v, stats)) => {
+            println!("{v}");
+            if args.stats {
+                eprintln!("{}", stats_of(stats));
+            }
+            Ok(())
+        }
+        Err(e) => Err(fail(Diagnostic::from(&e))),
+    }
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > max {
+        let mut t: String = flat.chars().take(max).collect();
+        t.push_str(" …");
+        t
+    } else {
+        flat
+    }
+}

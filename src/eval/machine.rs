@@ -1,0 +1,726 @@
+//! The CEK machine. One call of [`Evaluator::step`] is one transition and
+//! applies exactly one `E-*` rule of spec/semantics.md (each arm cites it).
+//! Control is an expression with its environment (`Eval`) or a value
+//! (`Ret`); the continuation is an explicit stack of frames, so evaluation
+//! never recurses on the Rust stack. Argument values waiting for their
+//! primitive live on a separate value stack, so a primitive application
+//! allocates nothing.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use cranelift_entity::SecondaryMap;
+
+use super::EvalError;
+use super::value::{Closure, Env, Value, env_get, env_push};
+use crate::diagnostic::Span;
+use crate::ir::{Expr, ExprId, Lit, Prim, Program};
+
+/// Resource limits of one evaluation.
+#[derive(Copy, Clone, Debug)]
+pub struct Limits {
+    /// Maximum number of machine steps before ⊥ (E-Fuel).
+    pub fuel: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            fuel: 2_000_000_000,
+        }
+    }
+}
+
+/// Cost counters: `steps` are machine transitions; `ops` are primitive
+/// operations (arithmetic, transcendental functions, comparisons, `not`,
+/// `toDouble`, array reads by `get`, and array element writes by `build`
+/// and array literals).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub steps: u64,
+    pub ops: u64,
+}
+
+/// One transition, for `--trace`.
+#[derive(Copy, Clone, Debug)]
+pub struct TraceEvent {
+    pub step: u64,
+    pub rule: &'static str,
+    /// The expression the rule acts on, where there is one.
+    pub focus: Option<ExprId>,
+}
+
+#[derive(Copy, Clone, Debug, Default)]
+enum VarRef {
+    #[default]
+    Unresolved,
+    Local(u32),
+    Global(u32),
+}
+
+enum State {
+    Eval(ExprId, Env),
+    Ret(Value),
+}
+
+enum Frame {
+    /// Function evaluated next; then the argument.
+    AppArg(ExprId, Env),
+    /// Argument evaluated next; then E-Beta.
+    AppCall(Value, ExprId),
+    LetBody(ExprId, Env),
+    IfBranch(ExprId, Env),
+    /// Evaluating argument `next - 1` of primitive node `e`; earlier
+    /// arguments are on the value stack.
+    PrimArg {
+        e: ExprId,
+        env: Env,
+        next: usize,
+    },
+    ArrayElem {
+        e: ExprId,
+        env: Env,
+        next: usize,
+    },
+    BuildElem {
+        f: Value,
+        n: i64,
+        acc: Vec<Value>,
+        e: ExprId,
+    },
+    /// `f` was applied to the state; apply the result to `i`.
+    IFoldIndex {
+        f: Value,
+        i: i64,
+        n: i64,
+        e: ExprId,
+    },
+    /// The new state is being computed.
+    IFoldState {
+        f: Value,
+        i: i64,
+        n: i64,
+        e: ExprId,
+    },
+}
+
+/// Evaluates definitions of one (monomorphic) program.
+pub struct Evaluator<'p> {
+    prog: &'p Program,
+    refs: SecondaryMap<ExprId, VarRef>,
+    globals: Vec<Option<Value>>,
+    pub stats: Stats,
+    pub limits: Limits,
+    frames: Vec<Frame>,
+    vals: Vec<Value>,
+}
+
+/// Evaluates the definition `name` applied to `args` (a convenience over
+/// [`Evaluator`]).
+pub fn eval_def(
+    prog: &Program,
+    name: &str,
+    args: Vec<Value>,
+    limits: Limits,
+) -> Result<(Value, Stats), EvalError> {
+    let mut ev = Evaluator::new(prog, limits);
+    let v = ev.call(name, args, &mut |_| {})?;
+    Ok((v, ev.stats))
+}
+
+impl<'p> Evaluator<'p> {
+    pub fn new(prog: &'p Program, limits: Limits) -> Evaluator<'p> {
+        Evaluator {
+            prog,
+            refs: resolve(prog),
+            globals: vec![None; prog.defs.len()],
+            stats: Stats::default(),
+            limits,
+            frames: Vec::new(),
+            vals: Vec::new(),
+        }
+    }
+
+    /// Evaluates every definition up to and including the last one named
+    /// `name`, then applies it to `args` one at a time.
+    pub fn call(
+        &mut self,
+        name: &str,
+        args: Vec<Value>,
+        trace: &mut dyn FnMut(TraceEvent),
+    ) -> Result<Value, EvalError> {
+        let Some(idx) = self.prog.defs.iter().rposition(|d| &*d.name == name) else {
+            return Err(EvalError::Internal {
+                message: format!("no definition `{name}`"),
+                span: Span::default(),
+            });
+        };
+        for i in 0..=idx {
+            if self.globals[i].is_none() {
+                let v = self.run(State::Eval(self.prog.defs[i].body, None), trace)?;
+                self.globals[i] = Some(v);
+            }
+        }
+        let mut f = self.globals[idx].clone().expect("just evaluated");
+        let at = self.prog.defs[idx].body;
+        for a in args {
+            let start = self.apply(f, a, at)?;
+            f = self.run(start, trace)?;
+        }
+        Ok(f)
+    }
+
+    fn run(
+        &mut self,
+        mut state: State,
+        trace: &mut dyn FnMut(TraceEvent),
+    ) -> Result<Value, EvalError> {
+        let base = self.frames.len();
+        loop {
+            if let State::Ret(v) = &state
+                && self.frames.len() == base
+            {
+                return Ok(v.clone());
+            }
+            if self.stats.steps >= self.limits.fuel {
+                // E-Fuel
+                let span = match &state {
+                    State::Eval(e, _) => self.prog.span(*e),
+                    State::Ret(_) => Span::default(),
+                };
+                self.frames.truncate(base);
+                return Err(EvalError::OutOfFuel {
+                    steps: self.stats.steps,
+                    span,
+                });
+            }
+            self.stats.steps += 1;
+            let (next, rule, focus) = match self.step(state) {
+                Ok(x) => x,
+                Err(e) => {
+                    self.frames.truncate(base);
+                    self.vals.clear();
+                    return Err(e);
+                }
+            };
+            trace(TraceEvent {
+                step: self.stats.steps,
+                rule,
+                focus,
+            });
+            state = next;
+        }
+    }
+
+    fn apply(&mut self, f: Value, arg: Value, at: ExprId) -> Result<State, EvalError> {
+        match f {
+            Value::Closure(c) => match self.prog.expr(c.lam) {
+                Expr::Lam { body, .. } => Ok(State::Eval(*body, env_push(&c.env, arg))),
+                _ => Err(self.internal("closure without a lambda", at)),
+            },
+            _ => Err(self.internal("applied a non-function", at)),
+        }
+    }
+
+    fn internal(&self, message: &str, at: ExprId) -> EvalError {
+        EvalError::Internal {
+            message: message.to_string(),
+            span: self.prog.span(at),
+        }
+    }
+
+    /// One transition: the new state, the rule applied, its focus.
+    fn step(&mut self, state: State) -> Result<(State, &'static str, Option<ExprId>), EvalError> {
+        match state {
+            State::Eval(e, env) => self.step_eval(e, env),
+            State::Ret(v) => self.step_ret(v),
+        }
+    }
+
+    fn step_eval(
+        &mut self,
+        e: ExprId,
+        env: Env,
+    ) -> Result<(State, &'static str, Option<ExprId>), EvalError> {
+        let prog = self.prog;
+        Ok(match prog.expr(e) {
+            Expr::Var(_) => match self.refs[e] {
+                VarRef::Local(d) => match env_get(&env, d) {
+                    Some(v) => (State::Ret(v.clone()), "E-Var", Some(e)),
+                    None => return Err(self.internal("unbound local variable", e)),
+                },
+                VarRef::Global(g) => match &self.globals[g as usize] {
+                    Some(v) => (State::Ret(v.clone()), "E-Global", Some(e)),
+                    None => return Err(self.internal("definition used before it is evaluated", e)),
+                },
+                VarRef::Unresolved => return Err(self.internal("unbound variable", e)),
+            },
+            Expr::Lit(l) => {
+                let v = match *l {
+                    Lit::Int(n) => Value::Index(n),
+                    Lit::Double(x) => Value::Double(x),
+                    Lit::Bool(b) => Value::Bool(b),
+                };
+                (State::Ret(v), "E-Lit", Some(e))
+            }
+            // E-Abs: a lambda evaluates to a closure over the current environment.
+            Expr::Lam { .. } => (
+                State::Ret(Value::Closure(Rc::new(Closure { lam: e, env }))),
+                "E-Abs",
+                Some(e),
+            ),
+            Expr::App { fun, arg } => {
+                // E-App: evaluate the function first.
+                self.frames.push(Frame::AppArg(*arg, env.clone()));
+                (State::Eval(*fun, env), "E-App", Some(e))
+            }
+            Expr::Let { value, body, .. } => {
+                // E-Let: evaluate the bound expression first.
+                self.frames.push(Frame::LetBody(*body, env.clone()));
+                (State::Eval(*value, env), "E-Let", Some(e))
+            }
+            Expr::If { cond, .. } => {
+                // E-If: evaluate the condition first.
+                self.frames.push(Frame::IfBranch(e, env.clone()));
+                (State::Eval(*cond, env), "E-If", Some(e))
+            }
+            Expr::Prim { args, .. } => {
+                // E-Prim-Arg: arguments left to right.
+                self.frames.push(Frame::PrimArg {
+                    e,
+                    env: env.clone(),
+                    next: 1,
+                });
+                (State::Eval(args[0], env), "E-Prim-Arg", Some(e))
+            }
+            Expr::Array(items) => {
+                if items.is_empty() {
+                    // E-Array: all (zero) elements are values.
+                    (State::Ret(Value::array(Vec::new())), "E-Array", Some(e))
+                } else {
+                    // E-Array-Elem: elements left to right.
+                    self.frames.push(Frame::ArrayElem {
+                        e,
+                        env: env.clone(),
+                        next: 1,
+                    });
+                    (State::Eval(items[0], env), "E-Array-Elem", Some(e))
+                }
+            }
+        })
+    }
+
+    fn step_ret(&mut self, v: Value) -> Result<(State, &'static str, Option<ExprId>), EvalError> {
+        let frame = self.frames.pop().expect("run() stops at the base frame");
+        Ok(match frame {
+            Frame::AppArg(arg, env) => {
+                // E-App-Arg: the function is a value; evaluate the argument.
+                self.frames.push(Frame::AppCall(v, arg));
+                (State::Eval(arg, env), "E-App-Arg", Some(arg))
+            }
+            Frame::AppCall(f, at) => {
+                // E-Beta
+                (self.apply(f, v, at)?, "E-Beta", Some(at))
+            }
+            Frame::LetBody(body, env) => {
+                // E-Let-Subst: bind the value, continue with the body.
+                (
+                    State::Eval(body, env_push(&env, v)),
+                    "E-Let-Subst",
+                    Some(body),
+                )
+            }
+            Frame::IfBranch(e, env) => {
+                let Expr::If { then_, else_, .. } = self.prog.expr(e) else {
+                    return Err(self.internal("if frame without if", e));
+                };
+                match v {
+                    Value::Bool(true) => (State::Eval(*then_, env), "E-If-True", Some(e)),
+                    Value::Bool(false) => (State::Eval(*else_, env), "E-If-False", Some(e)),
+                    _ => return Err(self.internal("non-boolean condition", e)),
+                }
+            }
+            Frame::PrimArg { e, env, next } => {
+                let Expr::Prim { op, args } = self.prog.expr(e) else {
+                    return Err(self.internal("prim frame without prim", e));
+                };
+                self.vals.push(v);
+                if next < args.len() {
+                    // E-Prim-Arg
+                    self.frames.push(Frame::PrimArg {
+                        e,
+                        env: env.clone(),
+                        next: next + 1,
+                    });
+                    (State::Eval(args[next], env), "E-Prim-Arg", Some(args[next]))
+                } else {
+                    let at = self.vals.len() - args.len();
+                    let vals: Vec<Value> = self.vals.drain(at..).collect();
+                    self.prim(*op, vals, e)?
+                }
+            }
+            Frame::ArrayElem { e, env, next } => {
+                let Expr::Array(items) = self.prog.expr(e) else {
+                    return Err(self.internal("array frame without array", e));
+                };
+                self.vals.push(v);
+                if next < items.len() {
+                    self.frames.push(Frame::ArrayElem {
+                        e,
+                        env: env.clone(),
+                        next: next + 1,
+                    });
+                    (
+                        State::Eval(items[next], env),
+                        "E-Array-Elem",
+                        Some(items[next]),
+                    )
+                } else {
+                    // E-Array: every element is a value.
+                    let at = self.vals.len() - items.len();
+                    let vals: Vec<Value> = self.vals.drain(at..).collect();
+                    self.stats.ops += vals.len() as u64;
+                    (State::Ret(Value::array(vals)), "E-Array", Some(e))
+                }
+            }
+            Frame::BuildElem { f, n, mut acc, e } => {
+                // E-Build-Elem: element `acc.len()` is a value.
+                acc.push(v);
+                self.stats.ops += 1;
+                let i = acc.len() as i64;
+                if i < n {
+                    let next = self.apply(f.clone(), Value::Index(i), e)?;
+                    self.frames.push(Frame::BuildElem { f, n, acc, e });
+                    (next, "E-Build-Elem", Some(e))
+                } else {
+                    (State::Ret(Value::array(acc)), "E-Build-Elem", Some(e))
+                }
+            }
+            Frame::IFoldIndex { f, i, n, e } => {
+                // E-IFold-Succ (second half): apply the partial application to i.
+                self.frames.push(Frame::IFoldState { f, i, n, e });
+                (self.apply(v, Value::Index(i), e)?, "E-IFold-Succ", Some(e))
+            }
+            Frame::IFoldState { f, i, n, e } => {
+                // v = ifold f z (i+1)
+                if i + 1 < n {
+                    // E-IFold-Succ: apply f to the state.
+                    self.frames.push(Frame::IFoldIndex {
+                        f: f.clone(),
+                        i: i + 1,
+                        n,
+                        e,
+                    });
+                    (self.apply(f, v, e)?, "E-IFold-Succ", Some(e))
+                } else {
+                    (State::Ret(v), "E-IFold-Done", Some(e))
+                }
+            }
+        })
+    }
+
+    /// A primitive applied to values.
+    fn prim(
+        &mut self,
+        op: Prim,
+        mut vals: Vec<Value>,
+        e: ExprId,
+    ) -> Result<(State, &'static str, Option<ExprId>), EvalError> {
+        let span = self.prog.span(e);
+        let ret = |v: Value, rule: &'static str| Ok((State::Ret(v), rule, Some(e)));
+        match op {
+            Prim::Add | Prim::Sub | Prim::Mul | Prim::Div | Prim::Pow => {
+                self.stats.ops += 1;
+                let v = arith(op, &vals[0], &vals[1], span)?; // E-Arith / E-Arith-Bot
+                ret(v, "E-Arith")
+            }
+            Prim::Neg => {
+                self.stats.ops += 1;
+                // E-Neg
+                let v = match &vals[0] {
+                    Value::Double(x) => Value::Double(-x),
+                    Value::Index(i) => Value::Index(
+                        i.checked_neg()
+                            .ok_or(EvalError::Overflow { op: "-", span })?,
+                    ),
+                    _ => return Err(self.internal("negation of a non-number", e)),
+                };
+                ret(v, "E-Neg")
+            }
+            Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne => {
+                self.stats.ops += 1;
+                // E-Cmp
+                let ord = match (&vals[0], &vals[1]) {
+                    (Value::Double(a), Value::Double(b)) => a.partial_cmp(b),
+                    (Value::Index(a), Value::Index(b)) => Some(a.cmp(b)),
+                    _ => return Err(self.internal("comparison of non-numbers", e)),
+                };
+                use std::cmp::Ordering::*;
+                let b = match (op, ord) {
+                    (Prim::Lt, Some(o)) => o == Less,
+                    (Prim::Gt, Some(o)) => o == Greater,
+                    (Prim::Le, Some(o)) => o != Greater,
+                    (Prim::Ge, Some(o)) => o != Less,
+                    (Prim::Eq, Some(o)) => o == Equal,
+                    (Prim::Ne, o) => o != Some(Equal),
+                    (_, None) => false,
+                    _ => unreachable!("comparison operators only"),
+                };
+                ret(Value::Bool(b), "E-Cmp")
+            }
+            Prim::Not => {
+                self.stats.ops += 1;
+                match vals[0] {
+                    Value::Bool(b) => ret(Value::Bool(!b), "E-Not"),
+                    _ => Err(self.internal("`not` of a non-boolean", e)),
+                }
+            }
+            Prim::Sin | Prim::Cos | Prim::Tan | Prim::Log | Prim::Exp | Prim::Sqrt => {
+                self.stats.ops += 1;
+                let Value::Double(x) = vals[0] else {
+                    return Err(self.internal("math function of a non-double", e));
+                };
+                let dom = |ok: bool| -> Result<(), EvalError> {
+                    if ok {
+                        Ok(())
+                    } else {
+                        // E-Math-Bot
+                        Err(EvalError::Domain {
+                            op: op.name(),
+                            arg: format!("{x:?}"),
+                            span,
+                        })
+                    }
+                };
+                // E-Math
+                let r = match op {
+                    Prim::Sin => x.sin(),
+                    Prim::Cos => x.cos(),
+                    Prim::Tan => {
+                        dom(x.cos() != 0.0 && x.is_finite())?;
+                        x.tan()
+                    }
+                    Prim::Log => {
+                        dom(x > 0.0)?;
+                        x.ln()
+                    }
+                    Prim::Exp => x.exp(),
+                    Prim::Sqrt => {
+                        dom(x >= 0.0)?;
+                        x.sqrt()
+                    }
+                    _ => unreachable!("math functions only"),
+                };
+                ret(Value::Double(r), "E-Math")
+            }
+            Prim::ToDouble => {
+                self.stats.ops += 1;
+                match vals[0] {
+                    Value::Index(i) => ret(Value::Double(i as f64), "E-ToDouble"),
+                    _ => Err(self.internal("toDouble of a non-index", e)),
+                }
+            }
+            Prim::Pair => {
+                let b = vals.pop().expect("arity 2");
+                let a = vals.pop().expect("arity 2");
+                ret(Value::pair(a, b), "E-Pair")
+            }
+            Prim::Fst | Prim::Snd => match &vals[0] {
+                Value::Pair(p) => {
+                    if op == Prim::Fst {
+                        ret(p.0.clone(), "E-Fst")
+                    } else {
+                        ret(p.1.clone(), "E-Snd")
+                    }
+                }
+                _ => Err(self.internal("projection of a non-pair", e)),
+            },
+            Prim::Length => match &vals[0] {
+                Value::Array(a) => ret(Value::Index(a.len() as i64), "E-Length"),
+                _ => Err(self.internal("length of a non-array", e)),
+            },
+            Prim::Get => {
+                self.stats.ops += 1;
+                match (&vals[0], &vals[1]) {
+                    (Value::Array(a), Value::Index(i)) => {
+                        if *i >= 0 && (*i as usize) < a.len() {
+                            ret(a[*i as usize].clone(), "E-Get")
+                        } else {
+                            // E-Get-Bot
+                            Err(EvalError::IndexOutOfBounds {
+                                index: *i,
+                                len: a.len(),
+                                span,
+                            })
+                        }
+                    }
+                    _ => Err(self.internal("get on a non-array", e)),
+                }
+            }
+            Prim::Build => {
+                let f = vals.pop().expect("arity 2");
+                let Value::Index(n) = vals[0] else {
+                    return Err(self.internal("build with a non-index size", e));
+                };
+                if n < 0 {
+                    // E-Build-Bot
+                    return Err(EvalError::NegativeSize { n, span });
+                }
+                if n == 0 {
+                    return ret(Value::array(Vec::new()), "E-Build");
+                }
+                // E-Build: compute f 0, ..., f (n-1) in order.
+                let next = self.apply(f.clone(), Value::Index(0), e)?;
+                let acc = Vec::with_capacity((n as usize).min(1 << 20));
+                self.frames.push(Frame::BuildElem { f, n, acc, e });
+                Ok((next, "E-Build", Some(e)))
+            }
+            Prim::IFold => {
+                let count = vals.pop().expect("arity 3");
+                let z = vals.pop().expect("arity 3");
+                let f = vals.pop().expect("arity 3");
+                let Value::Index(n) = count else {
+                    return Err(self.internal("ifold with a non-index count", e));
+                };
+                if n < 0 {
+                    // E-IFold-Bot
+                    return Err(EvalError::NegativeCount { n, span });
+                }
+                if n == 0 {
+                    // E-IFold-Zero
+                    return ret(z, "E-IFold-Zero");
+                }
+                // E-IFold-Succ: apply f to the state, then to the index.
+                self.frames.push(Frame::IFoldIndex {
+                    f: f.clone(),
+                    i: 0,
+                    n,
+                    e,
+                });
+                Ok((self.apply(f, z, e)?, "E-IFold-Succ", Some(e)))
+            }
+        }
+    }
+}
+
+/// E-Arith and E-Arith-Bot: `+ - * / **` on two doubles or two indices.
+fn arith(op: Prim, a: &Value, b: &Value, span: Span) -> Result<Value, EvalError> {
+    match (a, b) {
+        (Value::Double(x), Value::Double(y)) => {
+            let (x, y) = (*x, *y);
+            Ok(Value::Double(match op {
+                Prim::Add => x + y,
+                Prim::Sub => x - y,
+                Prim::Mul => x * y,
+                Prim::Div => {
+                    if y == 0.0 {
+                        return Err(EvalError::DivisionByZero { span });
+                    }
+                    x / y
+                }
+                Prim::Pow => {
+                    let ok = x > 0.0 || (x == 0.0 && y >= 0.0) || (x < 0.0 && y.fract() == 0.0);
+                    if !ok {
+                        return Err(EvalError::Domain {
+                            op: "**",
+                            arg: format!("({x:?}, {y:?})"),
+                            span,
+                        });
+                    }
+                    x.powf(y)
+                }
+                _ => unreachable!("arithmetic operators only"),
+            }))
+        }
+        (Value::Index(x), Value::Index(y)) => {
+            let (x, y) = (*x, *y);
+            let r = match op {
+                Prim::Add => x.checked_add(y),
+                Prim::Sub => x.checked_sub(y),
+                Prim::Mul => x.checked_mul(y),
+                Prim::Div => {
+                    if y == 0 {
+                        return Err(EvalError::DivisionByZero { span });
+                    }
+                    x.checked_div(y)
+                }
+                Prim::Pow => {
+                    if y < 0 {
+                        return Err(EvalError::Domain {
+                            op: "**",
+                            arg: format!("({x}, {y}) on Index"),
+                            span,
+                        });
+                    }
+                    u32::try_from(y).ok().and_then(|y| x.checked_pow(y))
+                }
+                _ => unreachable!("arithmetic operators only"),
+            };
+            r.map(Value::Index).ok_or(EvalError::Overflow {
+                op: op.name(),
+                span,
+            })
+        }
+        _ => Err(EvalError::Internal {
+            message: "arithmetic on mismatched values".to_string(),
+            span,
+        }),
+    }
+}
+
+/// Resolves every variable to a de Bruijn depth or a definition index. A
+/// definition sees only earlier definitions; later ones shadow earlier
+/// ones of the same name.
+fn resolve(prog: &Program) -> SecondaryMap<ExprId, VarRef> {
+    let mut refs = SecondaryMap::new();
+    let mut globals: HashMap<&str, u32> = HashMap::new();
+    for (i, d) in prog.defs.iter().enumerate() {
+        let mut scope: Vec<&str> = Vec::new();
+        // Iterative walk: (expr, scope length to restore, binder to push).
+        enum W<'a> {
+            Visit(ExprId),
+            Push(&'a str),
+            Pop,
+        }
+        let mut work = vec![W::Visit(d.body)];
+        while let Some(w) = work.pop() {
+            match w {
+                W::Push(n) => scope.push(n),
+                W::Pop => {
+                    scope.pop();
+                }
+                W::Visit(e) => match prog.expr(e) {
+                    Expr::Var(x) => {
+                        refs[e] = match scope.iter().rev().position(|n| *n == &**x) {
+                            Some(d) => VarRef::Local(d as u32),
+                            None => match globals.get(&**x) {
+                                Some(g) => VarRef::Global(*g),
+                                None => VarRef::Unresolved,
+                            },
+                        }
+                    }
+                    Expr::Lam { param, body, .. } => {
+                        work.push(W::Pop);
+                        work.push(W::Visit(*body));
+                        work.push(W::Push(param));
+                    }
+                    Expr::Let {
+                        name, value, body, ..
+                    } => {
+                        work.push(W::Pop);
+                        work.push(W::Visit(*body));
+                        work.push(W::Push(name));
+                        work.push(W::Visit(*value));
+                    }
+                    other => {
+                        for c in other.children().into_iter().rev() {
+                            work.push(W::Visit(c));
+                        }
+                    }
+                },
+            }
+        }
+        globals.insert(&d.name, i as u32);
+    }
+    refs
+}

@@ -1,0 +1,403 @@
+//! The core IR: every program after parsing and desugaring (spec/syntax.md,
+//! "Core"). Expressions live in one arena per [`Program`], addressed by
+//! [`ExprId`]; spans live in a side table so passes that build new code do
+//! not have to invent positions.
+//!
+//! Invariants:
+//! - lambdas and applications are unary (`fun x y -> e` is two lambdas);
+//! - primitive applications ([`Expr::Prim`]) are saturated: a primitive used
+//!   as a value was eta-expanded by the parser;
+//! - `&&`, `||` were desugared to `if`; n-tuples to right-nested pairs;
+//! - top-level definitions are non-recursive and refer only to earlier ones.
+
+use std::fmt;
+use std::rc::Rc;
+
+use cranelift_entity::{PrimaryMap, SecondaryMap, entity_impl};
+
+use crate::diagnostic::Span;
+
+/// Identifies one expression node in a [`Program`]'s arena.
+#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExprId(u32);
+entity_impl!(ExprId, "e");
+
+/// A variable or definition name.
+pub type Name = Rc<str>;
+
+/// Literals. `Int` is an integer literal written without a decimal point or
+/// exponent: its type is any numeric type (T-Lit-Int). After type inference
+/// and monomorphisation every `Int` of type Double is rewritten to `Double`,
+/// so the remaining `Int`s are Index values.
+#[derive(Copy, Clone, Debug)]
+pub enum Lit {
+    Int(i64),
+    Double(f64),
+    Bool(bool),
+}
+
+impl PartialEq for Lit {
+    /// Bitwise equality on doubles, so `NaN == NaN` and `0.0 != -0.0`:
+    /// the equality the printer round trip needs.
+    fn eq(&self, other: &Lit) -> bool {
+        match (self, other) {
+            (Lit::Int(a), Lit::Int(b)) => a == b,
+            (Lit::Double(a), Lit::Double(b)) => a.to_bits() == b.to_bits(),
+            (Lit::Bool(a), Lit::Bool(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+/// Types as written in annotations and as produced for monomorphic code.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Type {
+    Double,
+    Index,
+    Bool,
+    Array(Box<Type>),
+    Pair(Box<Type>, Box<Type>),
+    Fun(Box<Type>, Box<Type>),
+}
+
+impl Type {
+    pub fn array(t: Type) -> Type {
+        Type::Array(Box::new(t))
+    }
+    pub fn pair(a: Type, b: Type) -> Type {
+        Type::Pair(Box::new(a), Box::new(b))
+    }
+    pub fn fun(a: Type, b: Type) -> Type {
+        Type::Fun(Box::new(a), Box::new(b))
+    }
+    /// The paper's `M` types: everything but functions.
+    pub fn is_data(&self) -> bool {
+        match self {
+            Type::Double | Type::Index | Type::Bool => true,
+            Type::Array(t) => t.is_data(),
+            Type::Pair(a, b) => a.is_data() && b.is_data(),
+            Type::Fun(..) => false,
+        }
+    }
+}
+
+impl fmt::Display for Type {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn go(t: &Type, prec: u8, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            match t {
+                Type::Double => write!(f, "Double"),
+                Type::Index => write!(f, "Index"),
+                Type::Bool => write!(f, "Bool"),
+                Type::Array(e) => {
+                    write!(f, "Array<")?;
+                    go(e, 0, f)?;
+                    write!(f, ">")
+                }
+                Type::Pair(a, b) => {
+                    if prec > 1 {
+                        write!(f, "(")?;
+                    }
+                    go(a, 2, f)?;
+                    write!(f, " * ")?;
+                    go(b, 1, f)?;
+                    if prec > 1 {
+                        write!(f, ")")?;
+                    }
+                    Ok(())
+                }
+                Type::Fun(a, b) => {
+                    if prec > 0 {
+                        write!(f, "(")?;
+                    }
+                    go(a, 1, f)?;
+                    write!(f, " -> ")?;
+                    go(b, 0, f)?;
+                    if prec > 0 {
+                        write!(f, ")")?;
+                    }
+                    Ok(())
+                }
+            }
+        }
+        go(self, 0, f)
+    }
+}
+
+/// The primitive function constants of F̃ (seed 001 Fig. 3) plus `sqrt` and
+/// `toDouble`. Each has a fixed arity; applications are always saturated.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Prim {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Neg,
+    Lt,
+    Gt,
+    Le,
+    Ge,
+    Eq,
+    Ne,
+    Not,
+    Sin,
+    Cos,
+    Tan,
+    Log,
+    Exp,
+    Sqrt,
+    ToDouble,
+    Build,
+    IFold,
+    Get,
+    Length,
+    Pair,
+    Fst,
+    Snd,
+}
+
+impl Prim {
+    pub const ALL: [Prim; 27] = [
+        Prim::Add,
+        Prim::Sub,
+        Prim::Mul,
+        Prim::Div,
+        Prim::Pow,
+        Prim::Neg,
+        Prim::Lt,
+        Prim::Gt,
+        Prim::Le,
+        Prim::Ge,
+        Prim::Eq,
+        Prim::Ne,
+        Prim::Not,
+        Prim::Sin,
+        Prim::Cos,
+        Prim::Tan,
+        Prim::Log,
+        Prim::Exp,
+        Prim::Sqrt,
+        Prim::ToDouble,
+        Prim::Build,
+        Prim::IFold,
+        Prim::Get,
+        Prim::Length,
+        Prim::Pair,
+        Prim::Fst,
+        Prim::Snd,
+    ];
+
+    pub fn arity(self) -> usize {
+        match self {
+            Prim::Neg
+            | Prim::Not
+            | Prim::Sin
+            | Prim::Cos
+            | Prim::Tan
+            | Prim::Log
+            | Prim::Exp
+            | Prim::Sqrt
+            | Prim::ToDouble
+            | Prim::Length
+            | Prim::Fst
+            | Prim::Snd => 1,
+            Prim::IFold => 3,
+            _ => 2,
+        }
+    }
+
+    /// The name a program uses for the primitive as a function value
+    /// (`build`, `sin`, ...); operators answer their symbol.
+    pub fn name(self) -> &'static str {
+        match self {
+            Prim::Add => "+",
+            Prim::Sub => "-",
+            Prim::Mul => "*",
+            Prim::Div => "/",
+            Prim::Pow => "**",
+            Prim::Neg => "~-",
+            Prim::Lt => "<",
+            Prim::Gt => ">",
+            Prim::Le => "<=",
+            Prim::Ge => ">=",
+            Prim::Eq => "=",
+            Prim::Ne => "<>",
+            Prim::Not => "not",
+            Prim::Sin => "sin",
+            Prim::Cos => "cos",
+            Prim::Tan => "tan",
+            Prim::Log => "log",
+            Prim::Exp => "exp",
+            Prim::Sqrt => "sqrt",
+            Prim::ToDouble => "toDouble",
+            Prim::Build => "build",
+            Prim::IFold => "ifold",
+            Prim::Get => "get",
+            Prim::Length => "length",
+            Prim::Pair => "pair",
+            Prim::Fst => "fst",
+            Prim::Snd => "snd",
+        }
+    }
+
+    /// Primitives that are referred to by an identifier (not an operator).
+    pub fn from_ident(s: &str) -> Option<Prim> {
+        Prim::ALL
+            .into_iter()
+            .find(|p| p.is_named() && p.name() == s)
+    }
+
+    /// Written as an identifier (`sin x`) rather than an operator (`a + b`).
+    pub fn is_named(self) -> bool {
+        self.name().starts_with(|c: char| c.is_ascii_alphabetic())
+    }
+
+    /// Binary infix operators.
+    pub fn is_infix(self) -> bool {
+        !self.is_named() && self != Prim::Neg
+    }
+}
+
+/// One expression node. Children are [`ExprId`]s into the same arena.
+#[derive(Clone, Debug)]
+pub enum Expr {
+    Var(Name),
+    Lit(Lit),
+    Lam {
+        param: Name,
+        ann: Option<Type>,
+        body: ExprId,
+    },
+    App {
+        fun: ExprId,
+        arg: ExprId,
+    },
+    Let {
+        name: Name,
+        ann: Option<Type>,
+        value: ExprId,
+        body: ExprId,
+    },
+    If {
+        cond: ExprId,
+        then_: ExprId,
+        else_: ExprId,
+    },
+    Prim {
+        op: Prim,
+        args: Box<[ExprId]>,
+    },
+    Array(Box<[ExprId]>),
+}
+
+impl Expr {
+    /// The direct children, in evaluation order.
+    pub fn children(&self) -> Vec<ExprId> {
+        match self {
+            Expr::Var(_) | Expr::Lit(_) => vec![],
+            Expr::Lam { body, .. } => vec![*body],
+            Expr::App { fun, arg } => vec![*fun, *arg],
+            Expr::Let { value, body, .. } => vec![*value, *body],
+            Expr::If { cond, then_, else_ } => vec![*cond, *then_, *else_],
+            Expr::Prim { args, .. } => args.to_vec(),
+            Expr::Array(items) => items.to_vec(),
+        }
+    }
+}
+
+/// A top-level `let name = body`.
+#[derive(Clone, Debug)]
+pub struct Def {
+    pub name: Name,
+    /// The span of the name in the definition.
+    pub span: Span,
+    pub body: ExprId,
+    /// Defined by the prelude rather than by the user.
+    pub prelude: bool,
+}
+
+/// A whole program: an arena of expressions, their spans, and the
+/// definitions in order (prelude first).
+#[derive(Clone, Debug, Default)]
+pub struct Program {
+    pub exprs: PrimaryMap<ExprId, Expr>,
+    pub spans: SecondaryMap<ExprId, Span>,
+    pub defs: Vec<Def>,
+}
+
+impl Program {
+    pub fn new() -> Program {
+        Program::default()
+    }
+
+    pub fn add(&mut self, e: Expr, span: Span) -> ExprId {
+        let id = self.exprs.push(e);
+        self.spans[id] = span;
+        id
+    }
+
+    pub fn expr(&self, id: ExprId) -> &Expr {
+        &self.exprs[id]
+    }
+
+    pub fn span(&self, id: ExprId) -> Span {
+        self.spans[id]
+    }
+
+    /// The last definition with this name (later ones shadow earlier ones).
+    pub fn def(&self, name: &str) -> Option<&Def> {
+        self.defs.iter().rev().find(|d| &*d.name == name)
+    }
+
+    /// Structural equality of two expressions, possibly from different
+    /// programs, ignoring spans and arena layout.
+    pub fn same_expr(&self, a: ExprId, other: &Program, b: ExprId) -> bool {
+        // Iterative, so very deep programs do not overflow the stack.
+        let mut work = vec![(a, b)];
+        while let Some((a, b)) = work.pop() {
+            let ok = match (self.expr(a), other.expr(b)) {
+                (Expr::Var(x), Expr::Var(y)) => x == y,
+                (Expr::Lit(x), Expr::Lit(y)) => x == y,
+                (
+                    Expr::Lam {
+                        param: p1, ann: a1, ..
+                    },
+                    Expr::Lam {
+                        param: p2, ann: a2, ..
+                    },
+                ) => p1 == p2 && a1 == a2,
+                (Expr::App { .. }, Expr::App { .. }) => true,
+                (
+                    Expr::Let {
+                        name: n1, ann: a1, ..
+                    },
+                    Expr::Let {
+                        name: n2, ann: a2, ..
+                    },
+                ) => n1 == n2 && a1 == a2,
+                (Expr::If { .. }, Expr::If { .. }) => true,
+                (Expr::Prim { op: o1, args: x }, Expr::Prim { op: o2, args: y }) => {
+                    o1 == o2 && x.len() == y.len()
+                }
+                (Expr::Array(x), Expr::Array(y)) => x.len() == y.len(),
+                _ => false,
+            };
+            if !ok {
+                return false;
+            }
+            let (ca, cb) = (self.expr(a).children(), other.expr(b).children());
+            work.extend(ca.into_iter().zip(cb));
+        }
+        true
+    }
+
+    /// Structural equality of whole programs (names, bodies; not spans).
+    pub fn same_program(&self, other: &Program) -> bool {
+        self.defs.len() == other.defs.len()
+            && self
+                .defs
+                .iter()
+                .zip(&other.defs)
+                .all(|(d, e)| d.name == e.name && self.same_expr(d.body, other, e.body))
+    }
+}

@@ -1,0 +1,17 @@
+//! fsmooth: the F̃ language of Shaikhha et al. with a formal reference
+//! semantics. See ARCHITECTURE.md for the pipeline and its invariants.
+//!
+//! The passes, in pipeline order: [`syntax`] (lexer, parser, printer) →
+//! [`ir`] (the core IR) → [`types`] (inference, monomorphisation) →
+//! [`eval`] (the reference evaluator). [`pipeline`] sequences them; the
+//! `fsmooth` binary's [`cli`] is the only module that prints.
+
+pub mod cli;
+pub mod diagnostic;
+pub mod eval;
+pub mod interchange;
+pub mod ir;
+pub mod numeric;
+pub mod pipeline;
+pub mod syntax;
+pub mod types;

@@ -1,1 +1,5 @@
-fn main() {}
+//! The one integration-test binary (one link on a 2-core machine); each
+//! module covers one area.
+
+mod adbench;
+mod common;

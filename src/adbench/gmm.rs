@@ -1,0 +1,1 @@
+//! ADBench GMM reader (placeholder; being written).

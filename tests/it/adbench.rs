@@ -1,0 +1,1 @@
+//! ADBench workloads (placeholder; being written).

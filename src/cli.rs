@@ -81,7 +81,18 @@ impl Files {
     }
 }
 
-/// Renders a diagnostic with a source excerpt.
+/// Renders a diagnostic about the program in `path` (text `src`) as the CLI
+/// prints it: `path:line:col: error[code]: message`, an excerpt, notes.
+pub fn render_diagnostic(d: &Diagnostic, path: &str, src: &str) -> String {
+    render(
+        d,
+        &Files {
+            main_path: path.to_string(),
+            main_src: src.to_string(),
+        },
+    )
+}
+
 fn render(d: &Diagnostic, files: &Files) -> String {
     let mut out = String::new();
     match files.get(d.span.source) {
@@ -210,7 +221,7 @@ fn run_cmd(args: RunArgs) -> Result<(), Failure> {
         let stderr = std::io::stderr();
         let mut lock = stderr.lock();
         let prog = &entry.program;
-        entry.run(values, limits, &mut |ev| {
+        entry.run(values, limits, &mut |ev, _| {
             let focus = ev
                 .focus
                 .map(|e| one_line(&print_expr(prog, e), 100))
@@ -218,7 +229,7 @@ fn run_cmd(args: RunArgs) -> Result<(), Failure> {
             let _ = writeln!(lock, "{:>8}  {:<14} {}", ev.step, ev.rule, focus);
         })
     } else {
-        entry.run(values, limits, &mut |_| {})
+        entry.run(values, limits, &mut |_, _| {})
     };
     let elapsed = start.elapsed();
     let stats_of = |s: Stats| {

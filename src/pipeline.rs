@@ -5,7 +5,7 @@
 use std::rc::Rc;
 
 use crate::diagnostic::{Diagnostic, SourceId, Span};
-use crate::eval::{EvalError, Evaluator, Limits, Stats, TraceEvent, Value};
+use crate::eval::{EvalError, Evaluator, Limits, Snapshot, Stats, TraceEvent, Value};
 use crate::interchange::{InputError, value_from_json};
 use crate::ir::{Expr, Program, Type};
 use crate::syntax::parse_into;
@@ -204,7 +204,7 @@ impl Entry {
         &self,
         args: Vec<Value>,
         limits: Limits,
-        trace: &mut dyn FnMut(TraceEvent),
+        trace: &mut dyn FnMut(TraceEvent, Snapshot<'_>),
     ) -> Result<(Value, Stats), EvalError> {
         let mut ev = Evaluator::new(&self.program, limits);
         let v = ev.call(&self.name_in_program(), args, trace)?;

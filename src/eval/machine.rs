@@ -51,23 +51,33 @@ pub struct TraceEvent {
 }
 
 #[derive(Copy, Clone, Debug, Default)]
-enum VarRef {
+pub(super) enum VarRef {
     #[default]
     Unresolved,
     Local(u32),
     Global(u32),
 }
 
-enum State {
+pub(super) enum State {
     Eval(ExprId, Env),
     Ret(Value),
 }
 
-enum Frame {
+/// The machine after a transition, for observers such as read-back
+/// (`readback.rs`) that turn it into a term.
+pub struct Snapshot<'a> {
+    pub(super) ev: &'a Evaluator<'a>,
+    pub(super) state: &'a State,
+    /// Frames below this index belong to an enclosing run.
+    pub(super) base: usize,
+}
+
+pub(super) enum Frame {
     /// Function evaluated next; then the argument.
     AppArg(ExprId, Env),
     /// Argument evaluated next; then E-Beta.
     AppCall(Value, ExprId),
+    /// The `let` node whose bound expression is being evaluated.
     LetBody(ExprId, Env),
     IfBranch(ExprId, Env),
     /// Evaluating argument `next - 1` of primitive node `e`; earlier
@@ -106,13 +116,15 @@ enum Frame {
 
 /// Evaluates definitions of one (monomorphic) program.
 pub struct Evaluator<'p> {
-    prog: &'p Program,
-    refs: SecondaryMap<ExprId, VarRef>,
+    pub(super) prog: &'p Program,
+    pub(super) refs: SecondaryMap<ExprId, VarRef>,
     globals: Vec<Option<Value>>,
     pub stats: Stats,
     pub limits: Limits,
-    frames: Vec<Frame>,
-    vals: Vec<Value>,
+    pub(super) frames: Vec<Frame>,
+    pub(super) vals: Vec<Value>,
+    /// The definition being evaluated (None while applying the entry).
+    pub(super) current: Option<usize>,
 }
 
 /// Evaluates the definition `name` applied to `args` (a convenience over
@@ -124,7 +136,7 @@ pub fn eval_def(
     limits: Limits,
 ) -> Result<(Value, Stats), EvalError> {
     let mut ev = Evaluator::new(prog, limits);
-    let v = ev.call(name, args, &mut |_| {})?;
+    let v = ev.call(name, args, &mut |_, _| {})?;
     Ok((v, ev.stats))
 }
 
@@ -138,6 +150,7 @@ impl<'p> Evaluator<'p> {
             limits,
             frames: Vec::new(),
             vals: Vec::new(),
+            current: None,
         }
     }
 
@@ -147,7 +160,7 @@ impl<'p> Evaluator<'p> {
         &mut self,
         name: &str,
         args: Vec<Value>,
-        trace: &mut dyn FnMut(TraceEvent),
+        trace: &mut dyn FnMut(TraceEvent, Snapshot<'_>),
     ) -> Result<Value, EvalError> {
         let Some(idx) = self.prog.defs.iter().rposition(|d| &*d.name == name) else {
             return Err(EvalError::Internal {
@@ -157,10 +170,12 @@ impl<'p> Evaluator<'p> {
         };
         for i in 0..=idx {
             if self.globals[i].is_none() {
+                self.current = Some(i);
                 let v = self.run(State::Eval(self.prog.defs[i].body, None), trace)?;
                 self.globals[i] = Some(v);
             }
         }
+        self.current = None;
         let mut f = self.globals[idx].clone().expect("just evaluated");
         let at = self.prog.defs[idx].body;
         for a in args {
@@ -173,7 +188,7 @@ impl<'p> Evaluator<'p> {
     fn run(
         &mut self,
         mut state: State,
-        trace: &mut dyn FnMut(TraceEvent),
+        trace: &mut dyn FnMut(TraceEvent, Snapshot<'_>),
     ) -> Result<Value, EvalError> {
         let base = self.frames.len();
         loop {
@@ -203,12 +218,19 @@ impl<'p> Evaluator<'p> {
                     return Err(e);
                 }
             };
-            trace(TraceEvent {
-                step: self.stats.steps,
-                rule,
-                focus,
-            });
             state = next;
+            trace(
+                TraceEvent {
+                    step: self.stats.steps,
+                    rule,
+                    focus,
+                },
+                Snapshot {
+                    ev: self,
+                    state: &state,
+                    base,
+                },
+            );
         }
     }
 
@@ -274,9 +296,9 @@ impl<'p> Evaluator<'p> {
                 self.frames.push(Frame::AppArg(*arg, env.clone()));
                 (State::Eval(*fun, env), "E-App", Some(e))
             }
-            Expr::Let { value, body, .. } => {
+            Expr::Let { value, .. } => {
                 // E-Let: evaluate the bound expression first.
-                self.frames.push(Frame::LetBody(*body, env.clone()));
+                self.frames.push(Frame::LetBody(e, env.clone()));
                 (State::Eval(*value, env), "E-Let", Some(e))
             }
             Expr::If { cond, .. } => {
@@ -322,13 +344,12 @@ impl<'p> Evaluator<'p> {
                 // E-Beta
                 (self.apply(f, v, at)?, "E-Beta", Some(at))
             }
-            Frame::LetBody(body, env) => {
+            Frame::LetBody(e, env) => {
+                let Expr::Let { body, .. } = self.prog.expr(e) else {
+                    return Err(self.internal("let frame without let", e));
+                };
                 // E-Let-Subst: bind the value, continue with the body.
-                (
-                    State::Eval(body, env_push(&env, v)),
-                    "E-Let-Subst",
-                    Some(body),
-                )
+                (State::Eval(*body, env_push(&env, v)), "E-Let-Subst", Some(e))
             }
             Frame::IfBranch(e, env) => {
                 let Expr::If { then_, else_, .. } = self.prog.expr(e) else {

@@ -7,13 +7,14 @@
 //! against.
 
 mod machine;
+mod readback;
 mod value;
 
 use thiserror::Error;
 
 use crate::diagnostic::{Diagnose, Span};
 
-pub use machine::{Evaluator, Limits, Stats, TraceEvent, eval_def};
+pub use machine::{Evaluator, Limits, Snapshot, Stats, TraceEvent, eval_def};
 pub use value::{Closure, Env, Value};
 
 /// ⊥: the ways evaluation can fail (spec/semantics.md, "Errors").

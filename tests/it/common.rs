@@ -1,1 +1,47 @@
-//! Helpers shared by the integration tests.
+//! Helpers shared by the integration tests: running programs through the
+//! library pipeline and through the `fsmooth` binary.
+
+use std::process::{Command, Output};
+
+use fsmooth::diagnostic::Diagnostic;
+use fsmooth::eval::{Limits, Stats, Value};
+use fsmooth::pipeline;
+
+/// Loads `src`, monomorphises for `entry`, reads `input` (JSON) and runs it.
+pub fn run(src: &str, entry: &str, input: Option<&str>) -> Result<(Value, Stats), Diagnostic> {
+    let loaded = pipeline::load(src)?;
+    let e = pipeline::entry(&loaded, entry)?;
+    let args = e.read_input(input)?;
+    e.run(args, Limits::default(), &mut |_, _| {})
+        .map_err(|err| Diagnostic::from(&err))
+}
+
+/// The result of `run` as JSON text, or `error[code]`.
+pub fn run_text(src: &str, entry: &str, input: Option<&str>) -> String {
+    match run(src, entry, input) {
+        Ok((v, _)) => v.to_string(),
+        Err(d) => format!("error[{}]", d.code),
+    }
+}
+
+/// Runs the `fsmooth` binary with `args`.
+pub fn cli(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fsmooth"))
+        .args(args)
+        .output()
+        .expect("fsmooth binary runs")
+}
+
+/// Writes `src` to a fresh temporary file and returns its path.
+pub fn temp_file(name: &str, src: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("fsmooth-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let p = dir.join(name);
+    std::fs::write(&p, src).expect("write temp file");
+    p
+}
+
+/// The repository root.
+pub fn root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}

@@ -3,3 +3,4 @@
 
 mod adbench;
 mod common;
+mod golden;

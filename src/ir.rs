@@ -311,6 +311,8 @@ pub struct Def {
     pub name: Name,
     /// The span of the name in the definition.
     pub span: Span,
+    /// `let name : T = ...` (T-Ann).
+    pub ann: Option<Type>,
     pub body: ExprId,
     /// Defined by the prelude rather than by the user.
     pub prelude: bool,
@@ -394,10 +396,8 @@ impl Program {
     /// Structural equality of whole programs (names, bodies; not spans).
     pub fn same_program(&self, other: &Program) -> bool {
         self.defs.len() == other.defs.len()
-            && self
-                .defs
-                .iter()
-                .zip(&other.defs)
-                .all(|(d, e)| d.name == e.name && self.same_expr(d.body, other, e.body))
+            && self.defs.iter().zip(&other.defs).all(|(d, e)| {
+                d.name == e.name && d.ann == e.ann && self.same_expr(d.body, other, e.body)
+            })
     }
 }

@@ -15,4 +15,5 @@ pub mod ir;
 pub mod numeric;
 pub mod pipeline;
 pub mod syntax;
+pub mod testgen;
 pub mod types;

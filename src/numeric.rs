@@ -15,5 +15,8 @@ pub fn rho(x: f64, y: f64) -> f64 {
     if x == y {
         return 0.0;
     }
+    if x.is_infinite() || y.is_infinite() {
+        return f64::INFINITY;
+    }
     (x - y).abs() / (x.abs() + y.abs()).max(1.0)
 }

@@ -4,10 +4,12 @@
 
 use std::rc::Rc;
 
+use cranelift_entity::SecondaryMap;
+
 use crate::diagnostic::{Diagnostic, SourceId, Span};
 use crate::eval::{EvalError, Evaluator, Limits, Snapshot, Stats, TraceEvent, Value};
 use crate::interchange::{InputError, value_from_json};
-use crate::ir::{Expr, Program, Type};
+use crate::ir::{Expr, ExprId, Program, Type};
 use crate::syntax::parse_into;
 use crate::types::{Typing, infer_program, monomorphise};
 
@@ -38,7 +40,8 @@ pub fn load(src: &str) -> Result<Loaded, Diagnostic> {
 /// A monomorphic program ready to run from one entry definition.
 pub struct Entry {
     pub program: Program,
-    pub typing: Typing,
+    /// The ground type of every expression of `program`.
+    pub types: SecondaryMap<ExprId, Option<Type>>,
     pub name: String,
     /// Parameter names (from the entry's leading lambdas, else `arg{i}`) and types.
     pub params: Vec<(String, Type)>,
@@ -49,13 +52,14 @@ pub struct Entry {
 /// Monomorphises `loaded` for the entry `name` and checks that the entry
 /// takes and returns data.
 pub fn entry(loaded: &Loaded, name: &str) -> Result<Entry, Diagnostic> {
-    let program =
+    let mono =
         monomorphise(&loaded.program, &loaded.typing, name).map_err(|e| Diagnostic::from(&e))?;
-    let typing = infer_program(&program).map_err(|e| Diagnostic::from(&e))?;
-    let idx = program.defs.len() - 1;
-    let def = &program.defs[idx];
+    let (program, types) = (mono.program, mono.types);
+    // The copy must type-check on its own: a check of monomorphisation.
+    infer_program(&program).map_err(|e| Diagnostic::from(&e))?;
+    let def = program.defs.last().expect("the entry was copied");
     let span = def.span;
-    let mut ty = typing.def_type(idx).unwrap_or(Type::Double);
+    let mut ty = types[def.body].clone().unwrap_or(Type::Double);
     let mut names = Vec::new();
     let mut cur = def.body;
     while let Expr::Lam { param, body, .. } = program.expr(cur) {
@@ -67,10 +71,10 @@ pub fn entry(loaded: &Loaded, name: &str) -> Result<Entry, Diagnostic> {
         let n = params.len();
         let pname = names.get(n).cloned().unwrap_or_else(|| format!("arg{n}"));
         if !a.is_data() {
+            let whole = Type::fun((*a).clone(), (*b).clone());
             return Err(bad_entry(
                 name,
-                &typing,
-                idx,
+                &whole,
                 span,
                 "its parameters must be data, not functions",
             ));
@@ -78,9 +82,12 @@ pub fn entry(loaded: &Loaded, name: &str) -> Result<Entry, Diagnostic> {
         params.push((pname, *a));
         ty = *b;
     }
+    if !ty.is_data() {
+        return Err(bad_entry(name, &ty, span, "it returns a function"));
+    }
     Ok(Entry {
         program,
-        typing,
+        types,
         name: name.to_string(),
         params,
         result: ty,
@@ -88,10 +95,10 @@ pub fn entry(loaded: &Loaded, name: &str) -> Result<Entry, Diagnostic> {
     })
 }
 
-fn bad_entry(name: &str, typing: &Typing, idx: usize, span: Span, why: &'static str) -> Diagnostic {
+fn bad_entry(name: &str, ty: &Type, span: Span, why: &'static str) -> Diagnostic {
     Diagnostic::from(&crate::types::TypeError::BadEntry {
         name: name.to_string(),
-        ty: typing.scheme_string(idx),
+        ty: ty.to_string(),
         why,
         span,
     })

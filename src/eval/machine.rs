@@ -349,7 +349,11 @@ impl<'p> Evaluator<'p> {
                     return Err(self.internal("let frame without let", e));
                 };
                 // E-Let-Subst: bind the value, continue with the body.
-                (State::Eval(*body, env_push(&env, v)), "E-Let-Subst", Some(e))
+                (
+                    State::Eval(*body, env_push(&env, v)),
+                    "E-Let-Subst",
+                    Some(e),
+                )
             }
             Frame::IfBranch(e, env) => {
                 let Expr::If { then_, else_, .. } = self.prog.expr(e) else {
@@ -460,6 +464,7 @@ impl<'p> Evaluator<'p> {
                 // E-Neg
                 let v = match &vals[0] {
                     Value::Double(x) => Value::Double(-x),
+                    // E-Arith-Bot: -(-2^63) overflows.
                     Value::Index(i) => Value::Index(
                         i.checked_neg()
                             .ok_or(EvalError::Overflow { op: "-", span })?,
@@ -518,7 +523,7 @@ impl<'p> Evaluator<'p> {
                     Prim::Sin => x.sin(),
                     Prim::Cos => x.cos(),
                     Prim::Tan => {
-                        dom(x.cos() != 0.0 && x.is_finite())?;
+                        dom(x.cos() != 0.0)?;
                         x.tan()
                     }
                     Prim::Log => {
@@ -673,7 +678,15 @@ fn arith(op: Prim, a: &Value, b: &Value, span: Span) -> Result<Value, EvalError>
                             span,
                         });
                     }
-                    u32::try_from(y).ok().and_then(|y| x.checked_pow(y))
+                    match u32::try_from(y) {
+                        Ok(y) => x.checked_pow(y),
+                        // Huge exponents: only 0, 1 and -1 stay in range.
+                        Err(_) => match x {
+                            0 | 1 => Some(x),
+                            -1 => Some(if y % 2 == 0 { 1 } else { -1 }),
+                            _ => None,
+                        },
+                    }
                 }
                 _ => unreachable!("arithmetic operators only"),
             };

@@ -38,6 +38,7 @@ impl Snapshot<'_> {
         rb.out.defs.push(Def {
             name: Rc::from(name),
             span: Span::generated(),
+            ann: None,
             body: h,
             prelude: false,
         });
@@ -152,7 +153,10 @@ impl Readback<'_> {
             args: Box::new([jv, off]),
         });
         let app1 = self.add(Expr::App { fun: fv, arg: sv });
-        let app2 = self.add(Expr::App { fun: app1, arg: idx });
+        let app2 = self.add(Expr::App {
+            fun: app1,
+            arg: idx,
+        });
         let inner = self.add(Expr::Lam {
             param: j,
             ann: None,
@@ -181,7 +185,10 @@ impl Readback<'_> {
                 self.add(Expr::App { fun: fv, arg: h })
             }
             Frame::LetBody(e, env) => {
-                let Expr::Let { name, ann, body, .. } = self.src.expr(*e).clone() else {
+                let Expr::Let {
+                    name, ann, body, ..
+                } = self.src.expr(*e).clone()
+                else {
                     return h;
                 };
                 let b = self.sub(body, env, 1);

@@ -233,7 +233,7 @@ impl Parser<'_> {
             let let_tok = self.advance();
             let (name, name_span) = self.ident("a name after `let`")?;
             self.limits.push(let_tok.col);
-            let body = self.binding_rhs(let_tok.span)?;
+            let (body, ann) = self.binding_rhs_ann(let_tok.span)?;
             self.limits.pop();
             let t = self.cur();
             if t.tok != Tok::Eof && !(t.tok == Tok::Let && t.line_start) {
@@ -247,6 +247,7 @@ impl Parser<'_> {
             self.prog.defs.push(Def {
                 name,
                 span: name_span,
+                ann,
                 body,
                 prelude: self.prelude,
             });
@@ -257,11 +258,6 @@ impl Parser<'_> {
     /// After `let name`: parameters, an optional annotation, `=` and the
     /// bound expression, desugared to lambdas when there are parameters.
     /// Returns the bound expression and the annotation of the name.
-    fn binding_rhs(&mut self, start: Span) -> PResult<ExprId> {
-        let (e, _) = self.binding_rhs_ann(start)?;
-        Ok(e)
-    }
-
     fn binding_rhs_ann(&mut self, start: Span) -> PResult<(ExprId, Option<Type>)> {
         let params = self.params()?;
         let mut ann = None;

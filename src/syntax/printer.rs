@@ -16,6 +16,9 @@ pub fn print_program(prog: &Program) -> String {
         let p = Printer { prog };
         out.push_str("let ");
         out.push_str(&d.name);
+        if let Some(t) = &d.ann {
+            out.push_str(&format!(" : {t}"));
+        }
         out.push_str(" =");
         out.push_str(&p.rhs(d.body, 0));
         out.push('\n');
@@ -25,7 +28,7 @@ pub fn print_program(prog: &Program) -> String {
 
 /// Prints one expression at indentation 0.
 pub fn print_expr(prog: &Program, e: ExprId) -> String {
-    Printer { prog }.pp(e, 0, 0)
+    Printer { prog }.line(e, 0)
 }
 
 // Precedence levels, loosest first.
@@ -94,17 +97,50 @@ impl Printer<'_> {
         if !self.broken(e) || is_lam {
             format!(" {}", self.pp(e, OPEN, ind))
         } else {
-            format!("\n{}{}", spaces(ind + 2), self.pp(e, OPEN, ind + 2))
+            format!("\n{}{}", spaces(ind + 2), self.line(e, ind + 2))
         }
+    }
+
+    /// Prints `e` at the start of a line indented by `ind`: the only place
+    /// a `let` is printed without parentheses.
+    fn line(&self, e: ExprId, ind: usize) -> String {
+        match self.prog.expr(e) {
+            Expr::Let {
+                name,
+                ann,
+                value,
+                body,
+            } => {
+                let binder = match ann {
+                    Some(t) => format!("{name} : {t}"),
+                    None => name.to_string(),
+                };
+                format!(
+                    "let {binder} ={} in\n{}{}",
+                    self.rhs(*value, ind),
+                    spaces(ind),
+                    self.line(*body, ind)
+                )
+            }
+            _ => self.pp(e, OPEN, ind),
+        }
+    }
+
+    /// `(` newline, `e` on its own lines indented by two, `)`.
+    fn block(&self, e: ExprId, ind: usize) -> String {
+        format!("(\n{}{})", spaces(ind + 2), self.line(e, ind + 2))
     }
 
     /// Prints `e` in a context that needs at least precedence `ctx`; `ind`
     /// is the indentation of the line the text starts on.
     fn pp(&self, e: ExprId, ctx: u8, ind: usize) -> String {
         let p = self.prec(e);
+        if matches!(self.prog.expr(e), Expr::Let { .. }) {
+            return self.block(e, ind);
+        }
         if p < ctx {
-            if matches!(self.prog.expr(e), Expr::Let { .. }) || (p == OPEN && self.broken(e)) {
-                return format!("(\n{}{})", spaces(ind + 2), self.pp(e, OPEN, ind + 2));
+            if p == OPEN && self.broken(e) {
+                return self.block(e, ind);
             }
             return format!("({})", self.pp(e, OPEN, ind));
         }
@@ -130,39 +166,23 @@ impl Printer<'_> {
                         "fun {} ->\n{}{}",
                         params.join(" "),
                         spaces(ind + 2),
-                        self.pp(cur, OPEN, ind + 2)
+                        self.line(cur, ind + 2)
                     )
                 } else {
                     format!("fun {} -> {}", params.join(" "), self.pp(cur, OPEN, ind))
                 }
             }
-            Expr::Let {
-                name,
-                ann,
-                value,
-                body,
-            } => {
-                let binder = match ann {
-                    Some(t) => format!("{name} : {t}"),
-                    None => name.to_string(),
-                };
-                format!(
-                    "let {binder} ={} in\n{}{}",
-                    self.rhs(*value, ind),
-                    spaces(ind),
-                    self.pp(*body, OPEN, ind)
-                )
-            }
+            Expr::Let { .. } => unreachable!("printed by `line` or `block`"),
             Expr::If { cond, then_, else_ } => {
                 if self.broken(e) {
                     format!(
                         "if {} then\n{}{}\n{}else\n{}{}",
                         self.pp(*cond, OPEN, ind),
                         spaces(ind + 2),
-                        self.pp(*then_, OPEN, ind + 2),
+                        self.line(*then_, ind + 2),
                         spaces(ind),
                         spaces(ind + 2),
-                        self.pp(*else_, OPEN, ind + 2)
+                        self.line(*else_, ind + 2)
                     )
                 } else {
                     format!(

@@ -85,6 +85,15 @@ pub fn infer_program(prog: &Program) -> Result<Typing, TypeError> {
     for (i, d) in prog.defs.iter().enumerate() {
         inf.current = Some(d.name.to_string());
         let ty = inf.expr(d.body)?; // T-Def
+        if let Some(t) = &d.ann {
+            // T-Ann
+            inf.expect(
+                &Ty::from_type(t),
+                &ty,
+                prog.span(d.body),
+                " for the annotated definition",
+            )?;
+        }
         let scheme = inf.generalise(d.body, ty);
         inf.t.schemes.push(scheme);
         inf.globals.insert(d.name.to_string(), i);
@@ -122,17 +131,26 @@ impl Typing {
     /// The type of definition `i` as a string with `'a`-style variables.
     pub fn scheme_string(&self, i: usize) -> String {
         let s = &self.schemes[i];
+        let ty = self.resolve(&s.ty);
         let mut names = Vec::new();
-        let body = self.show(&s.ty, &mut names);
-        let nums: Vec<String> = names
-            .iter()
-            .filter(|(v, _)| self.vars[*v as usize].num)
-            .map(|(_, n)| format!("num {n}"))
-            .collect();
-        if nums.is_empty() {
+        let body = self.show(&ty, &mut names);
+        // A data constraint is implied for variables inside an array or a
+        // tuple; state it only for the others.
+        let mut inside = Vec::new();
+        vars_inside_data(&ty, false, &mut inside);
+        let mut cs: Vec<String> = Vec::new();
+        for (v, n) in &names {
+            let info = &self.vars[*v as usize];
+            if info.num {
+                cs.push(format!("num {n}"));
+            } else if info.data.is_some() && !inside.contains(v) {
+                cs.push(format!("data {n}"));
+            }
+        }
+        if cs.is_empty() {
             body
         } else {
-            format!("{body} where {}", nums.join(", "))
+            format!("{body} where {}", cs.join(", "))
         }
     }
 
@@ -556,7 +574,7 @@ impl Infer<'_> {
         }
     }
 
-    /// The signature of each primitive (spec/types.md, T-Prim table).
+    /// The signature of each primitive (spec/types.md, rules T-Arith to T-Snd).
     fn prim_sig(&mut self, op: Prim) -> (Vec<Ty>, Ty) {
         use Prim::*;
         match op {
@@ -621,6 +639,23 @@ impl Infer<'_> {
                 let r = if op == Fst { a.clone() } else { b.clone() };
                 (vec![Ty::pair(a, b)], r)
             }
+        }
+    }
+}
+
+/// Variables occurring inside an array or tuple type.
+fn vars_inside_data(t: &Ty, under: bool, out: &mut Vec<u32>) {
+    match t {
+        Ty::Var(v) if under => out.push(*v),
+        Ty::Var(_) | Ty::Double | Ty::Index | Ty::Bool => {}
+        Ty::Array(e) => vars_inside_data(e, true, out),
+        Ty::Pair(a, b) => {
+            vars_inside_data(a, true, out);
+            vars_inside_data(b, true, out);
+        }
+        Ty::Fun(a, b) => {
+            vars_inside_data(a, under, out);
+            vars_inside_data(b, under, out);
         }
     }
 }

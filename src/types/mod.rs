@@ -17,7 +17,7 @@ use thiserror::Error;
 use crate::diagnostic::{Diagnose, Span};
 
 pub use infer::{Scheme, Typing, infer_program};
-pub use mono::monomorphise;
+pub use mono::{Monomorphic, monomorphise};
 
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum TypeError {

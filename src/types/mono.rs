@@ -7,12 +7,24 @@
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
+use cranelift_entity::SecondaryMap;
+
 use super::TypeError;
 use super::infer::{Ty, Typing, ground, subst};
 use crate::diagnostic::{SourceId, Span};
 use crate::ir::{Def, Expr, ExprId, Lit, Name, Program, Type};
 
-pub fn monomorphise(prog: &Program, typing: &Typing, entry: &str) -> Result<Program, TypeError> {
+/// A program with only ground types, and the type of every expression.
+pub struct Monomorphic {
+    pub program: Program,
+    pub types: SecondaryMap<ExprId, Option<Type>>,
+}
+
+pub fn monomorphise(
+    prog: &Program,
+    typing: &Typing,
+    entry: &str,
+) -> Result<Monomorphic, TypeError> {
     let Some(entry_idx) = prog.defs.iter().rposition(|d| &*d.name == entry) else {
         return Err(TypeError::NoEntry {
             name: entry.to_string(),
@@ -29,8 +41,10 @@ pub fn monomorphise(prog: &Program, typing: &Typing, entry: &str) -> Result<Prog
         prog,
         typing,
         out: Program::new(),
+        types: SecondaryMap::new(),
         names: HashMap::new(),
-        used: HashSet::new(),
+        taken: HashSet::new(),
+        used: all_names(prog),
         queue: Vec::new(),
         done: Vec::new(),
     };
@@ -51,6 +65,7 @@ pub fn monomorphise(prog: &Program, typing: &Typing, entry: &str) -> Result<Prog
             Def {
                 name,
                 span: d.span,
+                ann: d.ann.clone(),
                 body,
                 prelude: d.prelude,
             },
@@ -60,14 +75,34 @@ pub fn monomorphise(prog: &Program, typing: &Typing, entry: &str) -> Result<Prog
     // dependency order.
     m.done.sort_by_key(|(i, _)| *i);
     m.out.defs = m.done.into_iter().map(|(_, d)| d).collect();
-    Ok(m.out)
+    Ok(Monomorphic {
+        program: m.out,
+        types: m.types,
+    })
+}
+
+fn all_names(prog: &Program) -> HashSet<Name> {
+    let mut names = HashSet::new();
+    for e in prog.exprs.values() {
+        match e {
+            Expr::Var(x) | Expr::Lam { param: x, .. } | Expr::Let { name: x, .. } => {
+                names.insert(x.clone());
+            }
+            _ => {}
+        }
+    }
+    names
 }
 
 struct Mono<'a> {
     prog: &'a Program,
     typing: &'a Typing,
     out: Program,
+    types: SecondaryMap<ExprId, Option<Type>>,
     names: HashMap<(usize, Vec<Type>), Name>,
+    /// Names of the copies made so far.
+    taken: HashSet<Name>,
+    /// Every name in the source program.
     used: HashSet<Name>,
     queue: Vec<(usize, Vec<Type>, Name)>,
     done: Vec<(usize, Def)>,
@@ -81,13 +116,19 @@ impl Mono<'_> {
             return n.clone();
         }
         let base = self.prog.defs[idx].name.clone();
+        // The first copy keeps the definition's name (scoping is unchanged:
+        // a reference to a definition was never shadowed). Further copies
+        // get `name'k`, avoiding every name the program already uses.
         let mut name = base.clone();
         let mut k = 1;
-        while self.used.contains(&name) {
+        while self.taken.contains(&name) {
             name = Rc::from(format!("{base}'{k}"));
             k += 1;
+            if self.used.contains(&name) {
+                name = base.clone();
+            }
         }
-        self.used.insert(name.clone());
+        self.taken.insert(name.clone());
         self.names.insert((idx, args.clone()), name.clone());
         self.queue.push((idx, args, name.clone()));
         name
@@ -100,6 +141,7 @@ impl Mono<'_> {
 
     fn copy(&mut self, e: ExprId, map: &HashMap<u32, Ty>) -> ExprId {
         let span = self.prog.span(e);
+        let ty = self.typing.ty_of(e).map(|t| self.ground_of(&t, map));
         let new = match self.prog.expr(e).clone() {
             Expr::Var(x) => match self.typing.insts.get(&e) {
                 Some((idx, args)) => {
@@ -152,7 +194,9 @@ impl Mono<'_> {
             },
             Expr::Array(items) => Expr::Array(items.iter().map(|a| self.copy(*a, map)).collect()),
         };
-        self.out.add(new, span)
+        let id = self.out.add(new, span);
+        self.types[id] = ty;
+        id
     }
 }
 

@@ -63,7 +63,10 @@ fn rules_used(src: &str, expr: &str) -> String {
     });
     let mut s = rules.into_iter().collect::<Vec<_>>().join(" ");
     if let Err(e) = r {
-        s.push_str(&format!(" error[{}]", fsmooth::diagnostic::Diagnose::code(&e)));
+        s.push_str(&format!(
+            " error[{}]",
+            fsmooth::diagnostic::Diagnose::code(&e)
+        ));
     }
     s
 }
@@ -84,8 +87,13 @@ fn check_file(path: &Path) -> (Vec<String>, String) {
             "{name}: expected error[{code}], got error[{}]: {}",
             d.code, d.message
         )),
-        (Some(code), Ok(_)) => failures.push(format!("{name}: expected error[{code}], but it loads")),
-        (None, Err(d)) => failures.push(format!("{name}: does not load: error[{}]: {}", d.code, d.message)),
+        (Some(code), Ok(_)) => {
+            failures.push(format!("{name}: expected error[{code}], but it loads"))
+        }
+        (None, Err(d)) => failures.push(format!(
+            "{name}: does not load: error[{}]: {}",
+            d.code, d.message
+        )),
         (None, Ok(_)) => {}
     }
     let Ok(loaded) = loaded else {
@@ -95,8 +103,12 @@ fn check_file(path: &Path) -> (Vec<String>, String) {
     let printed = print_program(&loaded.program);
     match pipeline::parse(&printed) {
         Ok(again) if again.same_program(&loaded.program) => {}
-        Ok(_) => failures.push(format!("{name}: printing and re-parsing changes the program:\n{printed}")),
-        Err(d) => failures.push(format!("{name}: printed program does not parse ({d}):\n{printed}")),
+        Ok(_) => failures.push(format!(
+            "{name}: printing and re-parsing changes the program:\n{printed}"
+        )),
+        Err(d) => failures.push(format!(
+            "{name}: printed program does not parse ({d}):\n{printed}"
+        )),
     }
     for line in lines.iter_mut() {
         if let Some(rest) = line.strip_prefix("// check:") {
@@ -110,7 +122,10 @@ fn check_file(path: &Path) -> (Vec<String>, String) {
                 None => format!("<no definition `{def}`>"),
             };
             if actual != expected.trim() {
-                failures.push(format!("{name}: `{def}` has type {actual}, expected {}", expected.trim()));
+                failures.push(format!(
+                    "{name}: `{def}` has type {actual}, expected {}",
+                    expected.trim()
+                ));
             }
             *line = format!("// check: {def} : {actual}");
         } else if let Some((kind, rest)) = line
@@ -129,7 +144,10 @@ fn check_file(path: &Path) -> (Vec<String>, String) {
                 rules_used(&src, expr)
             };
             if actual != expected.trim() {
-                failures.push(format!("{name}: {kind} `{expr}` gave {actual}, expected {}", expected.trim()));
+                failures.push(format!(
+                    "{name}: {kind} `{expr}` gave {actual}, expected {}",
+                    expected.trim()
+                ));
             }
             *line = format!("// {kind}: {expr} => {actual}");
         }

@@ -4,3 +4,4 @@
 mod adbench;
 mod common;
 mod golden;
+mod props;

@@ -1,0 +1,100 @@
+//! Property tests over random well-typed programs (`fsmooth::testgen`):
+//! the printer round trip, subject reduction of the machine via read-back,
+//! and type safety of evaluation.
+
+use proptest::prelude::*;
+
+use fsmooth::diagnostic::{Diagnose, SourceId};
+use fsmooth::eval::{EvalError, Limits};
+use fsmooth::ir::{Def, Expr, Program};
+use fsmooth::pipeline::{self, PRELUDE};
+use fsmooth::syntax::{parse_into, print_program};
+use fsmooth::testgen;
+use fsmooth::types::{infer_program, monomorphise};
+
+/// The generated program with the prelude in front, as the pipeline sees
+/// it, and a last definition `typed'check` that uses `main` at the type
+/// it was generated at (an integer literal alone would default to Double).
+fn with_prelude(p: &Program, ty: testgen::GenType) -> Program {
+    let mut full = Program::new();
+    parse_into(&mut full, PRELUDE, SourceId::PRELUDE, true).expect("prelude parses");
+    let printed = format!(
+        "{}let typed'check = (fun (x: {}) -> x) main\n",
+        print_program(p),
+        ty.to_type()
+    );
+    parse_into(&mut full, &printed, SourceId::MAIN, false).expect("printed program parses");
+    full
+}
+
+fn choices() -> impl Strategy<Value = Vec<u32>> {
+    prop::collection::vec(any::<u32>(), 0..400)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// parse(print(p)) == p.
+    #[test]
+    fn print_then_parse_is_identity(cs in choices()) {
+        let (p, _) = testgen::program(&cs, 6);
+        let printed = print_program(&p);
+        let again = pipeline::parse(&printed);
+        prop_assert!(again.is_ok(), "does not re-parse: {:?}\n{printed}", again.err());
+        let again = again.unwrap();
+        let user: Vec<_> = again.defs.iter().filter(|d| !d.prelude).collect();
+        prop_assert_eq!(user.len(), 1);
+        prop_assert!(p.same_expr(p.defs[0].body, &again, user[0].body), "round trip changed:\n{}", printed);
+    }
+
+    /// Generated programs are well typed, with the type they were made at.
+    #[test]
+    fn generated_programs_are_well_typed(cs in choices()) {
+        let (p, ty) = testgen::program(&cs, 6);
+        let full = with_prelude(&p, ty);
+        let typing = infer_program(&full);
+        prop_assert!(typing.is_ok(), "{:?}\n{}", typing.err(), print_program(&p));
+        let typing = typing.unwrap();
+        prop_assert_eq!(typing.def_type(full.defs.len() - 1), Some(ty.to_type()));
+    }
+
+    /// Subject reduction (spec/semantics.md): every state of the machine
+    /// evaluating a well-typed program reads back to a term of the same
+    /// type; and evaluation ends in a value or a ⊥ of the semantics, never
+    /// in an internal error (progress).
+    #[test]
+    fn every_state_reads_back_to_a_well_typed_term(cs in prop::collection::vec(any::<u32>(), 0..120)) {
+        let (p, ty) = testgen::program(&cs, 4);
+        let full = with_prelude(&p, ty);
+        let typing = infer_program(&full).expect("generated programs are well typed");
+        let mono = monomorphise(&full, &typing, "typed'check").expect("entry exists").program;
+        let main_idx = mono.defs.iter().position(|d| &*d.name == "main").expect("main is used");
+        let mut bad: Option<String> = None;
+        let mut states = 0usize;
+        let mut ev = fsmooth::eval::Evaluator::new(&mono, Limits { fuel: 3_000 });
+        let result = ev.call("typed'check", Vec::new(), &mut |event, snap| {
+            if bad.is_some() || snap.current_def() != Some(main_idx) {
+                return;
+            }
+            states += 1;
+            let mut rb = snap.readback("state'rb");
+            // The read-back term must have main's type: `(fun (x: T) -> x)
+            // state'rb` type-checks (a literal alone is polymorphic).
+            let span = fsmooth::diagnostic::Span::generated();
+            let x: fsmooth::ir::Name = "x".into();
+            let var = rb.add(Expr::Var(x.clone()), span);
+            let lam = rb.add(Expr::Lam { param: x, ann: Some(ty.to_type()), body: var }, span);
+            let st = rb.add(Expr::Var("state'rb".into()), span);
+            let app = rb.add(Expr::App { fun: lam, arg: st }, span);
+            rb.defs.push(Def { name: "check'rb".into(), span, ann: None, body: app, prelude: false });
+            if let Err(e) = infer_program(&rb) {
+                bad = Some(format!("after {} ({}): {e}\n{}", event.step, event.rule, print_program(&rb)));
+            }
+        });
+        prop_assert!(bad.is_none(), "{}\nprogram:\n{}", bad.unwrap_or_default(), print_program(&p));
+        if let Err(e) = result {
+            prop_assert!(!matches!(e, EvalError::Internal { .. }), "stuck: {e} ({})\n{}", e.code(), print_program(&p));
+        }
+        prop_assert!(states > 0, "no state of main was checked");
+    }
+}

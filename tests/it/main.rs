@@ -2,6 +2,8 @@
 //! module covers one area.
 
 mod adbench;
+mod cli;
 mod common;
+mod diagnostics;
 mod golden;
 mod props;

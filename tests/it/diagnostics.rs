@@ -1,0 +1,1 @@
+//! Rendered diagnostics as insta snapshots (being written).

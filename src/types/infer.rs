@@ -662,11 +662,7 @@ fn vars_inside_data(t: &Ty, under: bool, out: &mut Vec<u32>) {
 
 fn free_vars(t: &Ty, out: &mut Vec<u32>) {
     match t {
-        Ty::Var(v) => {
-            if !out.contains(v) {
-                out.push(*v)
-            }
-        }
+        Ty::Var(v) if !out.contains(v) => out.push(*v),
         Ty::Array(e) => free_vars(e, out),
         Ty::Pair(a, b) | Ty::Fun(a, b) => {
             free_vars(a, out);

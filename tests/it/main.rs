@@ -5,5 +5,7 @@ mod adbench;
 mod cli;
 mod common;
 mod diagnostics;
+mod eval;
 mod golden;
 mod props;
+mod tidy;

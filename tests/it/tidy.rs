@@ -1,0 +1,122 @@
+//! Tidy checks that keep the spec, the code and the tests in step:
+//! every rule defined in `spec/` (a `**(X-Name)**` heading, X one of
+//! T, E, D, R) is cited in `src/` and named in `tests/`; every rule name
+//! cited in `src/` is defined in `spec/`; every Rust source file starts
+//! with a `//!` summary.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use crate::common::root;
+
+fn files(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<PathBuf> = rd.map(|e| e.expect("dir entry").path()).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            if p.file_name().is_some_and(|n| n == "snapshots") {
+                continue;
+            }
+            files(&p, ext, out);
+        } else if p.extension().is_some_and(|e| e == ext) {
+            out.push(p);
+        }
+    }
+}
+
+/// Rule names (`E-Beta`, `T-IFold`, `D-Mult`, ...) occurring in `text`.
+fn rule_names(text: &str) -> BTreeSet<String> {
+    let b = text.as_bytes();
+    let mut out = BTreeSet::new();
+    for i in 0..b.len().saturating_sub(2) {
+        let prefix_ok = matches!(b[i], b'T' | b'E' | b'D' | b'R')
+            && b[i + 1] == b'-'
+            && b[i + 2].is_ascii_uppercase()
+            && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'-' || b[i - 1] == b'_'));
+        if !prefix_ok {
+            continue;
+        }
+        let mut j = i + 2;
+        while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'-') {
+            j += 1;
+        }
+        let name = text[i..j].trim_end_matches('-');
+        out.insert(name.to_string());
+    }
+    out
+}
+
+fn read_all(dir: &str, ext: &str) -> String {
+    let mut fs = Vec::new();
+    files(&root().join(dir), ext, &mut fs);
+    fs.iter()
+        .map(|f| std::fs::read_to_string(f).expect("readable"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Rules defined in the spec: `**(NAME)**` headings.
+fn spec_rules() -> BTreeSet<String> {
+    let spec = read_all("spec", "md");
+    let mut out = BTreeSet::new();
+    for part in spec.split("**(").skip(1) {
+        if let Some(end) = part.find(")**") {
+            let name = &part[..end];
+            if rule_names(name).contains(name) {
+                out.insert(name.to_string());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_spec_rule_is_implemented_and_tested() {
+    let spec = spec_rules();
+    assert!(spec.len() >= 60, "spec defines only {} rules", spec.len());
+    let src = rule_names(&read_all("src", "rs"));
+    let mut tests = rule_names(&read_all("tests", "rs"));
+    tests.extend(rule_names(&read_all("tests", "fsm")));
+    let missing_code: Vec<_> = spec.iter().filter(|r| !src.contains(*r)).collect();
+    let missing_test: Vec<_> = spec.iter().filter(|r| !tests.contains(*r)).collect();
+    assert!(missing_code.is_empty(), "rules in spec/ never cited in src/: {missing_code:?}");
+    assert!(missing_test.is_empty(), "rules in spec/ never named in tests/: {missing_test:?}");
+}
+
+#[test]
+fn every_rule_cited_in_code_is_specified() {
+    let spec = spec_rules();
+    let src = rule_names(&read_all("src", "rs"));
+    let unknown: Vec<_> = src.iter().filter(|r| !spec.contains(*r)).collect();
+    assert!(unknown.is_empty(), "src/ cites rules that spec/ does not define: {unknown:?}");
+}
+
+#[test]
+fn every_rust_file_starts_with_a_summary() {
+    let mut fs = Vec::new();
+    for d in ["src", "tests", "benches"] {
+        files(&root().join(d), "rs", &mut fs);
+    }
+    let bad: Vec<_> = fs
+        .iter()
+        .filter(|f| {
+            !std::fs::read_to_string(f)
+                .expect("readable")
+                .trim_start()
+                .starts_with("//!")
+        })
+        .collect();
+    assert!(bad.is_empty(), "files without a `//!` summary: {bad:?}");
+}
+
+#[test]
+fn rule_name_scanner_finds_names() {
+    let names = rule_names("see (E-Beta) and `T-IFold`, not ONE-HOT or x-E-Foo; D-Mult.");
+    assert_eq!(
+        names.into_iter().collect::<Vec<_>>(),
+        vec!["D-Mult", "E-Beta", "T-IFold"]
+    );
+}

@@ -70,6 +70,42 @@ impl Type {
     pub fn fun(a: Type, b: Type) -> Type {
         Type::Fun(Box::new(a), Box::new(b))
     }
+    /// DT[[·]], the type of the dual-number form of a value of this type
+    /// (spec/ad-forward.md): DT-Double, DT-Index, DT-Bool, DT-Arr, DT-Pair,
+    /// DT-Fun.
+    pub fn dual(&self) -> Type {
+        match self {
+            Type::Double => Type::pair(Type::Double, Type::Double), // DT-Double
+            Type::Index => Type::Index,                             // DT-Index
+            Type::Bool => Type::Bool,                               // DT-Bool
+            Type::Array(e) => Type::array(e.dual()),                // DT-Arr
+            Type::Pair(a, b) => Type::pair(a.dual(), b.dual()),     // DT-Pair
+            Type::Fun(a, b) => Type::fun(a.dual(), b.dual()),       // DT-Fun
+        }
+    }
+
+    /// The result type of `deriv e x` for `e : self` and `x : wrt`
+    /// (T-Deriv): DT[self] for a Double `x`, an array of them per element
+    /// of a Vector `x`, an array of arrays for a Matrix `x`. None when `x`
+    /// has another type.
+    pub fn deriv_result(&self, wrt: &Type) -> Option<Type> {
+        let d = self.dual();
+        match wrt {
+            Type::Double => Some(d),
+            Type::Array(e) if **e == Type::Double => Some(Type::array(d)),
+            Type::Array(e) if **e == Type::array(Type::Double) => Some(Type::array(Type::array(d))),
+            _ => None,
+        }
+    }
+
+    /// The result type of a function type (the type itself otherwise).
+    pub fn fun_result(&self) -> Type {
+        match self {
+            Type::Fun(_, r) => (**r).clone(),
+            other => other.clone(),
+        }
+    }
+
     /// The paper's `M` types: everything but functions.
     pub fn is_data(&self) -> bool {
         match self {
@@ -288,6 +324,13 @@ pub enum Expr {
         args: Box<[ExprId]>,
     },
     Array(Box<[ExprId]>),
+    /// `deriv body wrt`: the forward-mode derivative of `body` with respect
+    /// to the variable `wrt` (seed 001 Fig. 5; spec/ad-forward.md). Removed
+    /// by `ad::expand` before evaluation.
+    Deriv {
+        body: ExprId,
+        wrt: Name,
+    },
 }
 
 impl Expr {
@@ -301,6 +344,7 @@ impl Expr {
             Expr::If { cond, then_, else_ } => vec![*cond, *then_, *else_],
             Expr::Prim { args, .. } => args.to_vec(),
             Expr::Array(items) => items.to_vec(),
+            Expr::Deriv { body, .. } => vec![*body],
         }
     }
 }
@@ -382,6 +426,7 @@ impl Program {
                     o1 == o2 && x.len() == y.len()
                 }
                 (Expr::Array(x), Expr::Array(y)) => x.len() == y.len(),
+                (Expr::Deriv { wrt: x, .. }, Expr::Deriv { wrt: y, .. }) => x == y,
                 _ => false,
             };
             if !ok {

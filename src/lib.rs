@@ -6,6 +6,7 @@
 //! [`eval`] (the reference evaluator). [`pipeline`] sequences them; the
 //! `fsmooth` binary's [`cli`] is the only module that prints.
 
+pub mod ad;
 pub mod adbench;
 pub mod cli;
 pub mod diagnostic;

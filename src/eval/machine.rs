@@ -315,6 +315,11 @@ impl<'p> Evaluator<'p> {
                 });
                 (State::Eval(args[0], env), "E-Prim-Arg", Some(e))
             }
+            Expr::Deriv { .. } => {
+                return Err(
+                    self.internal("`deriv` reached the evaluator (ad::expand runs first)", e)
+                );
+            }
             Expr::Array(items) => {
                 if items.is_empty() {
                     // E-Array: all (zero) elements are values.

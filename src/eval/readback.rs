@@ -125,6 +125,10 @@ impl Readback<'_> {
                 args: args.iter().map(|a| self.sub(*a, env, k)).collect(),
             },
             Expr::Array(items) => Expr::Array(items.iter().map(|a| self.sub(*a, env, k)).collect()),
+            Expr::Deriv { body, wrt } => Expr::Deriv {
+                body: self.sub(body, env, k),
+                wrt,
+            },
         };
         self.add(new)
     }

@@ -49,6 +49,7 @@ pub fn parse_into(
         allow: usize::MAX,
         recursion: 0,
         depth: SecondaryMap::new(),
+        fresh: 0,
     };
     p.program()
 }
@@ -61,7 +62,16 @@ enum Head {
     Prim(Prim, Span),
     /// `(&&)` / `(||)`: desugared to `if`, so they have no `Prim`.
     Logic(bool, Span),
+    /// `deriv e x`.
+    Deriv(Span),
+    /// `diff`, `vdiff`, `mdiff`, `grad`, `jacob`, `mgrad` applied to `f x`:
+    /// `let x' = x in deriv (f x') x'` (seed 001 Fig. 6, Table 2).
+    Api(&'static str, Span),
 }
+
+/// The differentiation API of seed 001 Fig. 6 and Table 2. All six are
+/// `deriv` of an application; they differ only in the types they accept.
+const AD_API: [&str; 6] = ["diff", "vdiff", "mdiff", "grad", "jacob", "mgrad"];
 
 struct Parser<'p> {
     toks: Vec<Token>,
@@ -77,6 +87,8 @@ struct Parser<'p> {
     allow: usize,
     recursion: u32,
     depth: SecondaryMap<ExprId, u32>,
+    /// Counter for the variables the AD API's desugaring binds.
+    fresh: u32,
 }
 
 type PResult<T> = Result<T, ParseError>;
@@ -606,6 +618,15 @@ impl Parser<'_> {
     fn apply(&mut self, head: Head, args: Vec<ExprId>) -> PResult<ExprId> {
         let (mut e, rest) = match head {
             Head::Expr(e) => (e, args),
+            Head::Deriv(span) | Head::Api(_, span) if args.len() >= 2 => {
+                let mut args = args;
+                let rest = args.split_off(2);
+                let e = match head {
+                    Head::Api(_, _) => self.ad_api(args[0], args[1], span)?,
+                    _ => self.deriv(args[0], args[1], span)?,
+                };
+                (e, rest)
+            }
             Head::Prim(p, span) if args.len() >= p.arity() => {
                 let k = p.arity();
                 let mut args = args;
@@ -647,6 +668,15 @@ impl Parser<'_> {
                 }
                 Ok(body)
             }
+            Head::Deriv(span) => Err(ParseError::Unsupported {
+                what: "`deriv` without its two arguments (write `deriv e x`, x a variable)"
+                    .to_string(),
+                span,
+            }),
+            Head::Api(name, span) => Err(ParseError::Unsupported {
+                what: format!("`{name}` without its two arguments (write `{name} f x`)"),
+                span,
+            }),
             Head::Logic(is_and, span) => {
                 let a = self.mk(Expr::Var(Rc::from("x1")), span)?;
                 let b = self.mk(Expr::Var(Rc::from("x2")), span)?;
@@ -712,10 +742,16 @@ impl Parser<'_> {
         match self.peek().clone() {
             Tok::Ident(name) => {
                 self.advance();
-                if !self.is_bound(&name)
-                    && let Some(p) = Prim::from_ident(&name)
-                {
-                    return Ok(Head::Prim(p, t.span));
+                if !self.is_bound(&name) {
+                    if let Some(p) = Prim::from_ident(&name) {
+                        return Ok(Head::Prim(p, t.span));
+                    }
+                    if &*name == "deriv" {
+                        return Ok(Head::Deriv(t.span));
+                    }
+                    if let Some(api) = AD_API.iter().find(|a| **a == &*name) {
+                        return Ok(Head::Api(api, t.span));
+                    }
                 }
                 Ok(Head::Expr(self.mk(Expr::Var(name), t.span)?))
             }
@@ -775,6 +811,44 @@ impl Parser<'_> {
             }
             _ => Err(self.error_here("an expression")),
         }
+    }
+
+    /// `deriv body x`, where `x` must be a variable.
+    fn deriv(&mut self, body: ExprId, wrt: ExprId, span: Span) -> PResult<ExprId> {
+        let Expr::Var(x) = self.prog.expr(wrt).clone() else {
+            return Err(ParseError::Unexpected {
+                expected: "a variable after `deriv e` (the independent variable)".to_string(),
+                found: "an expression".to_string(),
+                span: self.prog.span(wrt),
+            });
+        };
+        let span = span.to(self.prog.span(wrt));
+        self.mk(Expr::Deriv { body, wrt: x }, span)
+    }
+
+    /// `grad f x` and friends: `let x'adN = x in deriv (f x'adN) x'adN`.
+    fn ad_api(&mut self, f: ExprId, x: ExprId, span: Span) -> PResult<ExprId> {
+        self.fresh += 1;
+        let name: Name = Rc::from(format!("x'ad{}", self.fresh));
+        let span = span.to(self.prog.span(x));
+        let v1 = self.mk(Expr::Var(name.clone()), span)?;
+        let app = self.mk(Expr::App { fun: f, arg: v1 }, span)?;
+        let d = self.mk(
+            Expr::Deriv {
+                body: app,
+                wrt: name.clone(),
+            },
+            span,
+        )?;
+        self.mk(
+            Expr::Let {
+                name,
+                ann: None,
+                value: x,
+                body: d,
+            },
+            span,
+        )
     }
 
     /// `(+)`, `(*)`, `(<=)`, `(&&)`, ...: an operator used as a function.

@@ -76,7 +76,7 @@ impl Printer<'_> {
             Expr::Lit(Lit::Double(x)) if x.is_sign_negative() || !x.is_finite() => NEG,
             Expr::Lit(_) | Expr::Array(_) => ATOM,
             Expr::Lam { .. } | Expr::Let { .. } | Expr::If { .. } => OPEN,
-            Expr::App { .. } => APP,
+            Expr::App { .. } | Expr::Deriv { .. } => APP,
             Expr::Prim { op, .. } => match op {
                 Prim::Add | Prim::Sub => ADD,
                 Prim::Mul | Prim::Div => MUL,
@@ -209,6 +209,7 @@ impl Printer<'_> {
                 s
             }
             Expr::Prim { op, args } => self.prim(*op, args, ind),
+            Expr::Deriv { body, wrt } => format!("deriv {} {wrt}", self.arg(*body, ind)),
         }
     }
 

@@ -81,10 +81,12 @@ pub fn infer_program(prog: &Program) -> Result<Typing, TypeError> {
         locals: Vec::new(),
         globals: HashMap::new(),
         current: None,
+        pending: Vec::new(),
     };
     for (i, d) in prog.defs.iter().enumerate() {
         inf.current = Some(d.name.to_string());
         let ty = inf.expr(d.body)?; // T-Def
+        inf.solve_derivs()?;
         if let Some(t) = &d.ann {
             // T-Ann
             inf.expect(
@@ -217,6 +219,16 @@ struct Infer<'p> {
     locals: Vec<(Rc<str>, Ty)>,
     globals: HashMap<String, usize>,
     current: Option<String>,
+    /// `deriv` results whose type waits for the body's type (T-Deriv).
+    pending: Vec<PendingDeriv>,
+}
+
+struct PendingDeriv {
+    result: Ty,
+    wrt: Ty,
+    wrt_name: String,
+    body: Ty,
+    span: Span,
 }
 
 /// Why two types failed to unify.
@@ -402,6 +414,43 @@ impl Infer<'_> {
             .map_err(|e| self.uerr(e, t, t, span, ""))
     }
 
+    /// T-Deriv, second half: at the end of a definition, the types of
+    /// `deriv`'s body and variable are known (remaining variables default
+    /// to Double), so the result type DT[...] can be fixed.
+    fn solve_derivs(&mut self) -> Result<(), TypeError> {
+        for p in std::mem::take(&mut self.pending) {
+            for t in [&p.wrt, &p.body] {
+                let mut fv = Vec::new();
+                free_vars(&self.t.resolve(t), &mut fv);
+                for v in fv {
+                    self.t.vars[v as usize].link = Some(Ty::Double);
+                }
+            }
+            let wrt = ground(&self.t.resolve(&p.wrt)).expect("defaulted");
+            let body = ground(&self.t.resolve(&p.body)).expect("defaulted");
+            if !body.is_data() {
+                return Err(TypeError::DerivOfFunction {
+                    ty: body.to_string(),
+                    span: p.span,
+                });
+            }
+            let Some(result) = body.deriv_result(&wrt) else {
+                return Err(TypeError::BadWrt {
+                    name: p.wrt_name,
+                    ty: wrt.to_string(),
+                    span: p.span,
+                });
+            };
+            self.expect(
+                &p.result,
+                &Ty::from_type(&result),
+                p.span,
+                " (the result of `deriv`)",
+            )?;
+        }
+        Ok(())
+    }
+
     fn instantiate(&mut self, s: &Scheme) -> (Ty, Vec<Ty>) {
         let mut map = HashMap::new();
         let mut args = Vec::new();
@@ -557,6 +606,27 @@ impl Infer<'_> {
                     )?;
                 }
                 Ok(Ty::array(el))
+            }
+            Expr::Deriv { body, wrt } => {
+                // T-Deriv (first half; see solve_derivs)
+                let tb = self.expr(*body)?;
+                let Some((_, tx)) = self.locals.iter().rev().find(|(n, _)| n == wrt) else {
+                    return Err(TypeError::Unbound {
+                        name: wrt.to_string(),
+                        span,
+                        recursive: false,
+                    });
+                };
+                let tx = tx.clone();
+                let result = self.fresh();
+                self.pending.push(PendingDeriv {
+                    result: result.clone(),
+                    wrt: tx,
+                    wrt_name: wrt.to_string(),
+                    body: tb,
+                    span,
+                });
+                Ok(result)
             }
             Expr::Prim { op, args } => {
                 let (params, result) = self.prim_sig(*op);

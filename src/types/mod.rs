@@ -51,6 +51,16 @@ pub enum TypeError {
     },
     #[error("infinite type: {var} occurs in {ty}")]
     Infinite { var: String, ty: String, span: Span },
+    #[error(
+        "`deriv` differentiates with respect to Double, Vector or Matrix variables; `{name}` has type {ty}"
+    )]
+    BadWrt {
+        name: String,
+        ty: String,
+        span: Span,
+    },
+    #[error("`deriv` needs an expression of a data type, found {ty}")]
+    DerivOfFunction { ty: String, span: Span },
     #[error("no definition named `{name}`")]
     NoEntry {
         name: String,
@@ -75,6 +85,8 @@ impl Diagnose for TypeError {
             TypeError::NotNumeric { .. } => "not-numeric",
             TypeError::FunctionAsData { .. } => "function-as-data",
             TypeError::Infinite { .. } => "infinite-type",
+            TypeError::BadWrt { .. } => "deriv-bad-variable",
+            TypeError::DerivOfFunction { .. } => "deriv-of-function",
             TypeError::NoEntry { .. } => "no-entry",
             TypeError::BadEntry { .. } => "bad-entry",
         }
@@ -88,6 +100,8 @@ impl Diagnose for TypeError {
             | TypeError::NotNumeric { span, .. }
             | TypeError::FunctionAsData { span, .. }
             | TypeError::Infinite { span, .. }
+            | TypeError::BadWrt { span, .. }
+            | TypeError::DerivOfFunction { span, .. }
             | TypeError::NoEntry { span, .. }
             | TypeError::BadEntry { span, .. } => *span,
         }

@@ -193,6 +193,10 @@ impl Mono<'_> {
                 args: args.iter().map(|a| self.copy(*a, map)).collect(),
             },
             Expr::Array(items) => Expr::Array(items.iter().map(|a| self.copy(*a, map)).collect()),
+            Expr::Deriv { body, wrt } => Expr::Deriv {
+                body: self.copy(body, map),
+                wrt,
+            },
         };
         let id = self.out.add(new, span);
         self.types[id] = ty;

@@ -1,0 +1,212 @@
+//! A small builder for typed IR, used by the AD passes: every node it
+//! creates gets a ground type in the pass's type table and a generated
+//! span, and fresh names avoid every name already in the program.
+
+use std::collections::HashSet;
+use std::rc::Rc;
+
+use cranelift_entity::SecondaryMap;
+
+use crate::diagnostic::Span;
+use crate::ir::{Expr, ExprId, Lit, Name, Prim, Program, Type};
+
+/// A cheap scalar operand that may be duplicated: each use makes a new node.
+#[derive(Clone, Debug)]
+pub enum Atom {
+    Var(Name),
+    /// `fst x`: the primal part of a dual-number variable.
+    Fst(Name),
+    /// `snd x`: the tangent part of a dual-number variable.
+    Snd(Name),
+    Lit(f64),
+}
+
+pub struct Builder<'a> {
+    pub prog: &'a mut Program,
+    pub types: &'a mut SecondaryMap<ExprId, Option<Type>>,
+    names: HashSet<Name>,
+    counter: u32,
+}
+
+impl<'a> Builder<'a> {
+    pub fn new(prog: &'a mut Program, types: &'a mut SecondaryMap<ExprId, Option<Type>>) -> Self {
+        let mut names = HashSet::new();
+        for e in prog.exprs.values() {
+            match e {
+                Expr::Var(x) | Expr::Lam { param: x, .. } | Expr::Let { name: x, .. } => {
+                    names.insert(x.clone());
+                }
+                Expr::Deriv { wrt, .. } => {
+                    names.insert(wrt.clone());
+                }
+                _ => {}
+            }
+        }
+        for d in &prog.defs {
+            names.insert(d.name.clone());
+        }
+        Builder {
+            prog,
+            types,
+            names,
+            counter: 0,
+        }
+    }
+
+    /// A name not used anywhere in the program: `base'N`.
+    pub fn fresh(&mut self, base: &str) -> Name {
+        loop {
+            self.counter += 1;
+            let n: Name = Rc::from(format!("{base}'{}", self.counter));
+            if self.names.insert(n.clone()) {
+                return n;
+            }
+        }
+    }
+
+    /// Reserves an exact name (for derived definitions like `f'D`) or, if
+    /// taken, a fresh variant of it.
+    pub fn reserve(&mut self, name: &str) -> Name {
+        let n: Name = Rc::from(name);
+        if self.names.insert(n.clone()) {
+            n
+        } else {
+            self.fresh(name)
+        }
+    }
+
+    pub fn ty(&self, e: ExprId) -> Type {
+        self.types[e].clone().expect("every node has a ground type")
+    }
+
+    pub fn add(&mut self, e: Expr, ty: Type) -> ExprId {
+        let id = self.prog.add(e, Span::generated());
+        self.types[id] = Some(ty);
+        id
+    }
+
+    pub fn var(&mut self, name: &Name, ty: Type) -> ExprId {
+        self.add(Expr::Var(name.clone()), ty)
+    }
+
+    pub fn double(&mut self, x: f64) -> ExprId {
+        self.add(Expr::Lit(Lit::Double(x)), Type::Double)
+    }
+
+    pub fn index(&mut self, i: i64) -> ExprId {
+        self.add(Expr::Lit(Lit::Int(i)), Type::Index)
+    }
+
+    pub fn prim(&mut self, op: Prim, args: Vec<ExprId>, ty: Type) -> ExprId {
+        self.add(
+            Expr::Prim {
+                op,
+                args: args.into(),
+            },
+            ty,
+        )
+    }
+
+    /// A Double-valued primitive.
+    pub fn dop(&mut self, op: Prim, args: Vec<ExprId>) -> ExprId {
+        self.prim(op, args, Type::Double)
+    }
+
+    pub fn pair(&mut self, a: ExprId, b: ExprId) -> ExprId {
+        let t = Type::pair(self.ty(a), self.ty(b));
+        self.prim(Prim::Pair, vec![a, b], t)
+    }
+
+    pub fn fst(&mut self, p: ExprId) -> ExprId {
+        let Type::Pair(a, _) = self.ty(p) else {
+            unreachable!("fst of a non-pair")
+        };
+        self.prim(Prim::Fst, vec![p], *a)
+    }
+
+    pub fn snd(&mut self, p: ExprId) -> ExprId {
+        let Type::Pair(_, b) = self.ty(p) else {
+            unreachable!("snd of a non-pair")
+        };
+        self.prim(Prim::Snd, vec![p], *b)
+    }
+
+    pub fn get(&mut self, a: ExprId, i: ExprId) -> ExprId {
+        let Type::Array(t) = self.ty(a) else {
+            unreachable!("get of a non-array")
+        };
+        self.prim(Prim::Get, vec![a, i], *t)
+    }
+
+    pub fn length(&mut self, a: ExprId) -> ExprId {
+        self.prim(Prim::Length, vec![a], Type::Index)
+    }
+
+    pub fn lam(&mut self, param: Name, param_ty: Type, body: ExprId) -> ExprId {
+        let t = Type::fun(param_ty, self.ty(body));
+        self.add(
+            Expr::Lam {
+                param,
+                ann: None,
+                body,
+            },
+            t,
+        )
+    }
+
+    pub fn app(&mut self, f: ExprId, a: ExprId) -> ExprId {
+        let Type::Fun(_, r) = self.ty(f) else {
+            unreachable!("application of a non-function")
+        };
+        self.add(Expr::App { fun: f, arg: a }, *r)
+    }
+
+    pub fn let_(&mut self, name: Name, value: ExprId, body: ExprId) -> ExprId {
+        let t = self.ty(body);
+        self.add(
+            Expr::Let {
+                name,
+                ann: None,
+                value,
+                body,
+            },
+            t,
+        )
+    }
+
+    pub fn if_(&mut self, c: ExprId, a: ExprId, b: ExprId) -> ExprId {
+        let t = self.ty(a);
+        self.add(
+            Expr::If {
+                cond: c,
+                then_: a,
+                else_: b,
+            },
+            t,
+        )
+    }
+
+    /// `build n (fun i -> body i)`.
+    pub fn build(&mut self, n: ExprId, f: impl FnOnce(&mut Self, &Name) -> ExprId) -> ExprId {
+        let i = self.fresh("i");
+        let body = f(self, &i);
+        let et = self.ty(body);
+        let lam = self.lam(i, Type::Index, body);
+        self.prim(Prim::Build, vec![n, lam], Type::array(et))
+    }
+
+    pub fn atom(&mut self, a: &Atom) -> ExprId {
+        match a {
+            Atom::Var(n) => self.var(n, Type::Double),
+            Atom::Fst(n) => {
+                let v = self.var(n, Type::pair(Type::Double, Type::Double));
+                self.fst(v)
+            }
+            Atom::Snd(n) => {
+                let v = self.var(n, Type::pair(Type::Double, Type::Double));
+                self.snd(v)
+            }
+            Atom::Lit(x) => self.double(*x),
+        }
+    }
+}

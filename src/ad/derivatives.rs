@@ -1,0 +1,180 @@
+//! The one table of partial derivatives of the scalar primitives, shared
+//! by forward mode (tangent = Σ ∂ᵢ · ṫᵢ) and reverse mode (āᵢ += ∂ᵢ · ȳ),
+//! in the manner of Futhark's `AD/Derivatives.hs`. Rule names refer to
+//! spec/ad-forward.md, where each primitive's rule is stated.
+//!
+//! A partial is `sign · num / den` (either part optional), so that the
+//! forward tangent of `a / b` reads `ṫa / b - ṫb * r / b` rather than a
+//! product with a reciprocal. Operands are [`Atom`]s: the caller binds the
+//! primal arguments and the primal result `r` to variables first, so the
+//! table may mention them any number of times.
+
+use super::build::{Atom, Builder};
+use crate::ir::Prim;
+
+/// One partial derivative ∂r/∂aᵢ = sign · num / den (num, den default 1).
+pub struct Partial {
+    pub negative: bool,
+    pub num: Option<crate::ir::ExprId>,
+    pub den: Option<crate::ir::ExprId>,
+}
+
+impl Partial {
+    fn one() -> Partial {
+        Partial {
+            negative: false,
+            num: None,
+            den: None,
+        }
+    }
+    fn minus_one() -> Partial {
+        Partial {
+            negative: true,
+            num: None,
+            den: None,
+        }
+    }
+    fn times(e: crate::ir::ExprId) -> Partial {
+        Partial {
+            negative: false,
+            num: Some(e),
+            den: None,
+        }
+    }
+    fn over(e: crate::ir::ExprId) -> Partial {
+        Partial {
+            negative: false,
+            num: None,
+            den: Some(e),
+        }
+    }
+}
+
+/// Whether `op` is a differentiable scalar primitive on Doubles.
+pub fn is_differentiable(op: Prim) -> bool {
+    matches!(
+        op,
+        Prim::Add
+            | Prim::Sub
+            | Prim::Mul
+            | Prim::Div
+            | Prim::Pow
+            | Prim::Neg
+            | Prim::Sin
+            | Prim::Cos
+            | Prim::Tan
+            | Prim::Log
+            | Prim::Exp
+            | Prim::Sqrt
+    )
+}
+
+/// The partial derivatives of `op` with respect to each argument, given
+/// the primal arguments `args` and the primal result `r`.
+pub fn partials(op: Prim, args: &[Atom], r: &Atom, b: &mut Builder) -> Vec<Partial> {
+    let a = |b: &mut Builder, i: usize| b.atom(&args[i]);
+    match op {
+        // D-Add: ∂(a + b) = (1, 1)
+        Prim::Add => vec![Partial::one(), Partial::one()],
+        // D-Sub: ∂(a - b) = (1, -1)
+        Prim::Sub => vec![Partial::one(), Partial::minus_one()],
+        // D-Mult: ∂(a * b) = (b, a)
+        Prim::Mul => {
+            let pb = a(b, 1);
+            let pa = a(b, 0);
+            vec![Partial::times(pb), Partial::times(pa)]
+        }
+        // D-Div: ∂(a / b) = (1 / b, -r / b)
+        Prim::Div => {
+            let d1 = a(b, 1);
+            let rr = b.atom(r);
+            let d2 = a(b, 1);
+            vec![
+                Partial::over(d1),
+                Partial {
+                    negative: true,
+                    num: Some(rr),
+                    den: Some(d2),
+                },
+            ]
+        }
+        // D-Pow: ∂(a ** b) = (b * a ** (b - 1), if a > 0 then r * log a else 0)
+        Prim::Pow => {
+            let bb = a(b, 1);
+            let base = a(b, 0);
+            let e1 = a(b, 1);
+            let one = b.double(1.0);
+            let em1 = b.dop(Prim::Sub, vec![e1, one]);
+            let pw = b.dop(Prim::Pow, vec![base, em1]);
+            let da = b.dop(Prim::Mul, vec![bb, pw]);
+            let base2 = a(b, 0);
+            let zero = b.double(0.0);
+            let pos = b.prim(Prim::Gt, vec![base2, zero], crate::ir::Type::Bool);
+            let rr = b.atom(r);
+            let base3 = a(b, 0);
+            let lg = b.dop(Prim::Log, vec![base3]);
+            let prod = b.dop(Prim::Mul, vec![rr, lg]);
+            let zero2 = b.double(0.0);
+            let db = b.if_(pos, prod, zero2);
+            vec![Partial::times(da), Partial::times(db)]
+        }
+        // D-Neg: ∂(-a) = -1
+        Prim::Neg => vec![Partial::minus_one()],
+        // D-Sin: ∂ sin a = cos a
+        Prim::Sin => {
+            let x = a(b, 0);
+            vec![Partial::times(b.dop(Prim::Cos, vec![x]))]
+        }
+        // D-Cos: ∂ cos a = -(sin a)
+        Prim::Cos => {
+            let x = a(b, 0);
+            let s = b.dop(Prim::Sin, vec![x]);
+            vec![Partial {
+                negative: true,
+                num: Some(s),
+                den: None,
+            }]
+        }
+        // D-Tan: ∂ tan a = 1 / (cos a * cos a)
+        Prim::Tan => {
+            let x1 = a(b, 0);
+            let c1 = b.dop(Prim::Cos, vec![x1]);
+            let x2 = a(b, 0);
+            let c2 = b.dop(Prim::Cos, vec![x2]);
+            vec![Partial::over(b.dop(Prim::Mul, vec![c1, c2]))]
+        }
+        // D-Log: ∂ log a = 1 / a
+        Prim::Log => vec![Partial::over(a(b, 0))],
+        // D-Exp: ∂ exp a = r
+        Prim::Exp => vec![Partial::times(b.atom(r))],
+        // D-Sqrt: ∂ sqrt a = 1 / (2 r)
+        Prim::Sqrt => {
+            let two = b.double(2.0);
+            let rr = b.atom(r);
+            vec![Partial::over(b.dop(Prim::Mul, vec![two, rr]))]
+        }
+        other => unreachable!("{other:?} has no entry in the derivative table"),
+    }
+}
+
+/// Σᵢ ∂ᵢ · sᵢ for "seeds" `s` (tangents in forward mode, the result's
+/// cotangent in reverse mode), built without multiplying by literal ones.
+pub fn contract(ps: Vec<Partial>, seeds: &[Atom], b: &mut Builder) -> crate::ir::ExprId {
+    let mut acc: Option<crate::ir::ExprId> = None;
+    for (p, s) in ps.into_iter().zip(seeds) {
+        let mut t = b.atom(s);
+        if let Some(n) = p.num {
+            t = b.dop(Prim::Mul, vec![t, n]);
+        }
+        if let Some(d) = p.den {
+            t = b.dop(Prim::Div, vec![t, d]);
+        }
+        acc = Some(match (acc, p.negative) {
+            (None, false) => t,
+            (None, true) => b.dop(Prim::Neg, vec![t]),
+            (Some(x), false) => b.dop(Prim::Add, vec![x, t]),
+            (Some(x), true) => b.dop(Prim::Sub, vec![x, t]),
+        });
+    }
+    acc.expect("every primitive has at least one argument")
+}

@@ -1,0 +1,408 @@
+//! Expansion of `deriv e x` (seed 001 Fig. 5; spec/ad-forward.md,
+//! "deriv"), innermost first: by the time an outer `deriv` is expanded,
+//! the inner ones are ordinary code over pairs, which the outer D[[·]]
+//! treats as data. That ordering, plus translating each `deriv` body as
+//! a closed function of its free variables, is what rules out
+//! perturbation confusion (seed 001 §4.3).
+//!
+//! `deriv e x` with free variables v₁ … vₙ of `e` becomes
+//!
+//! ```text
+//! x : Double   let v₁ = A[v₁] in … let vₙ = A[vₙ] in D[[e]]          (D-Deriv-Double)
+//! x : Vector   build (length x) (fun r -> let v₁ = A[v₁]ᵣ in … D[[e]])  (D-Deriv-Vector)
+//! x : Matrix   build (length x) (fun r -> build (length x[r]) (fun c -> …))  (D-Deriv-Matrix)
+//! ```
+//!
+//! where A[x] is x with a one-hot tangent (1 at r, or at (r, c)) and A[v]
+//! for every other v is v with zero tangents: the let-bound form of the
+//! paper's application of D[[fun v₁ … vₙ -> e]] to those arguments.
+
+use std::collections::HashMap;
+
+use super::AdError;
+use super::build::Builder;
+use super::forward::Forward;
+use crate::ir::{Expr, ExprId, Name, Prim, Type};
+
+struct Binder {
+    name: Name,
+    ty: Type,
+    value: Option<ExprId>,
+}
+
+pub(super) struct Expander<'b, 'a> {
+    pub b: &'b mut Builder<'a>,
+    pub duals: &'b mut HashMap<Name, Name>,
+    /// Binders enclosing the current node, with their types and, for a
+    /// `let`, the bound expression.
+    scope: Vec<Binder>,
+}
+
+impl<'b, 'a> Expander<'b, 'a> {
+    pub fn new(b: &'b mut Builder<'a>, duals: &'b mut HashMap<Name, Name>) -> Self {
+        Expander {
+            b,
+            duals,
+            scope: Vec::new(),
+        }
+    }
+
+    /// Returns `e` with every `deriv` inside expanded (the same id when
+    /// there is none).
+    pub fn expand(&mut self, e: ExprId) -> Result<ExprId, AdError> {
+        let ty = self.b.ty(e);
+        let node = self.b.prog.expr(e).clone();
+        let new = match node.clone() {
+            Expr::Var(_) | Expr::Lit(_) => return Ok(e),
+            Expr::Lam { param, ann, body } => {
+                let pt = match &ty {
+                    Type::Fun(a, _) => (**a).clone(),
+                    _ => unreachable!("a lambda has a function type"),
+                };
+                self.scope.push(Binder {
+                    name: param.clone(),
+                    ty: pt,
+                    value: None,
+                });
+                let nb = self.expand(body);
+                self.scope.pop();
+                let nb = nb?;
+                if nb == body {
+                    return Ok(e);
+                }
+                Expr::Lam {
+                    param,
+                    ann,
+                    body: nb,
+                }
+            }
+            Expr::Let {
+                name,
+                ann,
+                value,
+                body,
+            } => {
+                let nv = self.expand(value)?;
+                let vt = self.b.ty(nv);
+                self.scope.push(Binder {
+                    name: name.clone(),
+                    ty: vt,
+                    value: Some(nv),
+                });
+                let nb = self.expand(body);
+                self.scope.pop();
+                let nb = nb?;
+                if nv == value && nb == body {
+                    return Ok(e);
+                }
+                Expr::Let {
+                    name,
+                    ann,
+                    value: nv,
+                    body: nb,
+                }
+            }
+            Expr::Deriv { body, wrt } => {
+                let nb = self.expand(body)?;
+                return self.deriv(nb, &wrt, e);
+            }
+            other => {
+                let kids = other.children();
+                let mut new_kids = Vec::new();
+                for k in &kids {
+                    new_kids.push(self.expand(*k)?);
+                }
+                if new_kids == kids {
+                    return Ok(e);
+                }
+                with_children(other, &new_kids)
+            }
+        };
+        Ok(self.b.add(new, ty))
+    }
+
+    /// The free local variables of `e` (in order of first occurrence).
+    fn free_locals(&self, e: ExprId) -> Vec<(Name, Type)> {
+        let mut out: Vec<(Name, Type)> = Vec::new();
+        let mut bound: Vec<Name> = Vec::new();
+        self.collect_free(e, &mut bound, &mut out);
+        out
+    }
+
+    fn collect_free(&self, e: ExprId, bound: &mut Vec<Name>, out: &mut Vec<(Name, Type)>) {
+        match self.b.prog.expr(e) {
+            Expr::Var(x) => {
+                if bound.contains(x) || out.iter().any(|(n, _)| n == x) {
+                    return;
+                }
+                if let Some(b) = self.scope.iter().rev().find(|b| b.name == *x) {
+                    out.push((x.clone(), b.ty.clone()));
+                }
+            }
+            Expr::Lam { param, body, .. } => {
+                bound.push(param.clone());
+                self.collect_free(*body, bound, out);
+                bound.pop();
+            }
+            Expr::Let {
+                name, value, body, ..
+            } => {
+                self.collect_free(*value, bound, out);
+                bound.push(name.clone());
+                self.collect_free(*body, bound, out);
+                bound.pop();
+            }
+            other => {
+                for c in other.children() {
+                    self.collect_free(c, bound, out);
+                }
+            }
+        }
+    }
+
+    /// Position in `scope` of the innermost binder of `x` among the first
+    /// `upto` binders.
+    fn binder_of(&self, x: &Name, upto: usize) -> Option<usize> {
+        self.scope[..upto].iter().rposition(|b| b.name == *x)
+    }
+
+    fn deriv(&mut self, body: ExprId, wrt: &Name, at: ExprId) -> Result<ExprId, AdError> {
+        let span = self.b.prog.span(at);
+        let mut body = body;
+        // Function-valued free variables bound by an enclosing `let` are
+        // re-bound inside the differentiated code (D-Deriv-Let),
+        // provided their definition means the same there.
+        let mut fvs = loop {
+            let fvs = self.free_locals(body);
+            let Some((n, t)) = fvs.iter().find(|(_, t)| !t.is_data()).cloned() else {
+                break fvs;
+            };
+            let err = AdError::FunctionFreeVariable {
+                name: n.to_string(),
+                ty: t.to_string(),
+                span,
+            };
+            let pos = self.binder_of(&n, self.scope.len()).ok_or(err.clone())?;
+            let Some(value) = self.scope[pos].value else {
+                return Err(err);
+            };
+            let mut bound = Vec::new();
+            let mut vfree = Vec::new();
+            self.collect_free(value, &mut bound, &mut vfree);
+            let same_meaning = vfree
+                .iter()
+                .all(|(v, _)| self.binder_of(v, pos) == self.binder_of(v, self.scope.len()));
+            if !same_meaning {
+                return Err(err);
+            }
+            body = self.b.let_(n, value, body);
+        };
+        let wrt_ty = self
+            .scope
+            .iter()
+            .rev()
+            .find(|b| b.name == *wrt)
+            .map(|b| b.ty.clone())
+            .ok_or_else(|| AdError::Internal {
+                message: format!("`deriv` variable `{wrt}` is not in scope"),
+            })?;
+        // The independent variable is always an input, even if unused.
+        if !fvs.iter().any(|(n, _)| n == wrt) {
+            fvs.push((wrt.clone(), wrt_ty.clone()));
+        }
+        let out = match &wrt_ty {
+            // D-Deriv-Double
+            Type::Double => {
+                let seed = |b: &mut Builder<'_>| b.double(1.0);
+                self.with_inputs(
+                    &fvs,
+                    wrt,
+                    &mut |b, x| {
+                        let v = b.var(x, Type::Double);
+                        let one = seed(b);
+                        b.pair(v, one)
+                    },
+                    body,
+                )?
+            }
+            // D-Deriv-Vector: element r of the result seeds x[r].
+            Type::Array(e) if **e == Type::Double => {
+                let wrt_v = self.b.var(wrt, wrt_ty.clone());
+                let n = self.b.length(wrt_v);
+                let r = self.b.fresh("r");
+                let inner = self.with_inputs(
+                    &fvs,
+                    wrt,
+                    &mut |b, x| {
+                        let xv = b.var(x, Type::array(Type::Double));
+                        let len = b.length(xv);
+                        b.build(len, |b, j| hot_element(b, x, &[j.clone()], &[r.clone()]))
+                    },
+                    body,
+                )?;
+                let lam = self.b.lam(r, Type::Index, inner);
+                let rt = Type::array(self.b.ty(lam).fun_result());
+                self.b.prim(Prim::Build, vec![n, lam], rt)
+            }
+            // D-Deriv-Matrix: element (r, c) of the result seeds x[r][c].
+            Type::Array(e) if **e == Type::array(Type::Double) => {
+                let (r, c) = (self.b.fresh("r"), self.b.fresh("c"));
+                let inner = self.with_inputs(
+                    &fvs,
+                    wrt,
+                    &mut |b, x| {
+                        let xv = b.var(x, Type::array(Type::array(Type::Double)));
+                        let rows = b.length(xv);
+                        b.build(rows, |b, i| {
+                            let xv = b.var(x, Type::array(Type::array(Type::Double)));
+                            let iv = b.var(i, Type::Index);
+                            let row = b.get(xv, iv);
+                            let cols = b.length(row);
+                            b.build(cols, |b, j| {
+                                hot_element(b, x, &[i.clone(), j.clone()], &[r.clone(), c.clone()])
+                            })
+                        })
+                    },
+                    body,
+                )?;
+                let lc = self.b.lam(c, Type::Index, inner);
+                let xv = self.b.var(wrt, wrt_ty.clone());
+                let rv = self.b.var(&r, Type::Index);
+                let row = self.b.get(xv, rv);
+                let cols = self.b.length(row);
+                let rt = Type::array(self.b.ty(lc).fun_result());
+                let inner_build = self.b.prim(Prim::Build, vec![cols, lc], rt);
+                let lr = self.b.lam(r, Type::Index, inner_build);
+                let xv = self.b.var(wrt, wrt_ty.clone());
+                let rows = self.b.length(xv);
+                let rt = Type::array(self.b.ty(lr).fun_result());
+                self.b.prim(Prim::Build, vec![rows, lr], rt)
+            }
+            other => {
+                return Err(AdError::Internal {
+                    message: format!("`deriv` with respect to a variable of type {other}"),
+                });
+            }
+        };
+        Ok(out)
+    }
+
+    /// `let v₁ = A[v₁] in … let vₙ = A[vₙ] in D[[body]]`, with `seed`
+    /// giving A[x] for the independent variable and zero tangents for the
+    /// others.
+    fn with_inputs(
+        &mut self,
+        fvs: &[(Name, Type)],
+        wrt: &Name,
+        seed: &mut dyn FnMut(&mut Builder<'_>, &Name) -> ExprId,
+        body: ExprId,
+    ) -> Result<ExprId, AdError> {
+        let mut fwd = Forward {
+            b: self.b,
+            duals: self.duals,
+            locals: fvs.iter().map(|(n, _)| n.clone()).collect(),
+        };
+        let mut out = fwd.d(body)?;
+        for (n, t) in fvs.iter().rev() {
+            let v = if n == wrt {
+                seed(self.b, n)
+            } else {
+                zero_dual(self.b, n, t)
+            };
+            out = self.b.let_(n.clone(), v, out);
+        }
+        Ok(out)
+    }
+}
+
+/// `(x[i…], if i… = r… then 1.0 else 0.0)`: one element of a one-hot
+/// tangent.
+fn hot_element(b: &mut Builder<'_>, x: &Name, idx: &[Name], at: &[Name]) -> ExprId {
+    let xt = (0..idx.len()).fold(Type::Double, |t, _| Type::array(t));
+    let mut v = b.var(x, xt);
+    for i in idx {
+        let iv = b.var(i, Type::Index);
+        v = b.get(v, iv);
+    }
+    let mut cond: Option<ExprId> = None;
+    for (i, r) in idx.iter().zip(at) {
+        let iv = b.var(i, Type::Index);
+        let rv = b.var(r, Type::Index);
+        let eq = b.prim(Prim::Eq, vec![iv, rv], Type::Bool);
+        cond = Some(match cond {
+            None => eq,
+            Some(c) => {
+                let f = b.add(Expr::Lit(crate::ir::Lit::Bool(false)), Type::Bool);
+                b.if_(c, eq, f)
+            }
+        });
+    }
+    let one = b.double(1.0);
+    let zero = b.double(0.0);
+    let t = b.if_(cond.expect("at least one index"), one, zero);
+    b.pair(v, t)
+}
+
+/// A[v] for a variable that is not the independent one: its dual form
+/// with every tangent zero.
+fn zero_dual(b: &mut Builder<'_>, v: &Name, t: &Type) -> ExprId {
+    let var = b.var(v, t.clone());
+    zero_dual_of(b, var, t)
+}
+
+fn zero_dual_of(b: &mut Builder<'_>, e: ExprId, t: &Type) -> ExprId {
+    if t.dual() == *t {
+        return e;
+    }
+    match t {
+        Type::Double => {
+            let z = b.double(0.0);
+            b.pair(e, z)
+        }
+        Type::Array(el) => {
+            let tmp = b.fresh("a");
+            let arr = b.var(&tmp, t.clone());
+            let n = b.length(arr);
+            let built = b.build(n, |b, j| {
+                let arr = b.var(&tmp, t.clone());
+                let jv = b.var(j, Type::Index);
+                let x = b.get(arr, jv);
+                zero_dual_of(b, x, el)
+            });
+            b.let_(tmp, e, built)
+        }
+        Type::Pair(x, y) => {
+            let tmp = b.fresh("p");
+            let p1 = b.var(&tmp, t.clone());
+            let f = b.fst(p1);
+            let fx = zero_dual_of(b, f, x);
+            let p2 = b.var(&tmp, t.clone());
+            let s = b.snd(p2);
+            let sy = zero_dual_of(b, s, y);
+            let pair = b.pair(fx, sy);
+            b.let_(tmp, e, pair)
+        }
+        _ => unreachable!("only data types have zero tangents; Double, Index, Bool handled"),
+    }
+}
+
+/// A node like `node` with its children replaced, in `children()` order.
+fn with_children(node: Expr, kids: &[ExprId]) -> Expr {
+    match node {
+        Expr::App { .. } => Expr::App {
+            fun: kids[0],
+            arg: kids[1],
+        },
+        Expr::If { .. } => Expr::If {
+            cond: kids[0],
+            then_: kids[1],
+            else_: kids[2],
+        },
+        Expr::Prim { op, .. } => Expr::Prim {
+            op,
+            args: kids.into(),
+        },
+        Expr::Array(_) => Expr::Array(kids.into()),
+        other => other,
+    }
+}

@@ -1,0 +1,98 @@
+//! Automatic differentiation as source-to-source transformations.
+//!
+//! - [`derivatives`]: the one table of primitive partial derivatives;
+//! - [`forward`]: D[[·]], forward mode (spec/ad-forward.md);
+//! - `expand`: `deriv` (and so `diff`, `grad`, `jacob`, …) in terms of D[[·]].
+//!
+//! [`expand_program`] is the entry point: it takes a monomorphic program
+//! with its type table and returns the program without `deriv`, plus the
+//! translated definitions `name'D`. Its output is ordinary core IR; the
+//! pipeline type-checks it again.
+
+mod build;
+pub mod derivatives;
+mod expand;
+mod forward;
+
+use std::collections::HashMap;
+
+use cranelift_entity::SecondaryMap;
+use thiserror::Error;
+
+use crate::diagnostic::{Diagnose, Span};
+use crate::ir::{Expr, ExprId, Program, Type};
+
+pub use build::{Atom, Builder};
+
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum AdError {
+    #[error("`deriv` of an expression whose free variable `{name}` is a function ({ty})")]
+    FunctionFreeVariable {
+        name: String,
+        ty: String,
+        span: Span,
+    },
+    #[error("internal error in AD: {message} (please report this)")]
+    Internal { message: String },
+}
+
+impl Diagnose for AdError {
+    fn code(&self) -> &'static str {
+        match self {
+            AdError::FunctionFreeVariable { .. } => "deriv-free-function",
+            AdError::Internal { .. } => "internal-error",
+        }
+    }
+
+    fn span(&self) -> Span {
+        match self {
+            AdError::FunctionFreeVariable { span, .. } => *span,
+            AdError::Internal { .. } => Span::generated(),
+        }
+    }
+
+    fn notes(&self) -> Vec<String> {
+        match self {
+            AdError::FunctionFreeVariable { .. } => vec![
+                "differentiated code may use functions defined at top level or inside it, but its free variables must be data (seed 001 §4.1); pass a top-level function or a lambda instead of a function-valued variable".to_string(),
+            ],
+            AdError::Internal { .. } => Vec::new(),
+        }
+    }
+}
+
+/// Whether the program contains `deriv` anywhere.
+pub fn has_deriv(prog: &Program) -> bool {
+    prog.exprs.values().any(|e| matches!(e, Expr::Deriv { .. }))
+}
+
+/// Expands every `deriv` in `prog` (in place), translating the definitions
+/// the differentiated code uses. `types` must give every node a ground
+/// type (as `types::monomorphise` produces); new nodes get theirs.
+pub fn expand_program(
+    prog: &mut Program,
+    types: &mut SecondaryMap<ExprId, Option<Type>>,
+) -> Result<(), AdError> {
+    let names: Vec<_> = prog.defs.iter().map(|d| d.name.clone()).collect();
+    let mut duals = HashMap::new();
+    let mut b = Builder::new(prog, types);
+    for name in names {
+        let idx = b
+            .prog
+            .defs
+            .iter()
+            .position(|d| d.name == name)
+            .expect("original definitions stay");
+        let body = b.prog.defs[idx].body;
+        let mut ex = expand::Expander::new(&mut b, &mut duals);
+        let nb = ex.expand(body)?;
+        let idx = b
+            .prog
+            .defs
+            .iter()
+            .position(|d| d.name == name)
+            .expect("original definitions stay");
+        b.prog.defs[idx].body = nb;
+    }
+    Ok(())
+}

@@ -236,7 +236,9 @@ impl<'b, 'a> Expander<'b, 'a> {
                     &mut |b, x| {
                         let xv = b.var(x, Type::array(Type::Double));
                         let len = b.length(xv);
-                        b.build(len, |b, j| hot_element(b, x, &[j.clone()], &[r.clone()]))
+                        b.build(len, |b, j| {
+                            hot_element(b, x, std::slice::from_ref(j), std::slice::from_ref(&r))
+                        })
                     },
                     body,
                 )?;

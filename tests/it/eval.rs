@@ -12,10 +12,7 @@ fn entry(src: &str, name: &str) -> pipeline::Entry {
 /// E-Fuel: running out of steps is ⊥ with its own code, at any limit.
 #[test]
 fn exhausted_fuel_is_bottom() {
-    let e = entry(
-        "let main = ifold (fun s i -> s + 1.0) 0.0 1000000",
-        "main",
-    );
+    let e = entry("let main = ifold (fun s i -> s + 1.0) 0.0 1000000", "main");
     for fuel in [0, 1, 10, 1000] {
         let r = e.run(Vec::new(), Limits { fuel }, &mut |_, _| {});
         match r {
@@ -23,7 +20,9 @@ fn exhausted_fuel_is_bottom() {
             other => panic!("fuel {fuel}: expected out-of-fuel, got {other:?}"),
         }
     }
-    let (v, stats) = e.run(Vec::new(), Limits::default(), &mut |_, _| {}).expect("enough fuel");
+    let (v, stats) = e
+        .run(Vec::new(), Limits::default(), &mut |_, _| {})
+        .expect("enough fuel");
     assert_eq!(v.to_string(), "1000000.0");
     assert!(stats.steps > 1_000_000);
 }
@@ -33,12 +32,17 @@ fn exhausted_fuel_is_bottom() {
 /// writes (its `build`) and n reads (`vectorSum`): 6n.
 #[test]
 fn ops_of_the_dot_product_are_6n() {
-    let e = entry("let main = fun (a: Vector) (b: Vector) -> vectorDot a b", "main");
+    let e = entry(
+        "let main = fun (a: Vector) (b: Vector) -> vectorDot a b",
+        "main",
+    );
     for n in [1usize, 10, 100] {
         let v: Vec<String> = (0..n).map(|i| format!("{i}.5")).collect();
         let input = format!("[[{}], [{}]]", v.join(","), v.join(","));
         let args = e.read_input(Some(&input)).expect("input");
-        let (_, stats) = e.run(args, Limits::default(), &mut |_, _| {}).expect("runs");
+        let (_, stats) = e
+            .run(args, Limits::default(), &mut |_, _| {})
+            .expect("runs");
         assert_eq!(stats.ops, 6 * n as u64, "n = {n}");
     }
 }
@@ -49,7 +53,9 @@ fn trace_has_one_event_per_step() {
     let e = entry("let main = vectorSum [1.0, 2.0, 3.0]", "main");
     let mut seen = Vec::new();
     let (_, stats) = e
-        .run(Vec::new(), Limits::default(), &mut |ev, _| seen.push(ev.step))
+        .run(Vec::new(), Limits::default(), &mut |ev, _| {
+            seen.push(ev.step)
+        })
         .expect("runs");
     assert_eq!(seen.len() as u64, stats.steps);
     assert!(seen.iter().enumerate().all(|(i, s)| *s == i as u64 + 1));

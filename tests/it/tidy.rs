@@ -35,7 +35,8 @@ fn rule_names(text: &str) -> BTreeSet<String> {
         let prefix_ok = matches!(b[i], b'T' | b'E' | b'D' | b'R')
             && b[i + 1] == b'-'
             && b[i + 2].is_ascii_uppercase()
-            && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'-' || b[i - 1] == b'_'));
+            && (i == 0
+                || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'-' || b[i - 1] == b'_'));
         if !prefix_ok {
             continue;
         }
@@ -82,8 +83,14 @@ fn every_spec_rule_is_implemented_and_tested() {
     tests.extend(rule_names(&read_all("tests", "fsm")));
     let missing_code: Vec<_> = spec.iter().filter(|r| !src.contains(*r)).collect();
     let missing_test: Vec<_> = spec.iter().filter(|r| !tests.contains(*r)).collect();
-    assert!(missing_code.is_empty(), "rules in spec/ never cited in src/: {missing_code:?}");
-    assert!(missing_test.is_empty(), "rules in spec/ never named in tests/: {missing_test:?}");
+    assert!(
+        missing_code.is_empty(),
+        "rules in spec/ never cited in src/: {missing_code:?}"
+    );
+    assert!(
+        missing_test.is_empty(),
+        "rules in spec/ never named in tests/: {missing_test:?}"
+    );
 }
 
 #[test]
@@ -91,7 +98,10 @@ fn every_rule_cited_in_code_is_specified() {
     let spec = spec_rules();
     let src = rule_names(&read_all("src", "rs"));
     let unknown: Vec<_> = src.iter().filter(|r| !spec.contains(*r)).collect();
-    assert!(unknown.is_empty(), "src/ cites rules that spec/ does not define: {unknown:?}");
+    assert!(
+        unknown.is_empty(),
+        "src/ cites rules that spec/ does not define: {unknown:?}"
+    );
 }
 
 #[test]

@@ -102,7 +102,9 @@ fn render(d: &Diagnostic, files: &Files) -> String {
                 "{path}:{line}:{col}: error[{}]: {}\n",
                 d.code, d.message
             ));
-            out.push_str(&excerpt(src, d.span, line, col));
+            if !d.span.is_whole_file() {
+                out.push_str(&excerpt(src, d.span, line, col));
+            }
         }
         None => out.push_str(&format!("error[{}]: {}\n", d.code, d.message)),
     }
@@ -112,8 +114,16 @@ fn render(d: &Diagnostic, files: &Files) -> String {
     out
 }
 
+fn char_floor(src: &str, mut i: usize) -> usize {
+    i = i.min(src.len());
+    while !src.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
 fn line_col(src: &str, offset: usize) -> (usize, usize) {
-    let offset = offset.min(src.len());
+    let offset = char_floor(src, offset);
     let before = &src[..offset];
     let line = before.matches('\n').count() + 1;
     let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
@@ -121,22 +131,41 @@ fn line_col(src: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
+/// The source line with a caret line under the span (its first line
+/// only). Long lines are cut to a window around the span; tabs in the
+/// padding are kept so the carets line up.
 fn excerpt(src: &str, span: Span, line: usize, col: usize) -> String {
-    let text = src.lines().nth(line - 1).unwrap_or("");
-    let shown: String = text.chars().take(200).collect();
-    let width = line.to_string().len();
-    let len = {
-        let end = (span.end as usize).min(src.len());
-        let start = (span.start as usize).min(end);
-        let first_line_end = src[start..end].find('\n').map(|i| start + i).unwrap_or(end);
-        src[start..first_line_end].chars().count().max(1)
+    const WIDTH: usize = 120;
+    let text: Vec<char> = src.lines().nth(line - 1).unwrap_or("").chars().collect();
+    let start = char_floor(src, span.start as usize);
+    let end = char_floor(src, (span.end as usize).max(span.start as usize));
+    let first_line_end = src[start..end].find('\n').map(|i| start + i).unwrap_or(end);
+    let len = src[start..first_line_end].chars().count().max(1);
+    let c0 = col - 1;
+    let from = if c0 > WIDTH / 2 { c0 - WIDTH / 3 } else { 0 };
+    let to = text.len().min(from + WIDTH);
+    let mut shown: String = if from > 0 {
+        "…".to_string()
+    } else {
+        String::new()
     };
-    let pad = " ".repeat(width);
-    format!(
-        "{pad} |\n{line} | {shown}\n{pad} | {}{}\n",
-        " ".repeat(col - 1),
-        "^".repeat(len.min(200usize.saturating_sub(col - 1)).max(1))
-    )
+    shown.extend(&text[from.min(text.len())..to]);
+    if to < text.len() {
+        shown.push('…');
+    }
+    let mut pad: String = if from > 0 {
+        " ".to_string()
+    } else {
+        String::new()
+    };
+    pad.extend(
+        text[from.min(text.len())..c0.min(text.len())]
+            .iter()
+            .map(|c| if *c == '\t' { '\t' } else { ' ' }),
+    );
+    let carets = "^".repeat(len.min(WIDTH.saturating_sub(c0 - from)).max(1));
+    let gutter = " ".repeat(line.to_string().len());
+    format!("{gutter} |\n{line} | {shown}\n{gutter} | {pad}{carets}\n")
 }
 
 struct Failure(String);
@@ -163,8 +192,28 @@ pub fn main() -> ExitCode {
 }
 
 fn read(path: &PathBuf) -> Result<String, Failure> {
-    std::fs::read_to_string(path)
-        .map_err(|e| Failure(format!("error[io]: cannot read {}: {e}\n", path.display())))
+    let bytes = std::fs::read(path)
+        .map_err(|e| Failure(format!("error[io]: cannot read {}: {e}\n", path.display())))?;
+    match String::from_utf8(bytes) {
+        Ok(s) => Ok(s),
+        Err(e) => {
+            // Point at the first invalid byte: the valid prefix is the same
+            // in the lossy text, so its offset is right there too.
+            let at = e.utf8_error().valid_up_to();
+            let lossy = String::from_utf8_lossy(e.as_bytes()).into_owned();
+            let d = Diagnostic {
+                code: "invalid-utf8",
+                message: "the file is not valid UTF-8".to_string(),
+                span: Span::new(SourceId::MAIN, at, at + 1),
+                notes: Vec::new(),
+            };
+            Err(Failure(render_diagnostic(
+                &d,
+                &path.display().to_string(),
+                &lossy,
+            )))
+        }
+    }
 }
 
 fn run(cli: Cli) -> Result<(), Failure> {

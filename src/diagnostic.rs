@@ -50,6 +50,20 @@ impl Span {
         }
     }
 
+    /// About the user's program as a whole (no entry, bad input): rendered
+    /// as `file:1:1` without an excerpt.
+    pub fn whole_file() -> Span {
+        Span {
+            source: SourceId::MAIN,
+            start: 0,
+            end: 0,
+        }
+    }
+
+    pub fn is_whole_file(&self) -> bool {
+        *self == Span::whole_file()
+    }
+
     pub fn generated() -> Span {
         Span {
             source: SourceId::GENERATED,

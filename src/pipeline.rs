@@ -143,7 +143,7 @@ impl Entry {
         let j: serde_json::Value = serde_json::from_str(text).map_err(|e| {
             err(InputError::Json {
                 message: e.to_string(),
-                span: self.span,
+                span: Span::whole_file(),
             })
         })?;
         let mut out = Vec::new();

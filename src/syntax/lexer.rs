@@ -122,6 +122,8 @@ pub fn lex(src: &str, source: SourceId) -> Result<Vec<Token>, ParseError> {
     let mut toks = Vec::new();
     let mut i = 0usize;
     let mut line_start_byte = 0usize;
+    // Column bookkeeping in linear time: the column of byte `col_byte`.
+    let (mut col_byte, mut col) = (0usize, 1u32);
     let mut at_line_start = true;
     let mut space = true;
     let span = |a: usize, b: usize| Span::new(source, a, b);
@@ -176,7 +178,11 @@ pub fn lex(src: &str, source: SourceId) -> Result<Vec<Token>, ParseError> {
             continue;
         }
         let start = i;
-        let col = src[line_start_byte..start].chars().count() as u32 + 1;
+        if col_byte < line_start_byte {
+            (col_byte, col) = (line_start_byte, 1);
+        }
+        col += src[col_byte..start].chars().count() as u32;
+        col_byte = start;
         let tok = if c.is_ascii_alphabetic() || c == b'_' {
             while i < bytes.len()
                 && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] == b'\'')

@@ -136,9 +136,17 @@ impl Parser<'_> {
     fn error_here(&self, expected: &str) -> ParseError {
         let t = self.cur();
         if t.tok == Tok::Eof {
+            // Point just after the last token, not at the empty end of file.
+            let span = match self.pos.checked_sub(1) {
+                Some(p) => {
+                    let s = self.toks[p].span;
+                    crate::diagnostic::Span { start: s.end, ..s }
+                }
+                None => t.span,
+            };
             ParseError::UnexpectedEof {
                 expected: expected.to_string(),
-                span: t.span,
+                span,
             }
         } else if self.is_offside(self.pos) {
             ParseError::Unexpected {

@@ -11,7 +11,7 @@ use cranelift_entity::SecondaryMap;
 
 use super::TypeError;
 use super::infer::{Ty, Typing, ground, subst};
-use crate::diagnostic::{SourceId, Span};
+use crate::diagnostic::Span;
 use crate::ir::{Def, Expr, ExprId, Lit, Name, Program, Type};
 
 /// A program with only ground types, and the type of every expression.
@@ -34,7 +34,7 @@ pub fn monomorphise(
                 .filter(|d| !d.prelude)
                 .map(|d| d.name.to_string())
                 .collect(),
-            span: Span::new(SourceId::MAIN, 0, 0),
+            span: Span::whole_file(),
         });
     };
     let mut m = Mono {

@@ -40,6 +40,54 @@ enum Command {
     Run(RunArgs),
     /// Print the program's core form (desugared) as source text.
     Print { file: PathBuf },
+    /// The gradient of a Double-valued entry with respect to one parameter:
+    /// `{"value": …, "gradient": …}`, the gradient shaped like the parameter.
+    Grad(DerivArgs),
+    /// The Jacobian J[i][j] = ∂outᵢ/∂inⱼ of an entry with respect to one
+    /// parameter: `{"value": …, "jacobian": …}`.
+    Jacobian(DerivArgs),
+    /// Print the differentiated program: the entry's derivative with
+    /// respect to a parameter, after source-to-source AD.
+    Ad {
+        file: PathBuf,
+        #[arg(long, default_value = "main")]
+        entry: String,
+        /// The independent variable (a parameter of the entry).
+        #[arg(long)]
+        wrt: String,
+    },
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Forward mode: D[[·]] of seed 001, one pass per input element.
+    Fwd,
+    /// Central finite differences on the reference evaluator.
+    Fd,
+}
+
+#[derive(Args, Debug)]
+struct DerivArgs {
+    file: PathBuf,
+    #[arg(long, default_value = "main")]
+    entry: String,
+    /// The independent variable: a parameter of type Double, Vector or Matrix.
+    #[arg(long)]
+    wrt: String,
+    #[arg(long, value_enum, default_value_t = Mode::Fwd)]
+    mode: Mode,
+    /// Arguments as JSON: an object keyed by parameter name, or an array.
+    #[arg(long, conflicts_with = "input_file")]
+    input: Option<String>,
+    /// Read the JSON arguments from a file.
+    #[arg(long)]
+    input_file: Option<PathBuf>,
+    /// Print `{"steps": …, "ops": …}` to stderr as one JSON line.
+    #[arg(long)]
+    stats: bool,
+    /// Maximum number of evaluator steps (per run).
+    #[arg(long, default_value_t = Limits::default().fuel)]
+    fuel: u64,
 }
 
 #[derive(Args, Debug)]
@@ -248,7 +296,79 @@ fn run(cli: Cli) -> Result<(), Failure> {
             Ok(())
         }
         Command::Run(args) => run_cmd(args),
+        Command::Grad(args) => deriv_cmd(args, false),
+        Command::Jacobian(args) => deriv_cmd(args, true),
+        Command::Ad { file, entry, wrt } => {
+            let files = Files {
+                main_path: file.display().to_string(),
+                main_src: read(&file)?,
+            };
+            let d = pipeline::derivative(&files.main_src, &entry, &wrt)
+                .map_err(|d| Failure(render(&d, &files)))?;
+            print!("{}", crate::syntax::print_program(&d.wrapper.program));
+            Ok(())
+        }
     }
+}
+
+fn stats_json(s: Stats, elapsed: std::time::Duration) -> String {
+    format!(
+        "{{\"steps\": {}, \"ops\": {}, \"time_ms\": {:.3}}}",
+        s.steps,
+        s.ops,
+        elapsed.as_secs_f64() * 1e3
+    )
+}
+
+fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
+    let files = Files {
+        main_path: args.file.display().to_string(),
+        main_src: read(&args.file)?,
+    };
+    let fail = |d: Diagnostic| Failure(render(&d, &files));
+    let input = match &args.input_file {
+        Some(p) => Some(read(p)?),
+        None => args.input.clone(),
+    };
+    let d = pipeline::derivative(&files.main_src, &args.entry, &args.wrt).map_err(fail)?;
+    if !jacobian && d.base.result != crate::ir::Type::Double {
+        return Err(fail(Diagnostic {
+            code: "not-scalar",
+            message: format!(
+                "`grad` needs a Double-valued entry; `{}` returns {} (use `jacobian`)",
+                args.entry, d.base.result
+            ),
+            span: d.base.span,
+            notes: Vec::new(),
+        }));
+    }
+    let values = d.base.read_input(input.as_deref()).map_err(fail)?;
+    let like = values[d.wrt].clone();
+    let limits = Limits { fuel: args.fuel };
+    let start = Instant::now();
+    let cols = match args.mode {
+        Mode::Fwd => crate::gradient::forward(&d, values, limits),
+        Mode::Fd => crate::gradient::finite_differences(&d.base, d.wrt, values, limits),
+    }
+    .map_err(|e| fail(Diagnostic::from(&e)))?;
+    let elapsed = start.elapsed();
+    if jacobian {
+        println!(
+            "{{\"value\": {}, \"jacobian\": {}}}",
+            cols.value,
+            cols.jacobian()
+        );
+    } else {
+        println!(
+            "{{\"value\": {}, \"gradient\": {}}}",
+            cols.value,
+            cols.gradient(&like)
+        );
+    }
+    if args.stats {
+        eprintln!("{}", stats_json(cols.stats, elapsed));
+    }
+    Ok(())
 }
 
 fn run_cmd(args: RunArgs) -> Result<(), Failure> {
@@ -281,14 +401,7 @@ fn run_cmd(args: RunArgs) -> Result<(), Failure> {
         entry.run(values, limits, &mut |_, _| {})
     };
     let elapsed = start.elapsed();
-    let stats_of = |s: Stats| {
-        format!(
-            "{{\"steps\": {}, \"ops\": {}, \"time_ms\": {:.3}}}",
-            s.steps,
-            s.ops,
-            elapsed.as_secs_f64() * 1e3
-        )
-    };
+    let stats_of = |s: Stats| stats_json(s, elapsed);
     match result {
         Ok((v, stats)) => {
             println!("{v}");

@@ -11,6 +11,7 @@ pub mod adbench;
 pub mod cli;
 pub mod diagnostic;
 pub mod eval;
+pub mod gradient;
 pub mod interchange;
 pub mod ir;
 pub mod numeric;

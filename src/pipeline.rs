@@ -240,3 +240,59 @@ impl Entry {
         self.program.defs.last().expect("entry exists").name.clone()
     }
 }
+
+/// An entry `F` and the program that differentiates it with respect to one
+/// of its parameters: `let deriv'entry = fun p'1 … p'n -> deriv (F p'1 … p'n) p'k`
+/// (spec/ad-forward.md, "The command line").
+pub struct Derivative {
+    /// The function itself, for its value and for finite differences.
+    pub base: Entry,
+    /// The differentiating wrapper (after AD), taking the same arguments.
+    pub wrapper: Entry,
+    /// Which parameter is the independent variable.
+    pub wrt: usize,
+}
+
+/// Builds the forward-mode derivative of `entry` with respect to its
+/// parameter `wrt` (Double, Vector or Matrix).
+pub fn derivative(src: &str, entry_name: &str, wrt: &str) -> Result<Derivative, Diagnostic> {
+    let loaded = load(src)?;
+    let base = entry(&loaded, entry_name)?;
+    let bad = |message: String| {
+        Diagnostic::from(&InputError::Params {
+            message,
+            span: base.span,
+        })
+    };
+    let Some(k) = base.params.iter().position(|(n, _)| n == wrt) else {
+        return Err(bad(format!(
+            "`{entry_name}` has no parameter `{wrt}` (parameters: {})",
+            base.signature()
+        )));
+    };
+    let wt = &base.params[k].1;
+    if base.result.deriv_result(wt).is_none() {
+        return Err(bad(format!(
+            "cannot differentiate with respect to `{wrt}` of type {wt}: the variable must be Double, Vector or Matrix"
+        )));
+    }
+    let ps: Vec<String> = (1..=base.params.len()).map(|i| format!("p'{i}")).collect();
+    let binders: Vec<String> = ps
+        .iter()
+        .zip(&base.params)
+        .map(|(p, (_, t))| format!("({p}: {t})"))
+        .collect();
+    let wrapper_src = format!(
+        "{src}\nlet deriv'entry = fun {} -> deriv ({entry_name} {}) {}\n",
+        binders.join(" "),
+        ps.join(" "),
+        ps[k]
+    );
+    let loaded = load(&wrapper_src)?;
+    let wrapper = entry(&loaded, "deriv'entry")?;
+    Ok(Derivative {
+        base,
+        wrapper,
+        wrt: k,
+    })
+}

@@ -1,0 +1,181 @@
+//! Gradients and Jacobians of an entry as values, for the command line and
+//! for tests: from forward mode (reading the tangents out of `deriv`'s dual
+//! result) or from central finite differences on the reference evaluator
+//! (a baseline any user can compare with).
+//!
+//! Shapes: the gradient of a Double-valued entry has the shape of the
+//! independent variable; the Jacobian of a Vector-valued entry is a matrix
+//! J[i][j] = ∂outᵢ/∂inⱼ over the elements of the independent variable
+//! (row-major for a Matrix variable).
+
+use crate::eval::{EvalError, Limits, Stats, Value};
+use crate::ir::Type;
+use crate::pipeline::{Derivative, Entry};
+
+/// The primal part of a value of type DT[`t`].
+pub fn primal(v: &Value, t: &Type) -> Value {
+    match (t, v) {
+        (Type::Double, Value::Pair(p)) => p.0.clone(),
+        (Type::Array(e), Value::Array(items)) => {
+            Value::array(items.iter().map(|x| primal(x, e)).collect())
+        }
+        (Type::Pair(a, b), Value::Pair(p)) => Value::pair(primal(&p.0, a), primal(&p.1, b)),
+        _ => v.clone(),
+    }
+}
+
+/// The tangent part of a value of type DT[`t`] (zero for Index and Bool).
+pub fn tangent(v: &Value, t: &Type) -> Value {
+    match (t, v) {
+        (Type::Double, Value::Pair(p)) => p.1.clone(),
+        (Type::Index, _) => Value::Index(0),
+        (Type::Bool, _) => Value::Bool(false),
+        (Type::Array(e), Value::Array(items)) => {
+            Value::array(items.iter().map(|x| tangent(x, e)).collect())
+        }
+        (Type::Pair(a, b), Value::Pair(p)) => Value::pair(tangent(&p.0, a), tangent(&p.1, b)),
+        _ => v.clone(),
+    }
+}
+
+/// The doubles of a value, in order.
+pub fn flatten(v: &Value, out: &mut Vec<f64>) {
+    match v {
+        Value::Double(x) => out.push(*x),
+        Value::Index(i) => out.push(*i as f64),
+        Value::Array(items) => items.iter().for_each(|x| flatten(x, out)),
+        Value::Pair(p) => {
+            flatten(&p.0, out);
+            flatten(&p.1, out);
+        }
+        Value::Bool(_) | Value::Closure(_) => {}
+    }
+}
+
+/// `v` with its doubles replaced, in order, by `xs`.
+pub fn unflatten(v: &Value, xs: &mut impl Iterator<Item = f64>) -> Value {
+    match v {
+        Value::Double(_) => Value::Double(xs.next().unwrap_or(f64::NAN)),
+        Value::Array(items) => Value::array(items.iter().map(|x| unflatten(x, xs)).collect()),
+        Value::Pair(p) => {
+            let a = unflatten(&p.0, xs);
+            let b = unflatten(&p.1, xs);
+            Value::pair(a, b)
+        }
+        other => other.clone(),
+    }
+}
+
+/// The value of the entry and, for each element of the independent
+/// variable, the derivative of the (flattened) result along it.
+pub struct Columns {
+    pub value: Value,
+    pub columns: Vec<Vec<f64>>,
+    pub stats: Stats,
+}
+
+/// Forward mode: one run of the `deriv` wrapper.
+pub fn forward(d: &Derivative, args: Vec<Value>, limits: Limits) -> Result<Columns, EvalError> {
+    let wt = d.base.params[d.wrt].1.clone();
+    let rt = d.base.result.clone();
+    let (res, mut stats) = d.wrapper.run(args.clone(), limits, &mut |_, _| {})?;
+    // One dual result per element of the independent variable.
+    let duals: Vec<Value> = match (&wt, &res) {
+        (Type::Double, _) => vec![res.clone()],
+        (Type::Array(e), Value::Array(rows)) if **e == Type::Double => rows.to_vec(),
+        (_, Value::Array(rows)) => rows
+            .iter()
+            .flat_map(|r| match r {
+                Value::Array(cs) => cs.to_vec(),
+                other => vec![other.clone()],
+            })
+            .collect(),
+        _ => vec![res.clone()],
+    };
+    let value = match duals.first() {
+        Some(first) => primal(first, &rt),
+        None => {
+            // An empty independent variable: evaluate the function itself.
+            let (v, s) = d.base.run(args, limits, &mut |_, _| {})?;
+            stats.steps += s.steps;
+            stats.ops += s.ops;
+            v
+        }
+    };
+    let columns = duals
+        .iter()
+        .map(|du| {
+            let mut xs = Vec::new();
+            flatten(&tangent(du, &rt), &mut xs);
+            xs
+        })
+        .collect();
+    Ok(Columns {
+        value,
+        columns,
+        stats,
+    })
+}
+
+/// Central finite differences: (f(x + h eⱼ) − f(x − h eⱼ)) / 2h with
+/// h = ε^(1/3) · max(1, |xⱼ|), on the reference evaluator.
+pub fn finite_differences(
+    base: &Entry,
+    wrt: usize,
+    args: Vec<Value>,
+    limits: Limits,
+) -> Result<Columns, EvalError> {
+    let (value, mut stats) = base.run(args.clone(), limits, &mut |_, _| {})?;
+    let mut xs = Vec::new();
+    flatten(&args[wrt], &mut xs);
+    let mut columns = Vec::with_capacity(xs.len());
+    for j in 0..xs.len() {
+        let h = f64::EPSILON.cbrt() * xs[j].abs().max(1.0);
+        let mut eval_at = |delta: f64| -> Result<Vec<f64>, EvalError> {
+            let mut p = xs.clone();
+            p[j] += delta;
+            let mut a = args.clone();
+            a[wrt] = unflatten(&args[wrt], &mut p.into_iter());
+            let (v, s) = base.run(a, limits, &mut |_, _| {})?;
+            stats.steps += s.steps;
+            stats.ops += s.ops;
+            let mut out = Vec::new();
+            flatten(&v, &mut out);
+            Ok(out)
+        };
+        let plus = eval_at(h)?;
+        let minus = eval_at(-h)?;
+        columns.push(
+            plus.iter()
+                .zip(&minus)
+                .map(|(a, b)| (a - b) / (2.0 * h))
+                .collect(),
+        );
+    }
+    Ok(Columns {
+        value,
+        columns,
+        stats,
+    })
+}
+
+impl Columns {
+    /// The gradient of a scalar function, shaped like the variable `like`.
+    pub fn gradient(&self, like: &Value) -> Value {
+        let mut it = self
+            .columns
+            .iter()
+            .map(|c| c.first().copied().unwrap_or(0.0));
+        unflatten(like, &mut it)
+    }
+
+    /// J[i][j] = ∂outᵢ/∂inⱼ.
+    pub fn jacobian(&self) -> Value {
+        let rows = self.columns.first().map(Vec::len).unwrap_or(0);
+        Value::array(
+            (0..rows)
+                .map(|i| Value::array(self.columns.iter().map(|c| Value::Double(c[i])).collect()))
+                .collect(),
+        )
+    }
+}

@@ -64,6 +64,9 @@ enum Mode {
     Fwd,
     /// Central finite differences on the reference evaluator.
     Fd,
+    /// Reverse mode by taping: an interpreter that records every scalar
+    /// operation, then one backward sweep per output.
+    Tape,
 }
 
 #[derive(Args, Debug)]
@@ -349,6 +352,7 @@ fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
     let cols = match args.mode {
         Mode::Fwd => crate::gradient::forward(&d, values, limits),
         Mode::Fd => crate::gradient::finite_differences(&d.base, d.wrt, values, limits),
+        Mode::Tape => crate::gradient::tape(&d.base, d.wrt, values, limits),
     }
     .map_err(|e| fail(Diagnostic::from(&e)))?;
     let elapsed = start.elapsed();

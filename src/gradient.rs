@@ -179,3 +179,46 @@ impl Columns {
         )
     }
 }
+
+/// Reverse mode by taping (`tape`): one backward sweep per output element.
+pub fn tape(
+    base: &Entry,
+    wrt: usize,
+    args: Vec<Value>,
+    limits: Limits,
+) -> Result<Columns, EvalError> {
+    let name = base.name_in_program();
+    let (value, mut stats) = base.run(args.clone(), limits, &mut |_, _| {})?;
+    let mut outs = Vec::new();
+    flatten(&value, &mut outs);
+    let mut rows = Vec::with_capacity(outs.len());
+    for i in 0..outs.len() {
+        let mut k = 0;
+        let seed = unflatten(
+            &value,
+            &mut std::iter::from_fn(|| {
+                k += 1;
+                Some(if k - 1 == i { 1.0 } else { 0.0 })
+            }),
+        );
+        let t = crate::tape::vjp(&base.program, &name, args.clone(), wrt, Some(&seed), limits)?;
+        stats.steps += t.stats.steps;
+        stats.ops += t.stats.ops;
+        let mut row = Vec::new();
+        flatten(&t.gradient, &mut row);
+        rows.push(row);
+    }
+    let n = rows.first().map(Vec::len).unwrap_or_else(|| {
+        let mut xs = Vec::new();
+        flatten(&args[wrt], &mut xs);
+        xs.len()
+    });
+    let columns = (0..n)
+        .map(|j| rows.iter().map(|r| r[j]).collect())
+        .collect();
+    Ok(Columns {
+        value,
+        columns,
+        stats,
+    })
+}

@@ -17,5 +17,6 @@ pub mod ir;
 pub mod numeric;
 pub mod pipeline;
 pub mod syntax;
+pub mod tape;
 pub mod testgen;
 pub mod types;

@@ -459,97 +459,29 @@ impl<'p> Evaluator<'p> {
         let span = self.prog.span(e);
         let ret = |v: Value, rule: &'static str| Ok((State::Ret(v), rule, Some(e)));
         match op {
-            Prim::Add | Prim::Sub | Prim::Mul | Prim::Div | Prim::Pow => {
+            Prim::Add
+            | Prim::Sub
+            | Prim::Mul
+            | Prim::Div
+            | Prim::Pow
+            | Prim::Neg
+            | Prim::Lt
+            | Prim::Gt
+            | Prim::Le
+            | Prim::Ge
+            | Prim::Eq
+            | Prim::Ne
+            | Prim::Not
+            | Prim::Sin
+            | Prim::Cos
+            | Prim::Tan
+            | Prim::Log
+            | Prim::Exp
+            | Prim::Sqrt
+            | Prim::ToDouble => {
                 self.stats.ops += 1;
-                let v = arith(op, &vals[0], &vals[1], span)?; // E-Arith / E-Arith-Bot
-                ret(v, "E-Arith")
-            }
-            Prim::Neg => {
-                self.stats.ops += 1;
-                // E-Neg
-                let v = match &vals[0] {
-                    Value::Double(x) => Value::Double(-x),
-                    // E-Arith-Bot: -(-2^63) overflows.
-                    Value::Index(i) => Value::Index(
-                        i.checked_neg()
-                            .ok_or(EvalError::Overflow { op: "-", span })?,
-                    ),
-                    _ => return Err(self.internal("negation of a non-number", e)),
-                };
-                ret(v, "E-Neg")
-            }
-            Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne => {
-                self.stats.ops += 1;
-                // E-Cmp
-                let ord = match (&vals[0], &vals[1]) {
-                    (Value::Double(a), Value::Double(b)) => a.partial_cmp(b),
-                    (Value::Index(a), Value::Index(b)) => Some(a.cmp(b)),
-                    _ => return Err(self.internal("comparison of non-numbers", e)),
-                };
-                use std::cmp::Ordering::*;
-                let b = match (op, ord) {
-                    (Prim::Lt, Some(o)) => o == Less,
-                    (Prim::Gt, Some(o)) => o == Greater,
-                    (Prim::Le, Some(o)) => o != Greater,
-                    (Prim::Ge, Some(o)) => o != Less,
-                    (Prim::Eq, Some(o)) => o == Equal,
-                    (Prim::Ne, o) => o != Some(Equal),
-                    (_, None) => false,
-                    _ => unreachable!("comparison operators only"),
-                };
-                ret(Value::Bool(b), "E-Cmp")
-            }
-            Prim::Not => {
-                self.stats.ops += 1;
-                match vals[0] {
-                    Value::Bool(b) => ret(Value::Bool(!b), "E-Not"),
-                    _ => Err(self.internal("`not` of a non-boolean", e)),
-                }
-            }
-            Prim::Sin | Prim::Cos | Prim::Tan | Prim::Log | Prim::Exp | Prim::Sqrt => {
-                self.stats.ops += 1;
-                let Value::Double(x) = vals[0] else {
-                    return Err(self.internal("math function of a non-double", e));
-                };
-                let dom = |ok: bool| -> Result<(), EvalError> {
-                    if ok {
-                        Ok(())
-                    } else {
-                        // E-Math-Bot
-                        Err(EvalError::Domain {
-                            op: op.name(),
-                            arg: format!("{x:?}"),
-                            span,
-                        })
-                    }
-                };
-                // E-Math
-                let r = match op {
-                    Prim::Sin => x.sin(),
-                    Prim::Cos => x.cos(),
-                    Prim::Tan => {
-                        dom(x.cos() != 0.0)?;
-                        x.tan()
-                    }
-                    Prim::Log => {
-                        dom(x > 0.0)?;
-                        x.ln()
-                    }
-                    Prim::Exp => x.exp(),
-                    Prim::Sqrt => {
-                        dom(x >= 0.0)?;
-                        x.sqrt()
-                    }
-                    _ => unreachable!("math functions only"),
-                };
-                ret(Value::Double(r), "E-Math")
-            }
-            Prim::ToDouble => {
-                self.stats.ops += 1;
-                match vals[0] {
-                    Value::Index(i) => ret(Value::Double(i as f64), "E-ToDouble"),
-                    _ => Err(self.internal("toDouble of a non-index", e)),
-                }
+                let (v, rule) = scalar(op, &vals, span)?;
+                ret(v, rule)
             }
             Prim::Pair => {
                 let b = vals.pop().expect("arity 2");
@@ -631,6 +563,102 @@ impl<'p> Evaluator<'p> {
                 Ok((self.apply(f, z, e)?, "E-IFold-Succ", Some(e)))
             }
         }
+    }
+}
+
+/// The scalar primitives on values: arithmetic, comparisons, `not`, the
+/// math functions and `toDouble`, with the rule each application uses.
+/// Shared by the machine and by the tape-based reverse mode (`tape`).
+pub fn scalar(op: Prim, vals: &[Value], span: Span) -> Result<(Value, &'static str), EvalError> {
+    let bad = |what: &str| EvalError::Internal {
+        message: format!("{what} (`{}`)", op.name()),
+        span,
+    };
+    match op {
+        Prim::Add | Prim::Sub | Prim::Mul | Prim::Div | Prim::Pow => {
+            // E-Arith / E-Arith-Bot
+            Ok((arith(op, &vals[0], &vals[1], span)?, "E-Arith"))
+        }
+        // E-Neg
+        Prim::Neg => match &vals[0] {
+            Value::Double(x) => Ok((Value::Double(-x), "E-Neg")),
+            // E-Arith-Bot: -(-2^63) overflows.
+            Value::Index(i) => Ok((
+                Value::Index(
+                    i.checked_neg()
+                        .ok_or(EvalError::Overflow { op: "-", span })?,
+                ),
+                "E-Neg",
+            )),
+            _ => Err(bad("negation of a non-number")),
+        },
+        // E-Cmp
+        Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne => {
+            let ord = match (&vals[0], &vals[1]) {
+                (Value::Double(a), Value::Double(b)) => a.partial_cmp(b),
+                (Value::Index(a), Value::Index(b)) => Some(a.cmp(b)),
+                _ => return Err(bad("comparison of non-numbers")),
+            };
+            use std::cmp::Ordering::*;
+            let b = match (op, ord) {
+                (Prim::Lt, Some(o)) => o == Less,
+                (Prim::Gt, Some(o)) => o == Greater,
+                (Prim::Le, Some(o)) => o != Greater,
+                (Prim::Ge, Some(o)) => o != Less,
+                (Prim::Eq, Some(o)) => o == Equal,
+                (Prim::Ne, o) => o != Some(Equal),
+                _ => false,
+            };
+            Ok((Value::Bool(b), "E-Cmp"))
+        }
+        // E-Not
+        Prim::Not => match vals[0] {
+            Value::Bool(b) => Ok((Value::Bool(!b), "E-Not")),
+            _ => Err(bad("`not` of a non-boolean")),
+        },
+        Prim::Sin | Prim::Cos | Prim::Tan | Prim::Log | Prim::Exp | Prim::Sqrt => {
+            let Value::Double(x) = vals[0] else {
+                return Err(bad("math function of a non-double"));
+            };
+            let dom = |ok: bool| -> Result<(), EvalError> {
+                if ok {
+                    Ok(())
+                } else {
+                    // E-Math-Bot
+                    Err(EvalError::Domain {
+                        op: op.name(),
+                        arg: format!("{x:?}"),
+                        span,
+                    })
+                }
+            };
+            // E-Math
+            let r = match op {
+                Prim::Sin => x.sin(),
+                Prim::Cos => x.cos(),
+                Prim::Tan => {
+                    dom(x.cos() != 0.0)?;
+                    x.tan()
+                }
+                Prim::Log => {
+                    dom(x > 0.0)?;
+                    x.ln()
+                }
+                Prim::Exp => x.exp(),
+                Prim::Sqrt => {
+                    dom(x >= 0.0)?;
+                    x.sqrt()
+                }
+                _ => unreachable!("math functions only"),
+            };
+            Ok((Value::Double(r), "E-Math"))
+        }
+        // E-ToDouble
+        Prim::ToDouble => match vals[0] {
+            Value::Index(i) => Ok((Value::Double(i as f64), "E-ToDouble")),
+            _ => Err(bad("toDouble of a non-index")),
+        },
+        _ => Err(bad("not a scalar primitive")),
     }
 }
 

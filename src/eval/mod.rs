@@ -14,7 +14,7 @@ use thiserror::Error;
 
 use crate::diagnostic::{Diagnose, Span};
 
-pub use machine::{Evaluator, Limits, Snapshot, Stats, TraceEvent, eval_def};
+pub use machine::{Evaluator, Limits, Snapshot, Stats, TraceEvent, eval_def, scalar};
 pub use value::{Closure, Env, Value};
 
 /// ⊥: the ways evaluation can fail (spec/semantics.md, "Errors").

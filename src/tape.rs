@@ -1,0 +1,521 @@
+//! Reverse mode by taping (seed 002 ch. 3, dual-numbers reverse AD made
+//! efficient): an independent gradient oracle. A big-step interpreter of
+//! the core language in which every Double carries the index of its node
+//! on a tape; each differentiable primitive records its partial
+//! derivatives (numerically, from the one table in `ad::derivatives`), and
+//! one backward sweep over a dense adjoint array yields the gradient.
+//!
+//! It shares nothing with the source-to-source transformations except
+//! that table, and nothing with the reference machine except the scalar
+//! semantics (`eval::scalar`), so agreement between the three is evidence.
+//! Loops run as Rust loops; recursion depth is bounded by the program's
+//! nesting. `steps` here counts interpreter calls, `ops` as the machine.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use crate::ad::Atom;
+use crate::ad::derivatives::{is_differentiable, partials};
+use crate::diagnostic::Span;
+use crate::eval::{EvalError, Limits, Stats, Value, scalar};
+use crate::ir::{Expr, ExprId, Lit, Name, Prim, Program};
+
+const CONST: u32 = u32::MAX;
+
+#[derive(Clone)]
+enum TV {
+    /// A Double and its tape node (`CONST` when it depends on no input).
+    D(f64, u32),
+    I(i64),
+    B(bool),
+    P(Rc<(TV, TV)>),
+    A(Rc<Vec<TV>>),
+    F(Rc<(ExprId, Env)>),
+}
+
+type Env = Option<Rc<EnvNode>>;
+
+struct EnvNode {
+    name: Name,
+    value: TV,
+    next: Env,
+}
+
+/// The tape: node k's parents and partials are `edges[start[k]..start[k+1]]`.
+struct Tape {
+    start: Vec<u32>,
+    edges: Vec<(u32, f64)>,
+}
+
+impl Tape {
+    fn push(&mut self, parents: &[(u32, f64)]) -> u32 {
+        let id = self.start.len() as u32;
+        self.start.push(self.edges.len() as u32);
+        self.edges
+            .extend(parents.iter().filter(|(p, _)| *p != CONST).copied());
+        id
+    }
+
+    /// Adjoints of every node for the given seeds (one backward sweep).
+    fn sweep(&self, seeds: &[(u32, f64)]) -> Vec<f64> {
+        let n = self.start.len();
+        let mut adj = vec![0.0; n];
+        for (k, s) in seeds {
+            if *k != CONST {
+                adj[*k as usize] += s;
+            }
+        }
+        for k in (0..n).rev() {
+            let a = adj[k];
+            if a == 0.0 {
+                continue;
+            }
+            let end = if k + 1 < n {
+                self.start[k + 1] as usize
+            } else {
+                self.edges.len()
+            };
+            for &(p, w) in &self.edges[self.start[k] as usize..end] {
+                adj[p as usize] += a * w;
+            }
+        }
+        adj
+    }
+}
+
+/// One partial derivative of a primitive as small expressions over the
+/// arguments `a`, `b` and the result `r` (built once from the table).
+struct NumPartial {
+    negative: bool,
+    num: Option<ExprId>,
+    den: Option<ExprId>,
+}
+
+struct Interp<'p> {
+    prog: &'p Program,
+    globals: HashMap<Name, TV>,
+    tape: Tape,
+    stats: Stats,
+    fuel: u64,
+    table: Program,
+    partials: HashMap<Prim, Vec<NumPartial>>,
+}
+
+/// The result of a taped run: the value, and the gradient of
+/// ⟨seed, result⟩ with respect to argument `wrt`, shaped like it.
+pub struct Taped {
+    pub value: Value,
+    pub gradient: Value,
+    pub stats: Stats,
+    pub tape_len: usize,
+}
+
+/// Runs definition `name` of the monomorphic, `deriv`-free `prog` on
+/// `args`, taping argument `wrt`, and returns the vector–Jacobian product
+/// with `seed` (a value shaped like the result; None means 1.0 for a
+/// Double result).
+pub fn vjp(
+    prog: &Program,
+    name: &str,
+    args: Vec<Value>,
+    wrt: usize,
+    seed: Option<&Value>,
+    limits: Limits,
+) -> Result<Taped, EvalError> {
+    let mut it = Interp {
+        prog,
+        globals: HashMap::new(),
+        tape: Tape {
+            start: Vec::new(),
+            edges: Vec::new(),
+        },
+        stats: Stats::default(),
+        fuel: limits.fuel,
+        table: Program::new(),
+        partials: HashMap::new(),
+    };
+    let Some(idx) = prog.defs.iter().rposition(|d| &*d.name == name) else {
+        return Err(internal(format!("no definition `{name}`"), Span::default()));
+    };
+    for d in &prog.defs[..=idx] {
+        let v = it.eval(d.body, &None)?;
+        it.globals.insert(d.name.clone(), v);
+    }
+    let mut f = it.globals[&prog.defs[idx].name].clone();
+    let mut leaves = Vec::new();
+    for (k, a) in args.iter().enumerate() {
+        let tv = if k == wrt {
+            it.leaves(a, &mut leaves)
+        } else {
+            constant(a)
+        };
+        f = it.apply(&f, tv, prog.defs[idx].body)?;
+    }
+    let mut outs = Vec::new();
+    output_nodes(&f, &mut outs);
+    let mut ws = Vec::new();
+    match seed {
+        Some(s) => crate::gradient::flatten(s, &mut ws),
+        None => ws.push(1.0),
+    }
+    if ws.len() != outs.len() {
+        return Err(internal(
+            format!(
+                "the seed has {} numbers, the result {}",
+                ws.len(),
+                outs.len()
+            ),
+            Span::default(),
+        ));
+    }
+    let seeds: Vec<(u32, f64)> = outs.into_iter().zip(ws).collect();
+    let adj = it.tape.sweep(&seeds);
+    let mut g = leaves.iter().map(|l| adj[*l as usize]);
+    let gradient = crate::gradient::unflatten(&args[wrt], &mut g);
+    Ok(Taped {
+        value: to_value(&f),
+        gradient,
+        stats: it.stats,
+        tape_len: it.tape.start.len(),
+    })
+}
+
+fn internal(message: String, span: Span) -> EvalError {
+    EvalError::Internal { message, span }
+}
+
+fn constant(v: &Value) -> TV {
+    match v {
+        Value::Double(x) => TV::D(*x, CONST),
+        Value::Index(i) => TV::I(*i),
+        Value::Bool(b) => TV::B(*b),
+        Value::Pair(p) => TV::P(Rc::new((constant(&p.0), constant(&p.1)))),
+        Value::Array(a) => TV::A(Rc::new(a.iter().map(constant).collect())),
+        Value::Closure(_) => TV::B(false),
+    }
+}
+
+fn to_value(v: &TV) -> Value {
+    match v {
+        TV::D(x, _) => Value::Double(*x),
+        TV::I(i) => Value::Index(*i),
+        TV::B(b) => Value::Bool(*b),
+        TV::P(p) => Value::pair(to_value(&p.0), to_value(&p.1)),
+        TV::A(a) => Value::array(a.iter().map(to_value).collect()),
+        TV::F(_) => Value::Bool(false),
+    }
+}
+
+/// The tape nodes of a result's doubles, in `gradient::flatten` order
+/// (Index values count there too, as constants).
+fn output_nodes(v: &TV, out: &mut Vec<u32>) {
+    match v {
+        TV::D(_, k) => out.push(*k),
+        TV::I(_) => out.push(CONST),
+        TV::B(_) | TV::F(_) => {}
+        TV::P(p) => {
+            output_nodes(&p.0, out);
+            output_nodes(&p.1, out);
+        }
+        TV::A(a) => a.iter().for_each(|x| output_nodes(x, out)),
+    }
+}
+
+fn lookup(env: &Env, x: &Name) -> Option<TV> {
+    let mut cur = env.as_ref();
+    while let Some(n) = cur {
+        if n.name == *x {
+            return Some(n.value.clone());
+        }
+        cur = n.next.as_ref();
+    }
+    None
+}
+
+fn push(env: &Env, name: Name, value: TV) -> Env {
+    Some(Rc::new(EnvNode {
+        name,
+        value,
+        next: env.clone(),
+    }))
+}
+
+impl Interp<'_> {
+    /// A taped copy of an input: every Double becomes a leaf node.
+    fn leaves(&mut self, v: &Value, out: &mut Vec<u32>) -> TV {
+        match v {
+            Value::Double(x) => {
+                let k = self.tape.push(&[]);
+                out.push(k);
+                TV::D(*x, k)
+            }
+            Value::Array(a) => TV::A(Rc::new(a.iter().map(|x| self.leaves(x, out)).collect())),
+            Value::Pair(p) => {
+                let a = self.leaves(&p.0, out);
+                let b = self.leaves(&p.1, out);
+                TV::P(Rc::new((a, b)))
+            }
+            other => constant(other),
+        }
+    }
+
+    fn tick(&mut self, e: ExprId) -> Result<(), EvalError> {
+        self.stats.steps += 1;
+        if self.stats.steps > self.fuel {
+            return Err(EvalError::OutOfFuel {
+                steps: self.stats.steps,
+                span: self.prog.span(e),
+            });
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, f: &TV, arg: TV, at: ExprId) -> Result<TV, EvalError> {
+        self.tick(at)?;
+        let TV::F(c) = f else {
+            return Err(internal(
+                "applied a non-function".into(),
+                self.prog.span(at),
+            ));
+        };
+        let Expr::Lam { param, body, .. } = self.prog.expr(c.0) else {
+            return Err(internal(
+                "closure without lambda".into(),
+                self.prog.span(at),
+            ));
+        };
+        let env = push(&c.1, param.clone(), arg);
+        self.eval(*body, &env)
+    }
+
+    fn eval(&mut self, e: ExprId, env: &Env) -> Result<TV, EvalError> {
+        self.tick(e)?;
+        let span = self.prog.span(e);
+        Ok(match self.prog.expr(e) {
+            Expr::Var(x) => match lookup(env, x).or_else(|| self.globals.get(x).cloned()) {
+                Some(v) => v,
+                None => return Err(internal(format!("unbound `{x}`"), span)),
+            },
+            Expr::Lit(Lit::Double(x)) => TV::D(*x, CONST),
+            Expr::Lit(Lit::Int(i)) => TV::I(*i),
+            Expr::Lit(Lit::Bool(b)) => TV::B(*b),
+            Expr::Lam { .. } => TV::F(Rc::new((e, env.clone()))),
+            Expr::App { fun, arg } => {
+                let f = self.eval(*fun, env)?;
+                let a = self.eval(*arg, env)?;
+                self.apply(&f, a, e)?
+            }
+            Expr::Let {
+                name, value, body, ..
+            } => {
+                let v = self.eval(*value, env)?;
+                let env = push(env, name.clone(), v);
+                self.eval(*body, &env)?
+            }
+            Expr::If { cond, then_, else_ } => match self.eval(*cond, env)? {
+                TV::B(true) => self.eval(*then_, env)?,
+                TV::B(false) => self.eval(*else_, env)?,
+                _ => return Err(internal("non-boolean condition".into(), span)),
+            },
+            Expr::Array(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for i in items.iter() {
+                    out.push(self.eval(*i, env)?);
+                }
+                self.stats.ops += out.len() as u64;
+                TV::A(Rc::new(out))
+            }
+            Expr::Deriv { .. } => {
+                return Err(internal(
+                    "`deriv` reached the tape interpreter".into(),
+                    span,
+                ));
+            }
+            Expr::Prim { op, args } => {
+                let mut vals = Vec::with_capacity(args.len());
+                for a in args.iter() {
+                    vals.push(self.eval(*a, env)?);
+                }
+                self.prim(*op, vals, e)?
+            }
+        })
+    }
+
+    fn prim(&mut self, op: Prim, mut vals: Vec<TV>, e: ExprId) -> Result<TV, EvalError> {
+        let span = self.prog.span(e);
+        match op {
+            Prim::Build => {
+                let f = vals.pop().expect("arity");
+                let TV::I(n) = vals[0] else {
+                    return Err(internal("build size".into(), span));
+                };
+                if n < 0 {
+                    return Err(EvalError::NegativeSize { n, span });
+                }
+                let mut out = Vec::with_capacity((n as usize).min(1 << 20));
+                for i in 0..n {
+                    out.push(self.apply(&f, TV::I(i), e)?);
+                    self.stats.ops += 1;
+                }
+                Ok(TV::A(Rc::new(out)))
+            }
+            Prim::IFold => {
+                let count = vals.pop().expect("arity");
+                let mut s = vals.pop().expect("arity");
+                let f = vals.pop().expect("arity");
+                let TV::I(n) = count else {
+                    return Err(internal("ifold count".into(), span));
+                };
+                if n < 0 {
+                    return Err(EvalError::NegativeCount { n, span });
+                }
+                for i in 0..n {
+                    let g = self.apply(&f, s, e)?;
+                    s = self.apply(&g, TV::I(i), e)?;
+                }
+                Ok(s)
+            }
+            Prim::Get => {
+                self.stats.ops += 1;
+                match (&vals[0], &vals[1]) {
+                    (TV::A(a), TV::I(i)) => {
+                        if *i >= 0 && (*i as usize) < a.len() {
+                            Ok(a[*i as usize].clone())
+                        } else {
+                            Err(EvalError::IndexOutOfBounds {
+                                index: *i,
+                                len: a.len(),
+                                span,
+                            })
+                        }
+                    }
+                    _ => Err(internal("get".into(), span)),
+                }
+            }
+            Prim::Length => match &vals[0] {
+                TV::A(a) => Ok(TV::I(a.len() as i64)),
+                _ => Err(internal("length".into(), span)),
+            },
+            Prim::Pair => {
+                let b = vals.pop().expect("arity");
+                let a = vals.pop().expect("arity");
+                Ok(TV::P(Rc::new((a, b))))
+            }
+            Prim::Fst | Prim::Snd => match &vals[0] {
+                TV::P(p) => Ok(if op == Prim::Fst {
+                    p.0.clone()
+                } else {
+                    p.1.clone()
+                }),
+                _ => Err(internal("projection".into(), span)),
+            },
+            _ => {
+                self.stats.ops += 1;
+                let plain: Vec<Value> = vals.iter().map(to_value).collect();
+                let (r, _) = scalar(op, &plain, span)?;
+                match r {
+                    Value::Double(y) if is_differentiable(op) => {
+                        let nodes: Vec<u32> = vals
+                            .iter()
+                            .map(|v| match v {
+                                TV::D(_, k) => *k,
+                                _ => CONST,
+                            })
+                            .collect();
+                        if nodes.iter().all(|k| *k == CONST) {
+                            return Ok(TV::D(y, CONST));
+                        }
+                        let xs: Vec<f64> =
+                            plain.iter().map(|v| v.as_f64().unwrap_or(0.0)).collect();
+                        let ws = self.numeric_partials(op, &xs, y);
+                        let parents: Vec<(u32, f64)> = nodes.into_iter().zip(ws).collect();
+                        Ok(TV::D(y, self.tape.push(&parents)))
+                    }
+                    Value::Double(y) => Ok(TV::D(y, CONST)),
+                    Value::Index(i) => Ok(TV::I(i)),
+                    Value::Bool(b) => Ok(TV::B(b)),
+                    _ => Err(internal("scalar result".into(), span)),
+                }
+            }
+        }
+    }
+
+    /// The partials of `op` at arguments `xs` and result `y`, evaluated
+    /// from the table's expressions.
+    fn numeric_partials(&mut self, op: Prim, xs: &[f64], y: f64) -> Vec<f64> {
+        if !self.partials.contains_key(&op) {
+            let mut types = cranelift_entity::SecondaryMap::new();
+            let mut b = crate::ad::Builder::new(&mut self.table, &mut types);
+            let args = [Atom::Var(Rc::from("a")), Atom::Var(Rc::from("b"))];
+            let ps = partials(op, &args[..op.arity()], &Atom::Var(Rc::from("r")), &mut b);
+            let ps = ps
+                .into_iter()
+                .map(|p| NumPartial {
+                    negative: p.negative,
+                    num: p.num,
+                    den: p.den,
+                })
+                .collect();
+            self.partials.insert(op, ps);
+        }
+        let env = [
+            xs.first().copied().unwrap_or(0.0),
+            xs.get(1).copied().unwrap_or(0.0),
+            y,
+        ];
+        self.partials[&op]
+            .iter()
+            .map(|p| {
+                let mut w = if p.negative { -1.0 } else { 1.0 };
+                if let Some(n) = p.num {
+                    w *= num(&self.table, n, &env);
+                }
+                if let Some(d) = p.den {
+                    w /= num(&self.table, d, &env);
+                }
+                w
+            })
+            .collect()
+    }
+}
+
+/// Evaluates a partial-derivative expression over `a`, `b`, `r`.
+fn num(prog: &Program, e: ExprId, env: &[f64; 3]) -> f64 {
+    match prog.expr(e) {
+        Expr::Var(x) => match &**x {
+            "a" => env[0],
+            "b" => env[1],
+            _ => env[2],
+        },
+        Expr::Lit(Lit::Double(x)) => *x,
+        Expr::Lit(Lit::Int(i)) => *i as f64,
+        Expr::Lit(Lit::Bool(b)) => f64::from(u8::from(*b)),
+        Expr::If { cond, then_, else_ } => {
+            if num(prog, *cond, env) != 0.0 {
+                num(prog, *then_, env)
+            } else {
+                num(prog, *else_, env)
+            }
+        }
+        Expr::Prim { op, args } => {
+            let a = num(prog, args[0], env);
+            let b = args.get(1).map(|x| num(prog, *x, env)).unwrap_or(0.0);
+            match op {
+                Prim::Add => a + b,
+                Prim::Sub => a - b,
+                Prim::Mul => a * b,
+                Prim::Div => a / b,
+                Prim::Pow => a.powf(b),
+                Prim::Neg => -a,
+                Prim::Sin => a.sin(),
+                Prim::Cos => a.cos(),
+                Prim::Log => a.ln(),
+                Prim::Exp => a.exp(),
+                Prim::Sqrt => a.sqrt(),
+                Prim::Gt => f64::from(u8::from(a > b)),
+                other => unreachable!("the derivative table does not use {other:?}"),
+            }
+        }
+        _ => unreachable!("the derivative table builds only these forms"),
+    }
+}

@@ -46,6 +46,9 @@ enum Command {
     /// The Jacobian J[i][j] = ∂outᵢ/∂inⱼ of an entry with respect to one
     /// parameter: `{"value": …, "jacobian": …}`.
     Jacobian(DerivArgs),
+    /// ADBench workloads: objective and gradient from ADBench's input files.
+    #[command(subcommand)]
+    Adbench(AdbenchCmd),
     /// Print the differentiated program: the entry's derivative with
     /// respect to a parameter, after source-to-source AD.
     Ad {
@@ -55,6 +58,24 @@ enum Command {
         /// The independent variable (a parameter of the entry).
         #[arg(long)]
         wrt: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum AdbenchCmd {
+    /// GMM: `{"objective": …, "gradient": [alphas, means, icf]}`.
+    Gmm {
+        file: PathBuf,
+        #[arg(long, value_enum, default_value_t = Mode::Fwd)]
+        mode: Mode,
+        /// The file holds one point line for all n points (ADBench's 2.5M files).
+        #[arg(long)]
+        replicate_point: bool,
+        /// Print `{"steps": …, "ops": …, "time_ms": …}` to stderr.
+        #[arg(long)]
+        stats: bool,
+        #[arg(long, default_value_t = Limits::default().fuel)]
+        fuel: u64,
     },
 }
 
@@ -300,6 +321,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Run(args) => run_cmd(args),
         Command::Grad(args) => deriv_cmd(args, false),
+        Command::Adbench(AdbenchCmd::Gmm {
+            file,
+            mode,
+            replicate_point,
+            stats,
+            fuel,
+        }) => gmm_cmd(&file, mode, replicate_point, stats, Limits { fuel }),
         Command::Jacobian(args) => deriv_cmd(args, true),
         Command::Ad { file, entry, wrt } => {
             let files = Files {
@@ -321,6 +349,50 @@ fn stats_json(s: Stats, elapsed: std::time::Duration) -> String {
         s.ops,
         elapsed.as_secs_f64() * 1e3
     )
+}
+
+fn gmm_cmd(
+    file: &PathBuf,
+    mode: Mode,
+    replicate: bool,
+    stats: bool,
+    limits: Limits,
+) -> Result<(), Failure> {
+    use crate::adbench::gmm;
+    let text = read(file)?;
+    let input = if replicate {
+        gmm::read_gmm_replicated(&text)
+    } else {
+        gmm::read_gmm(&text)
+    }
+    .map_err(|e| {
+        Failure(render_diagnostic(
+            &Diagnostic::from(&e),
+            &file.display().to_string(),
+            &text,
+        ))
+    })?;
+    let src = gmm::GMM_SOURCE;
+    let fail = |d: Diagnostic| Failure(render_diagnostic(&d, "examples/adbench/gmm.fsm", src));
+    let d = pipeline::derivative(src, "gmmObjectiveFlat", "theta").map_err(fail)?;
+    let args = input.flat_args();
+    let start = Instant::now();
+    let cols = match mode {
+        Mode::Fwd => crate::gradient::forward(&d, args.clone(), limits),
+        Mode::Fd => crate::gradient::finite_differences(&d.base, 0, args.clone(), limits),
+        Mode::Tape => crate::gradient::tape(&d.base, 0, args.clone(), limits),
+    }
+    .map_err(|e| fail(Diagnostic::from(&e)))?;
+    let elapsed = start.elapsed();
+    println!(
+        "{{\"objective\": {}, \"gradient\": {}}}",
+        cols.value,
+        cols.gradient(&args[0])
+    );
+    if stats {
+        eprintln!("{}", stats_json(cols.stats, elapsed));
+    }
+    Ok(())
 }
 
 fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {

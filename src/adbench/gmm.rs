@@ -388,3 +388,24 @@ fn abbreviate(tok: &str) -> String {
         None => tok.to_string(),
     }
 }
+
+impl GmmInput {
+    /// The arguments of `gmmObjectiveFlat`: θ = [alphas, means, icf] in
+    /// ADBench's order, then x, gamma and m.
+    pub fn flat_args(&self) -> Vec<Value> {
+        let mut theta = self.alphas.clone();
+        theta.extend(self.means.iter().flatten());
+        theta.extend(self.icf.iter().flatten());
+        let args = self.args();
+        vec![
+            Value::array(theta.into_iter().map(Value::Double).collect()),
+            args[3].clone(),
+            args[4].clone(),
+            args[5].clone(),
+        ]
+    }
+}
+
+/// The GMM objective in F̃ (`examples/adbench/gmm.fsm`), embedded so the
+/// `adbench` command works from any directory.
+pub const GMM_SOURCE: &str = include_str!("../../examples/adbench/gmm.fsm");

@@ -11,6 +11,8 @@ use fsmooth::adbench::gmm::{AdbenchError, GmmInput, read_gmm, read_gmm_replicate
 use fsmooth::diagnostic::Diagnose;
 use fsmooth::eval::{Limits, Value};
 use fsmooth::numeric::rho;
+
+use crate::common;
 use fsmooth::pipeline;
 
 /// ADBench's tolerance on ρ.
@@ -316,4 +318,58 @@ fn gmm_errors_point_at_the_token() {
     let text = "1000000000000 1 1\n";
     let err = read_gmm(text).expect_err("absurd");
     assert_eq!((err.span().start, err.span().end), (0, 13));
+}
+
+/// The GMM golden through the command line's code path, in every AD mode:
+/// the flat-parameter objective, differentiated by forward mode (D[[·]]),
+/// by the tape, and by central differences (looser).
+#[test]
+fn gmm_golden_gradient_in_every_mode() {
+    use fsmooth::adbench::gmm::{GMM_SOURCE, read_gmm};
+    use fsmooth::eval::Limits;
+    use fsmooth::gradient;
+    let text =
+        std::fs::read_to_string(common::root().join("../shared/data/adbench/data/gmm/test.txt"))
+            .expect("test.txt");
+    let golden: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            common::root().join("../shared/data/adbench/goldens/gmm_test.json"),
+        )
+        .expect("golden"),
+    )
+    .expect("golden json");
+    let want: Vec<f64> = golden["gradient"]
+        .as_array()
+        .expect("gradient")
+        .iter()
+        .map(|x| x.as_f64().expect("number"))
+        .collect();
+    let objective = golden["objective"].as_f64().expect("objective");
+    let input = read_gmm(&text).expect("reads");
+    let d = fsmooth::pipeline::derivative(GMM_SOURCE, "gmmObjectiveFlat", "theta").expect("builds");
+    let args = input.flat_args();
+    let limits = Limits::default();
+    for (mode, tol) in [("fwd", 1e-8), ("tape", 1e-8), ("fd", 1e-6)] {
+        let cols = match mode {
+            "fwd" => gradient::forward(&d, args.clone(), limits),
+            "tape" => gradient::tape(&d.base, 0, args.clone(), limits),
+            _ => gradient::finite_differences(&d.base, 0, args.clone(), limits),
+        }
+        .expect("differentiates");
+        let got = cols.gradient(&args[0]);
+        let mut g = Vec::new();
+        gradient::flatten(&got, &mut g);
+        assert_eq!(g.len(), want.len(), "{mode}");
+        let v = cols.value.as_f64().expect("scalar");
+        assert!(
+            fsmooth::numeric::rho(v, objective) <= 1e-8,
+            "{mode}: objective {v}"
+        );
+        for (i, (a, b)) in g.iter().zip(&want).enumerate() {
+            assert!(
+                fsmooth::numeric::rho(*a, *b) <= tol,
+                "{mode}: gradient[{i}] = {a}, golden {b}"
+            );
+        }
+    }
 }

@@ -190,10 +190,19 @@ pub enum Prim {
     Pair,
     Fst,
     Snd,
+    /// `iscan f z n = [z, f z 0, f (f z 0) 1, …]`: the n + 1 states of
+    /// `ifold f z n` (reverse mode tapes loops with it).
+    IScan,
+    /// `concat [[a, b], [c]] = [a, b, c]`.
+    Concat,
+    /// `accum zero n cs`: an array of n elements, element j being `zero`
+    /// combined with every `(j, c)` of `cs` by cotangent addition
+    /// (spec/semantics.md, E-Accum). Reverse mode's scatter-add.
+    Accum,
 }
 
 impl Prim {
-    pub const ALL: [Prim; 27] = [
+    pub const ALL: [Prim; 30] = [
         Prim::Add,
         Prim::Sub,
         Prim::Mul,
@@ -221,6 +230,9 @@ impl Prim {
         Prim::Pair,
         Prim::Fst,
         Prim::Snd,
+        Prim::IScan,
+        Prim::Concat,
+        Prim::Accum,
     ];
 
     pub fn arity(self) -> usize {
@@ -236,8 +248,9 @@ impl Prim {
             | Prim::ToDouble
             | Prim::Length
             | Prim::Fst
-            | Prim::Snd => 1,
-            Prim::IFold => 3,
+            | Prim::Snd
+            | Prim::Concat => 1,
+            Prim::IFold | Prim::IScan | Prim::Accum => 3,
             _ => 2,
         }
     }
@@ -273,6 +286,9 @@ impl Prim {
             Prim::Pair => "pair",
             Prim::Fst => "fst",
             Prim::Snd => "snd",
+            Prim::IScan => "iscan",
+            Prim::Concat => "concat",
+            Prim::Accum => "accum",
         }
     }
 

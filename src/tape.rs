@@ -359,7 +359,7 @@ impl Interp<'_> {
                 }
                 Ok(TV::A(Rc::new(out)))
             }
-            Prim::IFold => {
+            Prim::IFold | Prim::IScan => {
                 let count = vals.pop().expect("arity");
                 let mut s = vals.pop().expect("arity");
                 let f = vals.pop().expect("arity");
@@ -369,11 +369,65 @@ impl Interp<'_> {
                 if n < 0 {
                     return Err(EvalError::NegativeCount { n, span });
                 }
+                let mut states = Vec::new();
                 for i in 0..n {
+                    if op == Prim::IScan {
+                        states.push(s.clone());
+                    }
                     let g = self.apply(&f, s, e)?;
                     s = self.apply(&g, TV::I(i), e)?;
                 }
+                if op == Prim::IScan {
+                    states.push(s);
+                    self.stats.ops += states.len() as u64;
+                    return Ok(TV::A(Rc::new(states)));
+                }
                 Ok(s)
+            }
+            Prim::Concat => {
+                let TV::A(parts) = &vals[0] else {
+                    return Err(internal("concat".into(), span));
+                };
+                let mut out = Vec::new();
+                for p in parts.iter() {
+                    let TV::A(items) = p else {
+                        return Err(internal("concat element".into(), span));
+                    };
+                    out.extend(items.iter().cloned());
+                }
+                self.stats.ops += out.len() as u64;
+                Ok(TV::A(Rc::new(out)))
+            }
+            Prim::Accum => {
+                let cs = vals.pop().expect("arity");
+                let count = vals.pop().expect("arity");
+                let zero = vals.pop().expect("arity");
+                let (TV::I(n), TV::A(cs)) = (count, cs) else {
+                    return Err(internal("accum".into(), span));
+                };
+                if n < 0 {
+                    return Err(EvalError::NegativeSize { n, span });
+                }
+                let mut out = vec![zero; n as usize];
+                for c in cs.iter() {
+                    let (TV::P(p), n) = (c, n) else {
+                        return Err(internal("accum contribution".into(), span));
+                    };
+                    let TV::I(j) = p.0 else {
+                        return Err(internal("accum index".into(), span));
+                    };
+                    if j < 0 || j >= n {
+                        return Err(EvalError::IndexOutOfBounds {
+                            index: j,
+                            len: n as usize,
+                            span,
+                        });
+                    }
+                    let slot = out[j as usize].clone();
+                    out[j as usize] = self.cotangent_add(&slot, &p.1);
+                }
+                self.stats.ops += n as u64;
+                Ok(TV::A(Rc::new(out)))
             }
             Prim::Get => {
                 self.stats.ops += 1;
@@ -437,6 +491,31 @@ impl Interp<'_> {
                     _ => Err(internal("scalar result".into(), span)),
                 }
             }
+        }
+    }
+
+    /// ⊕ on taped values (as `eval::cotangent_add`), recording additions.
+    fn cotangent_add(&mut self, a: &TV, b: &TV) -> TV {
+        match (a, b) {
+            (TV::D(x, k), TV::D(y, l)) => {
+                self.stats.ops += 1;
+                if *k == CONST && *l == CONST {
+                    TV::D(x + y, CONST)
+                } else {
+                    TV::D(x + y, self.tape.push(&[(*k, 1.0), (*l, 1.0)]))
+                }
+            }
+            (TV::A(x), TV::A(y)) => {
+                let mut v: Vec<TV> = x.iter().cloned().collect();
+                v.extend(y.iter().cloned());
+                TV::A(Rc::new(v))
+            }
+            (TV::P(x), TV::P(y)) => {
+                let f = self.cotangent_add(&x.0, &y.0);
+                let s = self.cotangent_add(&x.1, &y.1);
+                TV::P(Rc::new((f, s)))
+            }
+            (a, _) => a.clone(),
         }
     }
 

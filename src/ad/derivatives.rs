@@ -98,7 +98,8 @@ pub fn partials(op: Prim, args: &[Atom], r: &Atom, b: &mut Builder) -> Vec<Parti
                 },
             ]
         }
-        // D-Pow: ∂(a ** b) = (b * a ** (b - 1), if a > 0 then r * log a else 0)
+        // D-Pow: ∂(a ** b) = (if b = 0 then 0 else b * a ** (b - 1),
+        //                     if a > 0 then r * log a else 0)
         Prim::Pow => {
             let bb = a(b, 1);
             let base = a(b, 0);
@@ -106,7 +107,12 @@ pub fn partials(op: Prim, args: &[Atom], r: &Atom, b: &mut Builder) -> Vec<Parti
             let one = b.double(1.0);
             let em1 = b.dop(Prim::Sub, vec![e1, one]);
             let pw = b.dop(Prim::Pow, vec![base, em1]);
-            let da = b.dop(Prim::Mul, vec![bb, pw]);
+            let prod_a = b.dop(Prim::Mul, vec![bb, pw]);
+            let e0 = a(b, 1);
+            let z0 = b.double(0.0);
+            let is_zero = b.prim(Prim::Eq, vec![e0, z0], crate::ir::Type::Bool);
+            let z1 = b.double(0.0);
+            let da = b.if_(is_zero, z1, prod_a);
             let base2 = a(b, 0);
             let zero = b.double(0.0);
             let pos = b.prim(Prim::Gt, vec![base2, zero], crate::ir::Type::Bool);
@@ -159,9 +165,12 @@ pub fn partials(op: Prim, args: &[Atom], r: &Atom, b: &mut Builder) -> Vec<Parti
 
 /// Σᵢ ∂ᵢ · sᵢ for "seeds" `s` (tangents in forward mode, the result's
 /// cotangent in reverse mode), built without multiplying by literal ones.
-pub fn contract(ps: Vec<Partial>, seeds: &[Atom], b: &mut Builder) -> crate::ir::ExprId {
+/// A seed of `None` is known to be zero: its term is left out (which also
+/// keeps an infinite partial from turning a zero tangent into NaN).
+pub fn contract(ps: Vec<Partial>, seeds: &[Option<Atom>], b: &mut Builder) -> crate::ir::ExprId {
     let mut acc: Option<crate::ir::ExprId> = None;
     for (p, s) in ps.into_iter().zip(seeds) {
+        let Some(s) = s else { continue };
         let mut t = b.atom(s);
         if let Some(n) = p.num {
             t = b.dop(Prim::Mul, vec![t, n]);
@@ -176,5 +185,5 @@ pub fn contract(ps: Vec<Partial>, seeds: &[Atom], b: &mut Builder) -> crate::ir:
             (Some(x), true) => b.dop(Prim::Sub, vec![x, t]),
         });
     }
-    acc.expect("every primitive has at least one argument")
+    acc.unwrap_or_else(|| b.double(0.0))
 }

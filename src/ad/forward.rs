@@ -118,8 +118,13 @@ impl Forward<'_, '_> {
         Ok(match op {
             // D-Build, D-IFold, D-Get, D-Length, D-Pair, D-Fst, D-Snd, D-Not:
             // structural; Index and Bool operands are their own dual form.
+            // D-IScan, D-Concat, D-Accum: structural too (cotangent addition
+            // of two dual pairs adds the primals and the tangents).
             Prim::Build
             | Prim::IFold
+            | Prim::IScan
+            | Prim::Concat
+            | Prim::Accum
             | Prim::Get
             | Prim::Length
             | Prim::Pair
@@ -162,6 +167,11 @@ impl Forward<'_, '_> {
     fn d_scalar(&mut self, op: Prim, args: &[ExprId]) -> Result<ExprId, AdError> {
         let mut binds: Vec<(Name, ExprId)> = Vec::new();
         let mut names = Vec::new();
+        // A literal operand has a zero tangent: its term is left out.
+        let constant: Vec<bool> = args
+            .iter()
+            .map(|a| matches!(self.b.prog.expr(*a), Expr::Lit(_)))
+            .collect();
         for a in args {
             let da = self.d(*a)?;
             match self.b.prog.expr(da) {
@@ -174,7 +184,11 @@ impl Forward<'_, '_> {
             }
         }
         let primals: Vec<Atom> = names.iter().map(|n| Atom::Fst(n.clone())).collect();
-        let tangents: Vec<Atom> = names.iter().map(|n| Atom::Snd(n.clone())).collect();
+        let tangents: Vec<Option<Atom>> = names
+            .iter()
+            .zip(&constant)
+            .map(|(n, c)| (!c).then(|| Atom::Snd(n.clone())))
+            .collect();
         let needs_result = matches!(op, Prim::Div | Prim::Pow | Prim::Exp | Prim::Sqrt);
         let primal = {
             let ps: Vec<ExprId> = primals.iter().map(|p| self.b.atom(p)).collect();

@@ -98,12 +98,14 @@ pub(super) enum Frame {
         acc: Vec<Value>,
         e: ExprId,
     },
-    /// `f` was applied to the state; apply the result to `i`.
+    /// `f` was applied to the state; apply the result to `i`. For `iscan`,
+    /// `scan` holds the states so far.
     IFoldIndex {
         f: Value,
         i: i64,
         n: i64,
         e: ExprId,
+        scan: Option<Vec<Value>>,
     },
     /// The new state is being computed.
     IFoldState {
@@ -111,6 +113,7 @@ pub(super) enum Frame {
         i: i64,
         n: i64,
         e: ExprId,
+        scan: Option<Vec<Value>>,
     },
 }
 
@@ -426,24 +429,50 @@ impl<'p> Evaluator<'p> {
                     (State::Ret(Value::array(acc)), "E-Build-Elem", Some(e))
                 }
             }
-            Frame::IFoldIndex { f, i, n, e } => {
-                // E-IFold-Succ (second half): apply the partial application to i.
-                self.frames.push(Frame::IFoldState { f, i, n, e });
-                (self.apply(v, Value::Index(i), e)?, "E-IFold-Succ", Some(e))
+            Frame::IFoldIndex { f, i, n, e, scan } => {
+                // E-IFold-Succ / E-IScan-Succ (second half): apply the
+                // partial application to i.
+                let rule = if scan.is_some() {
+                    "E-IScan-Succ"
+                } else {
+                    "E-IFold-Succ"
+                };
+                self.frames.push(Frame::IFoldState { f, i, n, e, scan });
+                (self.apply(v, Value::Index(i), e)?, rule, Some(e))
             }
-            Frame::IFoldState { f, i, n, e } => {
+            Frame::IFoldState {
+                f,
+                i,
+                n,
+                e,
+                mut scan,
+            } => {
                 // v = ifold f z (i+1)
+                if let Some(states) = &mut scan {
+                    states.push(v.clone());
+                    self.stats.ops += 1;
+                }
                 if i + 1 < n {
-                    // E-IFold-Succ: apply f to the state.
+                    // E-IFold-Succ / E-IScan-Succ: apply f to the state.
+                    let rule = if scan.is_some() {
+                        "E-IScan-Succ"
+                    } else {
+                        "E-IFold-Succ"
+                    };
                     self.frames.push(Frame::IFoldIndex {
                         f: f.clone(),
                         i: i + 1,
                         n,
                         e,
+                        scan,
                     });
-                    (self.apply(f, v, e)?, "E-IFold-Succ", Some(e))
+                    (self.apply(f, v, e)?, rule, Some(e))
                 } else {
-                    (State::Ret(v), "E-IFold-Done", Some(e))
+                    match scan {
+                        // E-IScan-Done
+                        Some(states) => (State::Ret(Value::array(states)), "E-IScan-Done", Some(e)),
+                        None => (State::Ret(v), "E-IFold-Done", Some(e)),
+                    }
                 }
             }
         })
@@ -538,7 +567,7 @@ impl<'p> Evaluator<'p> {
                 self.frames.push(Frame::BuildElem { f, n, acc, e });
                 Ok((next, "E-Build", Some(e)))
             }
-            Prim::IFold => {
+            Prim::IFold | Prim::IScan => {
                 let count = vals.pop().expect("arity 3");
                 let z = vals.pop().expect("arity 3");
                 let f = vals.pop().expect("arity 3");
@@ -546,21 +575,86 @@ impl<'p> Evaluator<'p> {
                     return Err(self.internal("ifold with a non-index count", e));
                 };
                 if n < 0 {
-                    // E-IFold-Bot
+                    // E-IFold-Bot (and E-IScan-Bot)
                     return Err(EvalError::NegativeCount { n, span });
                 }
+                let scan = (op == Prim::IScan).then(|| {
+                    self.stats.ops += 1;
+                    let mut v = Vec::with_capacity((n as usize).min(1 << 20) + 1);
+                    v.push(z.clone());
+                    v
+                });
                 if n == 0 {
-                    // E-IFold-Zero
-                    return ret(z, "E-IFold-Zero");
+                    return match scan {
+                        // E-IScan-Zero
+                        Some(states) => ret(Value::array(states), "E-IScan-Zero"),
+                        // E-IFold-Zero
+                        None => ret(z, "E-IFold-Zero"),
+                    };
                 }
                 // E-IFold-Succ: apply f to the state, then to the index.
+                let rule = if scan.is_some() {
+                    "E-IScan-Succ"
+                } else {
+                    "E-IFold-Succ"
+                };
                 self.frames.push(Frame::IFoldIndex {
                     f: f.clone(),
                     i: 0,
                     n,
                     e,
+                    scan,
                 });
-                Ok((self.apply(f, z, e)?, "E-IFold-Succ", Some(e)))
+                Ok((self.apply(f, z, e)?, rule, Some(e)))
+            }
+            Prim::Concat => {
+                // E-Concat
+                let Value::Array(parts) = &vals[0] else {
+                    return Err(self.internal("concat of a non-array", e));
+                };
+                let mut out = Vec::new();
+                for p in parts.iter() {
+                    let Value::Array(items) = p else {
+                        return Err(self.internal("concat of a non-array element", e));
+                    };
+                    out.extend(items.iter().cloned());
+                }
+                self.stats.ops += out.len() as u64;
+                ret(Value::array(out), "E-Concat")
+            }
+            Prim::Accum => {
+                let cs = vals.pop().expect("arity 3");
+                let count = vals.pop().expect("arity 3");
+                let zero = vals.pop().expect("arity 3");
+                let (Value::Index(n), Value::Array(cs)) = (count, cs) else {
+                    return Err(self.internal("accum with a non-index size or non-array", e));
+                };
+                if n < 0 {
+                    // E-Accum-Bot
+                    return Err(EvalError::NegativeSize { n, span });
+                }
+                // E-Accum: start from n copies of zero, add each contribution.
+                let mut out = vec![zero; n as usize];
+                for c in cs.iter() {
+                    let Value::Pair(p) = c else {
+                        return Err(self.internal("accum contribution is not a pair", e));
+                    };
+                    let Value::Index(j) = p.0 else {
+                        return Err(self.internal("accum index is not an Index", e));
+                    };
+                    if j < 0 || j >= n {
+                        // E-Accum-Bot
+                        return Err(EvalError::IndexOutOfBounds {
+                            index: j,
+                            len: n as usize,
+                            span,
+                        });
+                    }
+                    let slot = &mut out[j as usize];
+                    *slot = cotangent_add(slot, &p.1, &mut self.stats.ops);
+                }
+                self.stats.ops += n as u64;
+                ret(Value::array(out), "E-Accum")
             }
         }
     }
@@ -659,6 +753,30 @@ pub fn scalar(op: Prim, vals: &[Value], span: Span) -> Result<(Value, &'static s
             _ => Err(bad("toDouble of a non-index")),
         },
         _ => Err(bad("not a scalar primitive")),
+    }
+}
+
+/// Cotangent addition ⊕ (spec/semantics.md, E-Accum): doubles add, arrays
+/// (sparse contribution lists) concatenate, pairs add componentwise, and
+/// the placeholders for Index and Bool keep the left operand.
+pub fn cotangent_add(a: &Value, b: &Value, ops: &mut u64) -> Value {
+    match (a, b) {
+        (Value::Double(x), Value::Double(y)) => {
+            *ops += 1;
+            Value::Double(x + y)
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            *ops += y.len() as u64;
+            let mut v = Vec::with_capacity(x.len() + y.len());
+            v.extend(x.iter().cloned());
+            v.extend(y.iter().cloned());
+            Value::array(v)
+        }
+        (Value::Pair(x), Value::Pair(y)) => Value::pair(
+            cotangent_add(&x.0, &y.0, ops),
+            cotangent_add(&x.1, &y.1, ops),
+        ),
+        (a, _) => a.clone(),
     }
 }
 

@@ -178,6 +178,41 @@ impl Readback<'_> {
         })
     }
 
+    /// The rest of an `ifold`, or of an `iscan` whose earlier states are
+    /// `scan`: `concat [[s₀, …], iscan (fun s j -> f s (j + from)) init (n - from)]`.
+    fn rest_of_loop(
+        &mut self,
+        f: &Value,
+        init: ExprId,
+        from: i64,
+        n: i64,
+        scan: Option<&[Value]>,
+    ) -> ExprId {
+        let Some(states) = scan else {
+            return self.rest_of_fold(f, init, from, n);
+        };
+        let folded = self.rest_of_fold(f, init, from, n.max(from));
+        // rest_of_fold built `ifold …` (or returned `init` when nothing is
+        // left); an iscan over the same step gives all remaining states.
+        let rest = match self.out.expr(folded).clone() {
+            Expr::Prim {
+                op: Prim::IFold,
+                args,
+            } => self.add(Expr::Prim {
+                op: Prim::IScan,
+                args,
+            }),
+            _ => self.add(Expr::Array(Box::new([init]))),
+        };
+        let done: Vec<ExprId> = states.iter().map(|v| self.value(v)).collect();
+        let done = self.add(Expr::Array(done.into()));
+        let parts = self.add(Expr::Array(Box::new([done, rest])));
+        self.add(Expr::Prim {
+            op: Prim::Concat,
+            args: Box::new([parts]),
+        })
+    }
+
     fn plug(&mut self, frame: &Frame, h: ExprId, vi: &mut usize) -> ExprId {
         match frame {
             Frame::AppArg(arg, env) => {
@@ -250,12 +285,14 @@ impl Readback<'_> {
                 }
                 self.add(Expr::Array(items.into()))
             }
-            Frame::IFoldIndex { f, i, n, .. } => {
+            Frame::IFoldIndex { f, i, n, scan, .. } => {
                 let iv = self.lit(Lit::Int(*i));
                 let state = self.add(Expr::App { fun: h, arg: iv });
-                self.rest_of_fold(f, state, i + 1, *n)
+                self.rest_of_loop(f, state, i + 1, *n, scan.as_deref())
             }
-            Frame::IFoldState { f, i, n, .. } => self.rest_of_fold(f, h, i + 1, *n),
+            Frame::IFoldState { f, i, n, scan, .. } => {
+                self.rest_of_loop(f, h, i + 1, *n, scan.as_deref())
+            }
         }
     }
 }

@@ -69,6 +69,22 @@ enum Head {
     Api(&'static str, Span),
 }
 
+/// Every variable name occurring in `e`.
+fn names_in(prog: &Program, e: ExprId) -> HashSet<Name> {
+    let mut out = HashSet::new();
+    let mut work = vec![e];
+    while let Some(e) = work.pop() {
+        match prog.expr(e) {
+            Expr::Var(x) | Expr::Lam { param: x, .. } | Expr::Let { name: x, .. } => {
+                out.insert(x.clone());
+            }
+            _ => {}
+        }
+        work.extend(prog.expr(e).children());
+    }
+    out
+}
+
 /// The differentiation API of seed 001 Fig. 6 and Table 2. All six are
 /// `deriv` of an application; they differ only in the types they accept.
 const AD_API: [&str; 6] = ["diff", "vdiff", "mdiff", "grad", "jacob", "mgrad"];
@@ -836,8 +852,15 @@ impl Parser<'_> {
 
     /// `grad f x` and friends: `let x'adN = x in deriv (f x'adN) x'adN`.
     fn ad_api(&mut self, f: ExprId, x: ExprId, span: Span) -> PResult<ExprId> {
-        self.fresh += 1;
-        let name: Name = Rc::from(format!("x'ad{}", self.fresh));
+        // The name is in scope in `f`, so it must not occur there.
+        let used = names_in(self.prog, f);
+        let name: Name = loop {
+            self.fresh += 1;
+            let n: Name = Rc::from(format!("x'ad{}", self.fresh));
+            if !used.contains(&n) {
+                break n;
+            }
+        };
         let span = span.to(self.prog.span(x));
         let v1 = self.mk(Expr::Var(name.clone()), span)?;
         let app = self.mk(Expr::App { fun: f, arg: v1 }, span)?;

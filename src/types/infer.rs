@@ -686,6 +686,35 @@ impl Infer<'_> {
                     a,
                 )
             }
+            // T-IScan
+            IScan => {
+                let a = self.fresh_data("`ifold` states");
+                (
+                    vec![
+                        Ty::fun(a.clone(), Ty::fun(Ty::Index, a.clone())),
+                        a.clone(),
+                        Ty::Index,
+                    ],
+                    Ty::array(a),
+                )
+            }
+            // T-Concat
+            Concat => {
+                let a = self.fresh_data("arrays");
+                (vec![Ty::array(Ty::array(a.clone()))], Ty::array(a))
+            }
+            // T-Accum
+            Accum => {
+                let a = self.fresh_data("arrays");
+                (
+                    vec![
+                        a.clone(),
+                        Ty::Index,
+                        Ty::array(Ty::pair(Ty::Index, a.clone())),
+                    ],
+                    Ty::array(a),
+                )
+            }
             // T-Get
             Get => {
                 let a = self.fresh_data("arrays");

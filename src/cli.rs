@@ -58,6 +58,9 @@ enum Command {
         /// The independent variable (a parameter of the entry).
         #[arg(long)]
         wrt: String,
+        /// `fwd` prints D[[·]] of the entry; `rev` its reverse-mode program.
+        #[arg(long, value_enum, default_value_t = Mode::Fwd)]
+        mode: Mode,
     },
 }
 
@@ -88,6 +91,9 @@ enum Mode {
     /// Reverse mode by taping: an interpreter that records every scalar
     /// operation, then one backward sweep per output.
     Tape,
+    /// Source-to-source reverse mode: the program's adjoint, run by the
+    /// reference evaluator, one run per output.
+    Rev,
 }
 
 #[derive(Args, Debug)]
@@ -329,14 +335,38 @@ fn run(cli: Cli) -> Result<(), Failure> {
             fuel,
         }) => gmm_cmd(&file, mode, replicate_point, stats, Limits { fuel }),
         Command::Jacobian(args) => deriv_cmd(args, true),
-        Command::Ad { file, entry, wrt } => {
+        Command::Ad {
+            file,
+            entry,
+            wrt,
+            mode,
+        } => {
             let files = Files {
                 main_path: file.display().to_string(),
                 main_src: read(&file)?,
             };
-            let d = pipeline::derivative(&files.main_src, &entry, &wrt)
-                .map_err(|d| Failure(render(&d, &files)))?;
-            print!("{}", crate::syntax::print_program(&d.wrapper.program));
+            let fail = |d: Diagnostic| Failure(render(&d, &files));
+            let prog = match mode {
+                Mode::Rev => {
+                    pipeline::reverse_derivative(&files.main_src, &entry, &wrt)
+                        .map_err(fail)?
+                        .rev
+                        .program
+                }
+                Mode::Fwd => {
+                    pipeline::derivative(&files.main_src, &entry, &wrt)
+                        .map_err(fail)?
+                        .wrapper
+                        .program
+                }
+                Mode::Fd | Mode::Tape => {
+                    return Err(Failure(
+                        "error[usage]: `ad` prints source-to-source programs: --mode fwd or rev\n"
+                            .to_string(),
+                    ));
+                }
+            };
+            print!("{}", crate::syntax::print_program(&prog));
             Ok(())
         }
     }
@@ -381,6 +411,10 @@ fn gmm_cmd(
         Mode::Fwd => crate::gradient::forward(&d, args.clone(), limits),
         Mode::Fd => crate::gradient::finite_differences(&d.base, 0, args.clone(), limits),
         Mode::Tape => crate::gradient::tape(&d.base, 0, args.clone(), limits),
+        Mode::Rev => {
+            let r = pipeline::reverse_derivative(src, "gmmObjectiveFlat", "theta").map_err(fail)?;
+            crate::gradient::reverse(&r, args.clone(), limits)
+        }
     }
     .map_err(|e| fail(Diagnostic::from(&e)))?;
     let elapsed = start.elapsed();
@@ -425,6 +459,11 @@ fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
         Mode::Fwd => crate::gradient::forward(&d, values, limits),
         Mode::Fd => crate::gradient::finite_differences(&d.base, d.wrt, values, limits),
         Mode::Tape => crate::gradient::tape(&d.base, d.wrt, values, limits),
+        Mode::Rev => {
+            let r = pipeline::reverse_derivative(&files.main_src, &args.entry, &args.wrt)
+                .map_err(fail)?;
+            crate::gradient::reverse(&r, values, limits)
+        }
     }
     .map_err(|e| fail(Diagnostic::from(&e)))?;
     let elapsed = start.elapsed();

@@ -222,3 +222,63 @@ pub fn tape(
         stats,
     })
 }
+
+/// Source-to-source reverse mode: one run per output element (one in all
+/// for a Double result).
+pub fn reverse(
+    d: &crate::pipeline::ReverseDerivative,
+    args: Vec<Value>,
+    limits: Limits,
+) -> Result<Columns, EvalError> {
+    let run = |extra: Option<Value>| -> Result<(Value, Value, Stats), EvalError> {
+        let mut a = args.clone();
+        a.extend(extra);
+        let (r, s) = d.rev.run(a, limits, &mut |_, _| {})?;
+        match r {
+            Value::Pair(p) => Ok((p.0.clone(), p.1.clone(), s)),
+            other => Err(EvalError::Internal {
+                message: format!("reverse program returned {other}"),
+                span: d.rev.span,
+            }),
+        }
+    };
+    if !d.seeded {
+        let (value, g, stats) = run(None)?;
+        let mut xs = Vec::new();
+        flatten(&g, &mut xs);
+        return Ok(Columns {
+            value,
+            columns: xs.into_iter().map(|x| vec![x]).collect(),
+            stats,
+        });
+    }
+    let (value, mut stats) = d.base.run(args.clone(), limits, &mut |_, _| {})?;
+    let mut outs = Vec::new();
+    flatten(&value, &mut outs);
+    let mut rows = Vec::new();
+    for i in 0..outs.len() {
+        let mut k = 0;
+        let seed = unflatten(
+            &value,
+            &mut std::iter::from_fn(|| {
+                k += 1;
+                Some(if k - 1 == i { 1.0 } else { 0.0 })
+            }),
+        );
+        let (_, g, s) = run(Some(seed))?;
+        stats.steps += s.steps;
+        stats.ops += s.ops;
+        let mut row = Vec::new();
+        flatten(&g, &mut row);
+        rows.push(row);
+    }
+    let n = rows.first().map(Vec::len).unwrap_or(0);
+    let columns = (0..n)
+        .map(|j| rows.iter().map(|r| r[j]).collect())
+        .collect();
+    Ok(Columns {
+        value,
+        columns,
+        stats,
+    })
+}

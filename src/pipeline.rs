@@ -296,3 +296,52 @@ pub fn derivative(src: &str, entry_name: &str, wrt: &str) -> Result<Derivative, 
         wrt: k,
     })
 }
+
+/// An entry and its source-to-source reverse-mode program
+/// (spec/ad-reverse.md): `rev'entry p₁ … pₙ [w]` returns the value and the
+/// cotangent of parameter `wrt`, for the result cotangent `w` (taken as a
+/// last argument when the result is not a Double; 1.0 otherwise).
+pub struct ReverseDerivative {
+    pub base: Entry,
+    pub rev: Entry,
+    pub wrt: usize,
+    pub seeded: bool,
+}
+
+pub fn reverse_derivative(
+    src: &str,
+    entry_name: &str,
+    wrt: &str,
+) -> Result<ReverseDerivative, Diagnostic> {
+    let loaded = load(src)?;
+    let base = entry(&loaded, entry_name)?;
+    let Some(k) = base.params.iter().position(|(n, _)| n == wrt) else {
+        return Err(Diagnostic::from(&InputError::Params {
+            message: format!(
+                "`{entry_name}` has no parameter `{wrt}` (parameters: {})",
+                base.signature()
+            ),
+            span: base.span,
+        }));
+    };
+    let seeded = base.result != Type::Double;
+    let types: Vec<Type> = base.params.iter().map(|(_, t)| t.clone()).collect();
+    let (program, _) = crate::ad::reverse_program(
+        &base.program,
+        &base.types,
+        &base.name_in_program(),
+        &types,
+        k,
+        seeded,
+    )
+    .map_err(|e| Diagnostic::from(&e))?;
+    // Reverse mode's output is ordinary code: type-check it like any program.
+    let typing = infer_program(&program).map_err(|e| generated(Diagnostic::from(&e)))?;
+    let rev = entry(&Loaded { program, typing }, "rev'entry")?;
+    Ok(ReverseDerivative {
+        base,
+        rev,
+        wrt: k,
+        seeded,
+    })
+}

@@ -9,10 +9,12 @@
 //! translated definitions `name'D`. Its output is ordinary core IR; the
 //! pipeline type-checks it again.
 
+pub mod anf;
 mod build;
 pub mod derivatives;
 mod expand;
 mod forward;
+pub mod reverse;
 
 use std::collections::HashMap;
 
@@ -32,6 +34,8 @@ pub enum AdError {
         ty: String,
         span: Span,
     },
+    #[error("{what} is not supported yet")]
+    Unsupported { what: String },
     #[error("internal error in AD: {message} (please report this)")]
     Internal { message: String },
 }
@@ -40,6 +44,7 @@ impl Diagnose for AdError {
     fn code(&self) -> &'static str {
         match self {
             AdError::FunctionFreeVariable { .. } => "deriv-free-function",
+            AdError::Unsupported { .. } => "ad-unsupported",
             AdError::Internal { .. } => "internal-error",
         }
     }
@@ -47,7 +52,7 @@ impl Diagnose for AdError {
     fn span(&self) -> Span {
         match self {
             AdError::FunctionFreeVariable { span, .. } => *span,
-            AdError::Internal { .. } => Span::generated(),
+            AdError::Internal { .. } | AdError::Unsupported { .. } => Span::generated(),
         }
     }
 
@@ -56,7 +61,7 @@ impl Diagnose for AdError {
             AdError::FunctionFreeVariable { .. } => vec![
                 "differentiated code may use functions defined at top level or inside it, but its free variables must be data (seed 001 §4.1); pass a top-level function or a lambda instead of a function-valued variable".to_string(),
             ],
-            AdError::Internal { .. } => Vec::new(),
+            AdError::Internal { .. } | AdError::Unsupported { .. } => Vec::new(),
         }
     }
 }
@@ -95,4 +100,42 @@ pub fn expand_program(
         b.prog.defs[idx].body = nb;
     }
     Ok(())
+}
+
+/// The reverse-mode program of entry `entry` (monomorphic, `deriv`-free),
+/// with respect to parameter `wrt`: a one-definition program `rev'entry`
+/// (see `reverse::reverse_program`); with `seed`, it takes the result's
+/// cotangent as a last argument (a vector–Jacobian product).
+pub fn reverse_program(
+    prog: &Program,
+    types: &SecondaryMap<ExprId, Option<Type>>,
+    entry: &str,
+    params: &[Type],
+    wrt: usize,
+    seed: bool,
+) -> Result<(Program, SecondaryMap<ExprId, Option<Type>>), AdError> {
+    let normal = anf::normalise(prog, types, entry, params)?;
+    let mut out = Program::new();
+    let mut out_types = SecondaryMap::new();
+    let mut b = Builder::new(&mut out, &mut out_types);
+    let def = reverse::reverse_program(&mut b, &normal, wrt, seed, "rev'entry")?;
+    out.defs.push(def);
+    Ok((out, out_types))
+}
+
+/// The first-order normal form of an entry as a program (`anf'entry`), to
+/// check normalisation against the original.
+pub fn normal_program(
+    prog: &Program,
+    types: &SecondaryMap<ExprId, Option<Type>>,
+    entry: &str,
+    params: &[Type],
+) -> Result<Program, AdError> {
+    let normal = anf::normalise(prog, types, entry, params)?;
+    let mut out = Program::new();
+    let mut out_types = SecondaryMap::new();
+    let mut b = Builder::new(&mut out, &mut out_types);
+    let def = reverse::plain_program(&mut b, &normal, "anf'entry");
+    out.defs.push(def);
+    Ok(out)
 }

@@ -6,6 +6,7 @@ mod cli;
 mod common;
 mod diagnostics;
 mod eval;
+mod forward;
 mod golden;
 mod props;
 mod tidy;

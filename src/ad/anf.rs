@@ -1,0 +1,357 @@
+//! Normalisation to first-order A-normal form, the input of reverse mode
+//! (spec/ad-reverse.md, "Normal form"). Every function is inlined by
+//! partial evaluation over static closures: a function-valued expression
+//! evaluates at compile time to a lambda with its environment, and
+//! application binds the argument. What is left is a [`Block`] of
+//! bindings whose right-hand sides apply one primitive to atoms, or are
+//! `if`, `build`, `ifold` or `iscan` with nested blocks. Every bound name
+//! is fresh, so blocks never shadow. This is Stalingrad's point: with no
+//! recursion, and functions never stored in data, every closure can be
+//! resolved statically.
+
+use std::rc::Rc;
+
+use cranelift_entity::SecondaryMap;
+
+use super::AdError;
+use crate::ir::{Expr, ExprId, Lit, Name, Prim, Program, Type};
+
+#[derive(Clone, Debug)]
+pub enum Atom {
+    Var(Name, Type),
+    Lit(Lit, Type),
+}
+
+impl Atom {
+    pub fn ty(&self) -> &Type {
+        match self {
+            Atom::Var(_, t) | Atom::Lit(_, t) => t,
+        }
+    }
+    pub fn var(&self) -> Option<&Name> {
+        match self {
+            Atom::Var(n, _) => Some(n),
+            Atom::Lit(..) => None,
+        }
+    }
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum LoopKind {
+    Build,
+    IFold,
+    IScan,
+}
+
+#[derive(Clone, Debug)]
+pub enum Rhs {
+    Prim(Prim, Vec<Atom>),
+    Array(Vec<Atom>),
+    If(Atom, Block, Block),
+    /// `build n (fun i -> body)`, `ifold (fun s i -> body) z n`,
+    /// `iscan (fun s i -> body) z n`.
+    Loop {
+        kind: LoopKind,
+        n: Atom,
+        /// The initial state and the state variable (folds and scans).
+        state: Option<(Atom, Name, Type)>,
+        index: Name,
+        body: Block,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct Binding {
+    pub name: Name,
+    pub ty: Type,
+    pub rhs: Rhs,
+}
+
+#[derive(Clone, Debug)]
+pub struct Block {
+    pub binds: Vec<Binding>,
+    pub result: Atom,
+}
+
+/// The entry as a first-order function: parameters and body.
+pub struct Normal {
+    pub params: Vec<(Name, Type)>,
+    pub body: Block,
+}
+
+/// What an expression evaluates to at compile time.
+#[derive(Clone)]
+enum Sv {
+    Data(Atom),
+    Fun(Rc<Closure>),
+}
+
+struct Closure {
+    lam: ExprId,
+    env: Env,
+}
+
+type Env = Option<Rc<EnvNode>>;
+
+struct EnvNode {
+    name: Name,
+    value: Sv,
+    next: Env,
+}
+
+fn lookup(env: &Env, x: &Name) -> Option<Sv> {
+    let mut cur = env.as_ref();
+    while let Some(n) = cur {
+        if n.name == *x {
+            return Some(n.value.clone());
+        }
+        cur = n.next.as_ref();
+    }
+    None
+}
+
+fn bind(env: &Env, name: Name, value: Sv) -> Env {
+    Some(Rc::new(EnvNode {
+        name,
+        value,
+        next: env.clone(),
+    }))
+}
+
+pub struct Normaliser<'a> {
+    prog: &'a Program,
+    types: &'a SecondaryMap<ExprId, Option<Type>>,
+    /// The bindings of the block being built (innermost last).
+    blocks: Vec<Vec<Binding>>,
+    /// Data-valued definitions already bound at the top: name → atom.
+    globals: Vec<(Name, Sv)>,
+    /// Top-level bindings of data definitions, in order of first use.
+    top: Vec<Binding>,
+    counter: u32,
+}
+
+/// Normalises definition `entry` of the monomorphic, `deriv`-free program,
+/// whose parameters have the types `params`.
+pub fn normalise(
+    prog: &Program,
+    types: &SecondaryMap<ExprId, Option<Type>>,
+    entry: &str,
+    params: &[Type],
+) -> Result<Normal, AdError> {
+    let mut n = Normaliser {
+        prog,
+        types,
+        blocks: vec![Vec::new()],
+        globals: Vec::new(),
+        top: Vec::new(),
+        counter: 0,
+    };
+    let f = n.global(&Rc::from(entry))?;
+    let mut ps = Vec::new();
+    let mut v = f;
+    for t in params {
+        let p = n.fresh("p");
+        ps.push((p.clone(), t.clone()));
+        v = n.apply(v, Sv::Data(Atom::Var(p, t.clone())))?;
+    }
+    let result = n.data(v)?;
+    let mut binds = std::mem::take(&mut n.top);
+    binds.extend(n.blocks.pop().expect("the outer block"));
+    Ok(Normal {
+        params: ps,
+        body: Block { binds, result },
+    })
+}
+
+impl Normaliser<'_> {
+    fn fresh(&mut self, base: &str) -> Name {
+        self.counter += 1;
+        // `'n` cannot clash with user names, which the normal form does not
+        // keep; the printed form still parses.
+        Rc::from(format!("{base}'n{}", self.counter))
+    }
+
+    fn ty(&self, e: ExprId) -> Type {
+        self.types[e]
+            .clone()
+            .expect("monomorphic programs type every node")
+    }
+
+    fn data(&self, v: Sv) -> Result<Atom, AdError> {
+        match v {
+            Sv::Data(a) => Ok(a),
+            Sv::Fun(_) => Err(AdError::Internal {
+                message: "a function where data was expected".into(),
+            }),
+        }
+    }
+
+    fn emit(&mut self, ty: Type, rhs: Rhs) -> Atom {
+        let name = self.fresh("x");
+        self.blocks.last_mut().expect("a block").push(Binding {
+            name: name.clone(),
+            ty: ty.clone(),
+            rhs,
+        });
+        Atom::Var(name, ty)
+    }
+
+    /// Runs `f` in a new block and returns that block.
+    fn block(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<Atom, AdError>,
+    ) -> Result<Block, AdError> {
+        self.blocks.push(Vec::new());
+        let r = f(self);
+        let binds = self.blocks.pop().expect("pushed");
+        Ok(Block { binds, result: r? })
+    }
+
+    fn global(&mut self, x: &Name) -> Result<Sv, AdError> {
+        if let Some((_, v)) = self.globals.iter().rev().find(|(n, _)| n == x) {
+            return Ok(v.clone());
+        }
+        let Some(d) = self.prog.defs.iter().rev().find(|d| d.name == *x) else {
+            return Err(AdError::Internal {
+                message: format!("`{x}` is not defined"),
+            });
+        };
+        let body = d.body;
+        // A data definition is computed once, at the top of the entry.
+        let saved = std::mem::replace(&mut self.blocks, vec![Vec::new()]);
+        let v = self.norm(body, &None);
+        let top = std::mem::replace(&mut self.blocks, saved);
+        let v = v?;
+        for b in top {
+            self.top.extend(b);
+        }
+        self.globals.push((x.clone(), v.clone()));
+        Ok(v)
+    }
+
+    fn apply(&mut self, f: Sv, arg: Sv) -> Result<Sv, AdError> {
+        let Sv::Fun(c) = f else {
+            return Err(AdError::Internal {
+                message: "applied data".into(),
+            });
+        };
+        let Expr::Lam { param, body, .. } = self.prog.expr(c.lam).clone() else {
+            return Err(AdError::Internal {
+                message: "closure without a lambda".into(),
+            });
+        };
+        let env = bind(&c.env, param, arg);
+        self.norm(body, &env)
+    }
+
+    fn norm(&mut self, e: ExprId, env: &Env) -> Result<Sv, AdError> {
+        Ok(match self.prog.expr(e).clone() {
+            Expr::Var(x) => match lookup(env, &x) {
+                Some(v) => v,
+                None => self.global(&x)?,
+            },
+            Expr::Lit(l) => Sv::Data(Atom::Lit(l, self.ty(e))),
+            Expr::Lam { .. } => Sv::Fun(Rc::new(Closure {
+                lam: e,
+                env: env.clone(),
+            })),
+            Expr::App { fun, arg } => {
+                let f = self.norm(fun, env)?;
+                let a = self.norm(arg, env)?;
+                self.apply(f, a)?
+            }
+            Expr::Let {
+                name, value, body, ..
+            } => {
+                let v = self.norm(value, env)?;
+                let env = bind(env, name, v);
+                self.norm(body, &env)?
+            }
+            Expr::If { cond, then_, else_ } => {
+                let c = self.norm(cond, env)?;
+                let c = self.data(c)?;
+                let t = self.block(|n| {
+                    let v = n.norm(then_, env)?;
+                    n.data(v)
+                })?;
+                let f = self.block(|n| {
+                    let v = n.norm(else_, env)?;
+                    n.data(v)
+                })?;
+                Sv::Data(self.emit(self.ty(e), Rhs::If(c, t, f)))
+            }
+            Expr::Array(items) => {
+                let mut atoms = Vec::new();
+                for i in items.iter() {
+                    let v = self.norm(*i, env)?;
+                    atoms.push(self.data(v)?);
+                }
+                Sv::Data(self.emit(self.ty(e), Rhs::Array(atoms)))
+            }
+            Expr::Deriv { .. } => {
+                return Err(AdError::Internal {
+                    message: "`deriv` must be expanded before normalisation".into(),
+                });
+            }
+            Expr::Prim { op, args } => match op {
+                Prim::Build => {
+                    let n = self.norm(args[0], env)?;
+                    let n = self.data(n)?;
+                    let f = self.norm(args[1], env)?;
+                    let i = self.fresh("i");
+                    let body = self.block(|nm| {
+                        let v = nm.apply(f, Sv::Data(Atom::Var(i.clone(), Type::Index)))?;
+                        nm.data(v)
+                    })?;
+                    Sv::Data(self.emit(
+                        self.ty(e),
+                        Rhs::Loop {
+                            kind: LoopKind::Build,
+                            n,
+                            state: None,
+                            index: i,
+                            body,
+                        },
+                    ))
+                }
+                Prim::IFold | Prim::IScan => {
+                    let f = self.norm(args[0], env)?;
+                    let z = self.norm(args[1], env)?;
+                    let z = self.data(z)?;
+                    let n = self.norm(args[2], env)?;
+                    let n = self.data(n)?;
+                    let st = z.ty().clone();
+                    let (s, i) = (self.fresh("s"), self.fresh("i"));
+                    let body = self.block(|nm| {
+                        let g = nm.apply(f, Sv::Data(Atom::Var(s.clone(), st.clone())))?;
+                        let v = nm.apply(g, Sv::Data(Atom::Var(i.clone(), Type::Index)))?;
+                        nm.data(v)
+                    })?;
+                    let kind = if op == Prim::IFold {
+                        LoopKind::IFold
+                    } else {
+                        LoopKind::IScan
+                    };
+                    Sv::Data(self.emit(
+                        self.ty(e),
+                        Rhs::Loop {
+                            kind,
+                            n,
+                            state: Some((z, s, st)),
+                            index: i,
+                            body,
+                        },
+                    ))
+                }
+                _ => {
+                    let mut atoms = Vec::new();
+                    for a in args.iter() {
+                        let v = self.norm(*a, env)?;
+                        atoms.push(self.data(v)?);
+                    }
+                    Sv::Data(self.emit(self.ty(e), Rhs::Prim(op, atoms)))
+                }
+            },
+        })
+    }
+}

@@ -1,0 +1,1090 @@
+//! Source-to-source reverse mode (spec/ad-reverse.md), on the first-order
+//! normal form of `anf.rs`. For a block of bindings it generates
+//!
+//! - `fwd(B)`: the block's computation returning `(result, tape)`, where the
+//!   tape holds every value the block binds and, for loops and conditionals,
+//!   the tapes of their bodies (a `build` keeps one tape per element, an
+//!   `ifold` or `iscan` one per iteration via `iscan`);
+//! - `rev(B, ȳ)`: with the block's values restored from its tape, the
+//!   cotangents of the block's free variables, given the cotangent ȳ of its
+//!   result: the bindings are visited last to first and each one's rule
+//!   (R-*) adds its operands' contributions.
+//!
+//! Cotangents (spec/ad-reverse.md, "Cotangents"): a Double's is a Double;
+//! an array's is a *sparse list* of `(index, cotangent)` contributions, so
+//! reading `v[i]` in a loop contributes one pair rather than a dense
+//! one-hot array (seed 002 §4.3.4); lists are joined by `concat` and
+//! turned dense, once, by `accum`. Index and Bool carry placeholders.
+//! Nothing is recomputed, so the gradient costs a constant factor more
+//! than the function, whatever the sizes (the cheap-gradient criterion).
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use super::AdError;
+use super::anf::{Atom, Binding, Block, LoopKind, Normal, Rhs};
+use super::build::{Atom as BAtom, Builder};
+use super::derivatives::{contract, is_differentiable, partials};
+use crate::ir::{Def, Expr, ExprId, Lit, Name, Prim, Type};
+
+/// CT[[T]]: the type of cotangents of values of type T.
+pub fn cotangent_type(t: &Type) -> Type {
+    match t {
+        Type::Double => Type::Double,
+        Type::Index => Type::Index,
+        Type::Bool => Type::Bool,
+        Type::Array(e) => Type::array(Type::pair(Type::Index, cotangent_type(e))),
+        Type::Pair(a, b) => Type::pair(cotangent_type(a), cotangent_type(b)),
+        Type::Fun(..) => Type::Bool,
+    }
+}
+
+fn has_doubles(t: &Type) -> bool {
+    match t {
+        Type::Double => true,
+        Type::Index | Type::Bool | Type::Fun(..) => false,
+        Type::Array(e) => has_doubles(e),
+        Type::Pair(a, b) => has_doubles(a) || has_doubles(b),
+    }
+}
+
+/// The free variables of a block, in order of first occurrence.
+pub fn free_vars(b: &Block) -> Vec<(Name, Type)> {
+    let mut out = Vec::new();
+    let mut bound = Vec::new();
+    fv_block(b, &mut bound, &mut out);
+    out
+}
+
+fn fv_atom(a: &Atom, bound: &[Name], out: &mut Vec<(Name, Type)>) {
+    if let Atom::Var(n, t) = a
+        && !bound.contains(n)
+        && !out.iter().any(|(m, _)| m == n)
+    {
+        out.push((n.clone(), t.clone()));
+    }
+}
+
+fn fv_block(b: &Block, bound: &mut Vec<Name>, out: &mut Vec<(Name, Type)>) {
+    let mark = bound.len();
+    for bd in &b.binds {
+        match &bd.rhs {
+            Rhs::Prim(_, args) | Rhs::Array(args) => {
+                args.iter().for_each(|a| fv_atom(a, bound, out))
+            }
+            Rhs::If(c, t, f) => {
+                fv_atom(c, bound, out);
+                fv_block(t, bound, out);
+                fv_block(f, bound, out);
+            }
+            Rhs::Loop {
+                n,
+                state,
+                index,
+                body,
+                ..
+            } => {
+                fv_atom(n, bound, out);
+                let m = bound.len();
+                if let Some((z, s, _)) = state {
+                    fv_atom(z, bound, out);
+                    bound.push(s.clone());
+                }
+                bound.push(index.clone());
+                fv_block(body, bound, out);
+                bound.truncate(m);
+            }
+        }
+        bound.push(bd.name.clone());
+    }
+    fv_atom(&b.result, bound, out);
+    bound.truncate(mark);
+}
+
+pub(super) struct Reverse<'b, 'a> {
+    pub b: &'b mut Builder<'a>,
+    /// For compound bindings: the variable holding their sub-tape.
+    subtapes: HashMap<Name, Name>,
+}
+
+/// Pending `let`s, wrapped around a body at the end.
+struct Lets(Vec<(Name, ExprId)>);
+
+impl Lets {
+    fn wrap(self, b: &mut Builder<'_>, mut body: ExprId) -> ExprId {
+        for (n, v) in self.0.into_iter().rev() {
+            body = b.let_(n, v, body);
+        }
+        body
+    }
+}
+
+impl<'b, 'a> Reverse<'b, 'a> {
+    pub fn new(b: &'b mut Builder<'a>) -> Self {
+        Reverse {
+            b,
+            subtapes: HashMap::new(),
+        }
+    }
+
+    fn atom(&mut self, a: &Atom) -> ExprId {
+        match a {
+            Atom::Var(n, t) => self.b.var(n, t.clone()),
+            Atom::Lit(l, t) => self.b.add(Expr::Lit(*l), t.clone()),
+        }
+    }
+
+    fn bind(&mut self, lets: &mut Lets, base: &str, value: ExprId) -> (Name, Type) {
+        let n = self.b.fresh(base);
+        let t = self.b.ty(value);
+        lets.0.push((n.clone(), value));
+        (n, t)
+    }
+
+    /// A shape-free default value of a type: 0.0, 0, false, [], pairs.
+    fn default_of(&mut self, t: &Type) -> ExprId {
+        match t {
+            Type::Double => self.b.double(0.0),
+            Type::Index => self.b.index(0),
+            Type::Bool | Type::Fun(..) => self.b.add(Expr::Lit(Lit::Bool(false)), Type::Bool),
+            Type::Array(_) => self.b.add(Expr::Array(Box::new([])), t.clone()),
+            Type::Pair(a, c) => {
+                let x = self.default_of(a);
+                let y = self.default_of(c);
+                self.b.pair(x, y)
+            }
+        }
+    }
+
+    /// The zero cotangent of type CT[t].
+    fn zero_ct(&mut self, t: &Type) -> ExprId {
+        let ct = cotangent_type(t);
+        self.default_of(&ct)
+    }
+
+    /// a ⊕ c for cotangents of values of type `t`.
+    fn add_ct(&mut self, a: ExprId, c: ExprId, t: &Type) -> ExprId {
+        match t {
+            Type::Double => self.b.dop(Prim::Add, vec![a, c]),
+            Type::Array(_) => {
+                let ty = self.b.ty(a);
+                let both = self
+                    .b
+                    .add(Expr::Array(Box::new([a, c])), Type::array(ty.clone()));
+                self.b.prim(Prim::Concat, vec![both], ty)
+            }
+            Type::Pair(x, y) => {
+                let (pa, pc) = (self.b.fresh("a"), self.b.fresh("c"));
+                let (ta, tc) = (self.b.ty(a), self.b.ty(c));
+                let va = self.b.var(&pa, ta.clone());
+                let fa = self.b.fst(va);
+                let vc = self.b.var(&pc, tc.clone());
+                let fc = self.b.fst(vc);
+                let first = self.add_ct(fa, fc, x);
+                let va = self.b.var(&pa, ta);
+                let sa = self.b.snd(va);
+                let vc = self.b.var(&pc, tc);
+                let sc = self.b.snd(vc);
+                let second = self.add_ct(sa, sc, y);
+                let p = self.b.pair(first, second);
+                let inner = self.b.let_(pc, c, p);
+                self.b.let_(pa, a, inner)
+            }
+            _ => a,
+        }
+    }
+
+    /// The tape type of a block: (entry₁, (entry₂, … false)).
+    fn tape_type(&self, blk: &Block) -> Type {
+        let mut t = Type::Bool;
+        for bd in blk.binds.iter().rev() {
+            t = Type::pair(self.entry_type(bd), t);
+        }
+        t
+    }
+
+    fn entry_type(&self, bd: &Binding) -> Type {
+        match &bd.rhs {
+            Rhs::Prim(..) | Rhs::Array(_) => bd.ty.clone(),
+            Rhs::If(_, t, f) => Type::pair(
+                bd.ty.clone(),
+                Type::pair(self.tape_type(t), self.tape_type(f)),
+            ),
+            Rhs::Loop {
+                kind, state, body, ..
+            } => {
+                let carried = match (kind, state) {
+                    (LoopKind::Build, _) => body.result.ty().clone(),
+                    (_, Some((_, _, st))) => st.clone(),
+                    _ => unreachable!("folds have a state"),
+                };
+                Type::pair(
+                    bd.ty.clone(),
+                    Type::array(Type::pair(carried, self.tape_type(body))),
+                )
+            }
+        }
+    }
+
+    /// The block's plain computation (no tape).
+    pub fn plain(&mut self, blk: &Block) -> ExprId {
+        let mut lets = Lets(Vec::new());
+        for bd in &blk.binds {
+            let v = match &bd.rhs {
+                Rhs::Prim(op, args) => {
+                    let xs = args.iter().map(|a| self.atom(a)).collect();
+                    self.b.prim(*op, xs, bd.ty.clone())
+                }
+                Rhs::Array(args) => {
+                    let xs: Vec<ExprId> = args.iter().map(|a| self.atom(a)).collect();
+                    self.b.add(Expr::Array(xs.into()), bd.ty.clone())
+                }
+                Rhs::If(c, t, f) => {
+                    let c = self.atom(c);
+                    let t = self.plain(t);
+                    let f = self.plain(f);
+                    self.b.if_(c, t, f)
+                }
+                Rhs::Loop {
+                    kind,
+                    n,
+                    state,
+                    index,
+                    body,
+                } => {
+                    let n = self.atom(n);
+                    let pb = self.plain(body);
+                    let lam = self.b.lam(index.clone(), Type::Index, pb);
+                    match (kind, state) {
+                        (LoopKind::Build, _) => {
+                            self.b.prim(Prim::Build, vec![n, lam], bd.ty.clone())
+                        }
+                        (k, Some((z, s, st))) => {
+                            let f = self.b.lam(s.clone(), st.clone(), lam);
+                            let z = self.atom(z);
+                            let op = if *k == LoopKind::IFold {
+                                Prim::IFold
+                            } else {
+                                Prim::IScan
+                            };
+                            self.b.prim(op, vec![f, z, n], bd.ty.clone())
+                        }
+                        _ => unreachable!("folds have a state"),
+                    }
+                }
+            };
+            lets.0.push((bd.name.clone(), v));
+        }
+        let r = self.atom(&blk.result);
+        lets.wrap(self.b, r)
+    }
+
+    /// fwd(B): `(result, tape)`.
+    pub fn fwd(&mut self, blk: &Block) -> ExprId {
+        let mut lets = Lets(Vec::new());
+        let mut entries = Vec::new();
+        for bd in &blk.binds {
+            match &bd.rhs {
+                Rhs::Prim(..) | Rhs::Array(_) => {
+                    let one = Block {
+                        binds: vec![bd.clone()],
+                        result: Atom::Var(bd.name.clone(), bd.ty.clone()),
+                    };
+                    // A single primitive binding: its plain form, inlined.
+                    let v = match self.plain(&one) {
+                        e => match self.b.prog.expr(e).clone() {
+                            Expr::Let { value, .. } => value,
+                            _ => e,
+                        },
+                    };
+                    lets.0.push((bd.name.clone(), v));
+                    entries.push(bd.name.clone());
+                }
+                Rhs::If(c, t, f) => {
+                    let (tt, tf) = (self.tape_type(t), self.tape_type(f));
+                    let c = self.atom(c);
+                    let then_ = {
+                        let r = self.fwd(t);
+                        let n = self.b.fresh("r");
+                        let rv = self.b.var(&n, self.b.ty(r));
+                        let res = self.b.fst(rv);
+                        let rv = self.b.var(&n, self.b.ty(r));
+                        let tape = self.b.snd(rv);
+                        let other = self.default_of(&tf);
+                        let tapes = self.b.pair(tape, other);
+                        let p = self.b.pair(res, tapes);
+                        self.b.let_(n, r, p)
+                    };
+                    let else_ = {
+                        let r = self.fwd(f);
+                        let n = self.b.fresh("r");
+                        let rv = self.b.var(&n, self.b.ty(r));
+                        let res = self.b.fst(rv);
+                        let rv = self.b.var(&n, self.b.ty(r));
+                        let tape = self.b.snd(rv);
+                        let other = self.default_of(&tt);
+                        let tapes = self.b.pair(other, tape);
+                        let p = self.b.pair(res, tapes);
+                        self.b.let_(n, r, p)
+                    };
+                    let e = self.b.if_(c, then_, else_);
+                    let (en, et) = self.bind(&mut lets, "e", e);
+                    let ev = self.b.var(&en, et);
+                    let x = self.b.fst(ev);
+                    lets.0.push((bd.name.clone(), x));
+                    entries.push(en);
+                }
+                Rhs::Loop {
+                    kind,
+                    n,
+                    state,
+                    index,
+                    body,
+                } => {
+                    let nn = self.atom(n);
+                    let fb = self.fwd(body);
+                    let per = self.b.ty(fb);
+                    let tape = match (kind, state) {
+                        (LoopKind::Build, _) => {
+                            let lam = self.b.lam(index.clone(), Type::Index, fb);
+                            self.b
+                                .prim(Prim::Build, vec![nn, lam], Type::array(per.clone()))
+                        }
+                        (_, Some((z, s, st))) => {
+                            // iscan over (state, tape of the previous step).
+                            let acc = self.b.fresh("acc");
+                            let av = self.b.var(&acc, per.clone());
+                            let sv = self.b.fst(av);
+                            let body_ = self.b.let_(s.clone(), sv, fb);
+                            let lam = self.b.lam(index.clone(), Type::Index, body_);
+                            let f = self.b.lam(acc, per.clone(), lam);
+                            let z = self.atom(z);
+                            let tt = self.tape_type(body);
+                            let zt = self.default_of(&tt);
+                            let init = self.b.pair(z, zt);
+                            let _ = st;
+                            self.b
+                                .prim(Prim::IScan, vec![f, init, nn], Type::array(per.clone()))
+                        }
+                        _ => unreachable!("folds have a state"),
+                    };
+                    let (tn, tt) = self.bind(&mut lets, "t", tape);
+                    // The value itself, from the tape.
+                    let x = match kind {
+                        LoopKind::Build => {
+                            let tv = self.b.var(&tn, tt.clone());
+                            let len = self.b.length(tv);
+                            self.b.build(len, |b, k| {
+                                let tv = b.var(&tn, tt.clone());
+                                let kv = b.var(k, Type::Index);
+                                let e = b.get(tv, kv);
+                                b.fst(e)
+                            })
+                        }
+                        LoopKind::IFold => {
+                            let tv = self.b.var(&tn, tt.clone());
+                            let last = self.atom(n);
+                            let e = self.b.get(tv, last);
+                            self.b.fst(e)
+                        }
+                        LoopKind::IScan => {
+                            let tv = self.b.var(&tn, tt.clone());
+                            let len = self.b.length(tv);
+                            self.b.build(len, |b, k| {
+                                let tv = b.var(&tn, tt.clone());
+                                let kv = b.var(k, Type::Index);
+                                let e = b.get(tv, kv);
+                                b.fst(e)
+                            })
+                        }
+                    };
+                    lets.0.push((bd.name.clone(), x));
+                    let xv = self.b.var(&bd.name, bd.ty.clone());
+                    let tv = self.b.var(&tn, tt);
+                    let entry = self.b.pair(xv, tv);
+                    let (en, _) = self.bind(&mut lets, "e", entry);
+                    entries.push(en);
+                }
+            }
+        }
+        let mut tape = self.b.add(Expr::Lit(Lit::Bool(false)), Type::Bool);
+        for (en, bd) in entries.iter().zip(&blk.binds).rev() {
+            let et = self.entry_type(bd);
+            let v = self.b.var(en, et);
+            tape = self.b.pair(v, tape);
+        }
+        let r = self.atom(&blk.result);
+        let out = self.b.pair(r, tape);
+        lets.wrap(self.b, out)
+    }
+
+    /// Lets that rebind a block's variables (and sub-tapes) from its tape.
+    fn restore(&mut self, blk: &Block, tape: ExprId, lets: &mut Lets) {
+        let (mut tn, mut tt) = self.bind(lets, "tp", tape);
+        for bd in &blk.binds {
+            let et = self.entry_type(bd);
+            let tv = self.b.var(&tn, tt.clone());
+            let entry = self.b.fst(tv);
+            match &bd.rhs {
+                Rhs::Prim(..) | Rhs::Array(_) => lets.0.push((bd.name.clone(), entry)),
+                _ => {
+                    let (en, _) = self.bind(lets, "e", entry);
+                    let ev = self.b.var(&en, et.clone());
+                    let x = self.b.fst(ev);
+                    lets.0.push((bd.name.clone(), x));
+                    let ev = self.b.var(&en, et.clone());
+                    let sub = self.b.snd(ev);
+                    let (sn, _) = self.bind(lets, "st", sub);
+                    self.subtapes.insert(bd.name.clone(), sn);
+                }
+            }
+            let tv = self.b.var(&tn, tt.clone());
+            let rest = self.b.snd(tv);
+            (tn, tt) = self.bind(lets, "tp", rest);
+        }
+    }
+
+    /// A tuple (c₁, (c₂, … false)) of expressions.
+    fn tuple(&mut self, items: Vec<ExprId>) -> ExprId {
+        let mut t = self.b.add(Expr::Lit(Lit::Bool(false)), Type::Bool);
+        for i in items.into_iter().rev() {
+            t = self.b.pair(i, t);
+        }
+        t
+    }
+
+    /// Component `k` of a tuple built by [`tuple`].
+    fn proj(&mut self, mut e: ExprId, k: usize) -> ExprId {
+        for _ in 0..k {
+            e = self.b.snd(e);
+        }
+        self.b.fst(e)
+    }
+
+    /// rev(B, ȳ): the tuple of cotangents of `wanted`, with B's variables
+    /// in scope (restored from its tape).
+    pub fn rev(
+        &mut self,
+        blk: &Block,
+        seed: Option<Name>,
+        wanted: &[(Name, Type)],
+    ) -> Result<ExprId, AdError> {
+        let mut lets = Lets(Vec::new());
+        let mut adj: HashMap<Name, Name> = HashMap::new();
+        if let (Some(s), Atom::Var(r, t)) = (seed, &blk.result)
+            && has_doubles(t)
+        {
+            adj.insert(r.clone(), s);
+        }
+        for bd in blk.binds.iter().rev() {
+            let Some(xb) = adj.get(&bd.name).cloned() else {
+                continue;
+            };
+            for (y, ty, c) in self.contributions(bd, &xb, &mut lets)? {
+                if !has_doubles(&ty) {
+                    continue;
+                }
+                let v = match adj.get(&y).cloned() {
+                    Some(old) => {
+                        let o = self.b.var(&old, cotangent_type(&ty));
+                        self.add_ct(o, c, &ty)
+                    }
+                    None => c,
+                };
+                let (n, _) = self.bind(&mut lets, "adj", v);
+                adj.insert(y, n);
+            }
+        }
+        let mut items = Vec::new();
+        for (w, t) in wanted {
+            items.push(match adj.get(w) {
+                Some(a) => self.b.var(a, cotangent_type(t)),
+                None => self.zero_ct(t),
+            });
+        }
+        let out = self.tuple(items);
+        Ok(lets.wrap(self.b, out))
+    }
+
+    /// The contributions (operand, its type, cotangent) of one binding whose
+    /// result has cotangent `xb` (R-* rules).
+    fn contributions(
+        &mut self,
+        bd: &Binding,
+        xb: &Name,
+        lets: &mut Lets,
+    ) -> Result<Vec<(Name, Type, ExprId)>, AdError> {
+        let ct = cotangent_type(&bd.ty);
+        let mut out = Vec::new();
+        match &bd.rhs {
+            Rhs::Prim(op, args) if is_differentiable(*op) && bd.ty == Type::Double => {
+                // R-Add, R-Sub, R-Mult, R-Div, R-Pow, R-Neg, R-Sin, R-Cos,
+                // R-Tan, R-Log, R-Exp, R-Sqrt: āᵢ += ∂ᵢ · x̄ from the table.
+                let atoms: Vec<BAtom> = args
+                    .iter()
+                    .map(|a| match a {
+                        Atom::Var(n, _) => BAtom::Var(n.clone()),
+                        Atom::Lit(Lit::Double(x), _) => BAtom::Lit(*x),
+                        Atom::Lit(_, _) => BAtom::Lit(0.0),
+                    })
+                    .collect();
+                let ps = partials(*op, &atoms, &BAtom::Var(bd.name.clone()), self.b);
+                for (p, a) in ps.into_iter().zip(args) {
+                    if let Atom::Var(n, t) = a {
+                        let c = contract(vec![p], &[Some(BAtom::Var(xb.clone()))], self.b);
+                        out.push((n.clone(), t.clone(), c));
+                    }
+                }
+            }
+            Rhs::Prim(Prim::Pair, args) => {
+                // R-Pair
+                for (k, a) in args.iter().enumerate() {
+                    if let Atom::Var(n, t) = a {
+                        let v = self.b.var(xb, ct.clone());
+                        let c = if k == 0 { self.b.fst(v) } else { self.b.snd(v) };
+                        out.push((n.clone(), t.clone(), c));
+                    }
+                }
+            }
+            Rhs::Prim(op @ (Prim::Fst | Prim::Snd), args) => {
+                // R-Fst, R-Snd
+                if let Atom::Var(n, t) = &args[0] {
+                    let Type::Pair(a, b) = t else {
+                        unreachable!("projection of a pair")
+                    };
+                    let v = self.b.var(xb, ct.clone());
+                    let c = if *op == Prim::Fst {
+                        let z = self.zero_ct(b);
+                        self.b.pair(v, z)
+                    } else {
+                        let z = self.zero_ct(a);
+                        self.b.pair(z, v)
+                    };
+                    out.push((n.clone(), t.clone(), c));
+                }
+            }
+            Rhs::Prim(Prim::Get, args) => {
+                // R-Get: one sparse contribution (i, x̄).
+                if let Atom::Var(n, t) = &args[0] {
+                    let i = self.atom(&args[1]);
+                    let v = self.b.var(xb, ct.clone());
+                    let p = self.b.pair(i, v);
+                    let list = self.b.add(Expr::Array(Box::new([p])), cotangent_type(t));
+                    out.push((n.clone(), t.clone(), list));
+                }
+            }
+            Rhs::Prim(Prim::Concat | Prim::Accum, _) => {
+                return Err(AdError::Unsupported {
+                    what: "reverse mode of `concat` and `accum`".into(),
+                });
+            }
+            // R-Discrete: comparisons, `not`, Index arithmetic, `length`,
+            // `toDouble` have no cotangent to pass on.
+            Rhs::Prim(..) => {}
+            Rhs::Array(args) => {
+                // R-Vector: the list becomes dense once, then element j goes
+                // to the j-th operand.
+                let Type::Array(el) = &bd.ty else {
+                    unreachable!("array literal of array type")
+                };
+                let z = self.zero_ct(el);
+                let k = self.b.index(args.len() as i64);
+                let v = self.b.var(xb, ct.clone());
+                let dense =
+                    self.b
+                        .prim(Prim::Accum, vec![z, k, v], Type::array(cotangent_type(el)));
+                let (dn, dt) = self.bind(lets, "dense", dense);
+                for (j, a) in args.iter().enumerate() {
+                    if let Atom::Var(n, t) = a {
+                        let dv = self.b.var(&dn, dt.clone());
+                        let jv = self.b.index(j as i64);
+                        let c = self.b.get(dv, jv);
+                        out.push((n.clone(), t.clone(), c));
+                    }
+                }
+            }
+            Rhs::If(c, t, f) => {
+                // R-If: the taken branch's reverse, on its own tape.
+                let st = self.subtapes[&bd.name].clone();
+                let stt = Type::pair(self.tape_type(t), self.tape_type(f));
+                let mut fvs = free_vars(t);
+                for v in free_vars(f) {
+                    if !fvs.iter().any(|(n, _)| *n == v.0) {
+                        fvs.push(v);
+                    }
+                }
+                fvs.retain(|(_, t)| has_doubles(t));
+                let branch = |me: &mut Self, blk: &Block, first: bool| -> Result<ExprId, AdError> {
+                    let mut l = Lets(Vec::new());
+                    let sv = me.b.var(&st, stt.clone());
+                    let tape = if first { me.b.fst(sv) } else { me.b.snd(sv) };
+                    me.restore(blk, tape, &mut l);
+                    let r = me.rev(blk, Some(xb.clone()), &fvs)?;
+                    Ok(l.wrap(me.b, r))
+                };
+                let tr = branch(self, t, true)?;
+                let fr = branch(self, f, false)?;
+                let cond = self.atom(c);
+                let e = self.b.if_(cond, tr, fr);
+                let (rn, rt) = self.bind(lets, "r", e);
+                for (k, (n, t)) in fvs.iter().enumerate() {
+                    let rv = self.b.var(&rn, rt.clone());
+                    let c = self.proj(rv, k);
+                    out.push((n.clone(), t.clone(), c));
+                }
+            }
+            Rhs::Loop {
+                kind: LoopKind::Build,
+                n,
+                index,
+                body,
+                ..
+            } => {
+                // R-Build: the cotangent list becomes dense once; each
+                // element's body runs backwards on its own tape; the
+                // contributions are summed (doubles) or joined (lists).
+                let st = self.subtapes[&bd.name].clone();
+                let Type::Array(el) = &bd.ty else {
+                    unreachable!("build has an array type")
+                };
+                let stt = Type::array(Type::pair((**el).clone(), self.tape_type(body)));
+                let mut fvs = free_vars(body);
+                fvs.retain(|(v, t)| v != index && has_doubles(t));
+                let z = self.zero_ct(el);
+                let nv = self.atom(n);
+                let xv = self.b.var(xb, ct.clone());
+                let dense = self.b.prim(
+                    Prim::Accum,
+                    vec![z, nv, xv],
+                    Type::array(cotangent_type(el)),
+                );
+                let (dn, dt) = self.bind(lets, "dense", dense);
+                let mut l = Lets(Vec::new());
+                let sv = self.b.var(&st, stt.clone());
+                let iv = self.b.var(index, Type::Index);
+                let e = self.b.get(sv, iv);
+                let tape = self.b.snd(e);
+                self.restore(body, tape, &mut l);
+                let dv = self.b.var(&dn, dt.clone());
+                let iv = self.b.var(index, Type::Index);
+                let seed = self.b.get(dv, iv);
+                let (sn, _) = self.bind(&mut l, "seed", seed);
+                let r = self.rev(body, Some(sn), &fvs)?;
+                let per = l.wrap(self.b, r);
+                let lam = self.b.lam(index.clone(), Type::Index, per);
+                let nv = self.atom(n);
+                let pt = self.b.ty(lam).fun_result();
+                let contribs = self
+                    .b
+                    .prim(Prim::Build, vec![nv, lam], Type::array(pt.clone()));
+                let (cn, ctt) = self.bind(lets, "contribs", contribs);
+                for (k, (v, t)) in fvs.iter().enumerate() {
+                    let total = self.reduce(&cn, &ctt, k, 0, t);
+                    out.push((v.clone(), t.clone(), total));
+                }
+            }
+            Rhs::Loop {
+                kind,
+                n,
+                state: Some((z, s, sty)),
+                index,
+                body,
+            } => {
+                // R-IFold / R-IScan: a backward `iscan` carries the state's
+                // cotangent and records each iteration's contributions,
+                // which are then summed or joined.
+                let st = self.subtapes[&bd.name].clone();
+                let stt = Type::array(Type::pair(sty.clone(), self.tape_type(body)));
+                let mut fvs = free_vars(body);
+                fvs.retain(|(v, t)| v != index && v != s && has_doubles(t));
+                let sct = cotangent_type(sty);
+                // Dense state cotangents (an iscan's result is an array).
+                let dense = if *kind == LoopKind::IScan {
+                    let z0 = self.zero_ct(sty);
+                    let nv = self.atom(n);
+                    let one = self.b.index(1);
+                    let len = self.b.prim(Prim::Add, vec![nv, one], Type::Index);
+                    let xv = self.b.var(xb, ct.clone());
+                    let d = self
+                        .b
+                        .prim(Prim::Accum, vec![z0, len, xv], Type::array(sct.clone()));
+                    Some(self.bind(lets, "dense", d))
+                } else {
+                    None
+                };
+                let init_state = match &dense {
+                    Some((dn, dt)) => {
+                        let dv = self.b.var(dn, dt.clone());
+                        let nv = self.atom(n);
+                        self.b.get(dv, nv)
+                    }
+                    None => self.b.var(xb, ct.clone()),
+                };
+                let zeros: Vec<ExprId> = fvs.iter().map(|(_, t)| self.zero_ct(t)).collect();
+                let zeros = self.tuple(zeros);
+                let init = self.b.pair(init_state, zeros);
+                let acc_t = self.b.ty(init);
+                // Step k handles iteration i = n - 1 - k.
+                let (acc, k) = (self.b.fresh("acc"), self.b.fresh("k"));
+                let mut l = Lets(Vec::new());
+                let nv = self.atom(n);
+                let one = self.b.index(1);
+                let nm1 = self.b.prim(Prim::Sub, vec![nv, one], Type::Index);
+                let kv = self.b.var(&k, Type::Index);
+                let i_e = self.b.prim(Prim::Sub, vec![nm1, kv], Type::Index);
+                l.0.push((index.clone(), i_e));
+                let av = self.b.var(&acc, acc_t.clone());
+                let sb = self.b.fst(av);
+                let (sbn, _) = self.bind(&mut l, "sb", sb);
+                let sv = self.b.var(&st, stt.clone());
+                let iv = self.b.var(index, Type::Index);
+                let e = self.b.get(sv, iv);
+                let s_i = self.b.fst(e);
+                l.0.push((s.clone(), s_i));
+                let sv = self.b.var(&st, stt.clone());
+                let iv = self.b.var(index, Type::Index);
+                let one = self.b.index(1);
+                let ip1 = self.b.prim(Prim::Add, vec![iv, one], Type::Index);
+                let e = self.b.get(sv, ip1);
+                let tape = self.b.snd(e);
+                self.restore(body, tape, &mut l);
+                let mut wanted = vec![(s.clone(), sty.clone())];
+                wanted.extend(fvs.iter().cloned());
+                let r = self.rev(body, Some(sbn), &wanted)?;
+                let (rn, rt) = self.bind(&mut l, "r", r);
+                let rv = self.b.var(&rn, rt.clone());
+                let mut new_sb = self.b.fst(rv);
+                if let Some((dn, dt)) = &dense {
+                    let dv = self.b.var(dn, dt.clone());
+                    let iv = self.b.var(index, Type::Index);
+                    let d_i = self.b.get(dv, iv);
+                    new_sb = self.add_ct(new_sb, d_i, sty);
+                }
+                let rv = self.b.var(&rn, rt);
+                let rest = self.b.snd(rv);
+                let step = self.b.pair(new_sb, rest);
+                let body_e = l.wrap(self.b, step);
+                let lam_k = self.b.lam(k, Type::Index, body_e);
+                let f = self.b.lam(acc, acc_t.clone(), lam_k);
+                let nv = self.atom(n);
+                let scan = self
+                    .b
+                    .prim(Prim::IScan, vec![f, init, nv], Type::array(acc_t.clone()));
+                let (bn, bt) = self.bind(lets, "back", scan);
+                // z̄ ⊕= the state cotangent after all iterations.
+                if let Atom::Var(zn, zt) = z {
+                    let bv = self.b.var(&bn, bt.clone());
+                    let nv = self.atom(n);
+                    let last = self.b.get(bv, nv);
+                    let c = self.b.fst(last);
+                    out.push((zn.clone(), zt.clone(), c));
+                }
+                for (k, (v, t)) in fvs.iter().enumerate() {
+                    let total = self.reduce(&bn, &bt, k, 1, t);
+                    out.push((v.clone(), t.clone(), total));
+                }
+            }
+            Rhs::Loop { .. } => unreachable!("folds have a state"),
+        }
+        Ok(out)
+    }
+
+    /// ⊕ over j of component `k` of the tuple in `arr[j + offset]` (for the
+    /// backward scan the tuple is the second half of each state), for a
+    /// variable of type `t`.
+    fn reduce(&mut self, arr: &Name, arr_t: &Type, k: usize, offset: i64, t: &Type) -> ExprId {
+        let ct = cotangent_type(t);
+        let element = |me: &mut Self, j: &Name| -> ExprId {
+            let av = me.b.var(arr, arr_t.clone());
+            let jv = me.b.var(j, Type::Index);
+            let idx = if offset == 0 {
+                jv
+            } else {
+                let o = me.b.index(offset);
+                me.b.prim(Prim::Add, vec![jv, o], Type::Index)
+            };
+            let e = me.b.get(av, idx);
+            let tup = if offset == 0 { e } else { me.b.snd(e) };
+            me.proj(tup, k)
+        };
+        let av = self.b.var(arr, arr_t.clone());
+        let len = self.b.length(av);
+        let count = if offset == 0 {
+            len
+        } else {
+            let o = self.b.index(offset);
+            self.b.prim(Prim::Sub, vec![len, o], Type::Index)
+        };
+        match t {
+            Type::Double => {
+                let (s, j) = (self.b.fresh("s"), self.b.fresh("j"));
+                let sv = self.b.var(&s, Type::Double);
+                let x = element(self, &j);
+                let sum = self.b.dop(Prim::Add, vec![sv, x]);
+                let lj = self.b.lam(j, Type::Index, sum);
+                let f = self.b.lam(s, Type::Double, lj);
+                let z = self.b.double(0.0);
+                self.b.prim(Prim::IFold, vec![f, z, count], Type::Double)
+            }
+            _ => {
+                // Lists (and tuples containing them): gather every
+                // iteration's cotangent, then ⊕ them in one pass.
+                let gathered = self.build_with(count, element);
+                self.sum_array(gathered, t, &ct)
+            }
+        }
+    }
+
+    /// `build n (fun j -> f j)`, with `f` given this transformer.
+    fn build_with(&mut self, n: ExprId, f: impl FnOnce(&mut Self, &Name) -> ExprId) -> ExprId {
+        let j = self.b.fresh("j");
+        let body = f(self, &j);
+        let et = self.b.ty(body);
+        let lam = self.b.lam(j, Type::Index, body);
+        self.b.prim(Prim::Build, vec![n, lam], Type::array(et))
+    }
+
+    /// ⊕ of all elements of an array of cotangents of values of type `t`.
+    fn sum_array(&mut self, arr: ExprId, t: &Type, ct: &Type) -> ExprId {
+        match t {
+            Type::Array(_) => self.b.prim(Prim::Concat, vec![arr], ct.clone()),
+            Type::Double => {
+                let (s, j, a) = (self.b.fresh("s"), self.b.fresh("j"), self.b.fresh("a"));
+                let at = self.b.ty(arr);
+                let sv = self.b.var(&s, Type::Double);
+                let av = self.b.var(&a, at.clone());
+                let jv = self.b.var(&j, Type::Index);
+                let x = self.b.get(av, jv);
+                let sum = self.b.dop(Prim::Add, vec![sv, x]);
+                let lj = self.b.lam(j, Type::Index, sum);
+                let f = self.b.lam(s, Type::Double, lj);
+                let z = self.b.double(0.0);
+                let av = self.b.var(&a, at);
+                let len = self.b.length(av);
+                let fold = self.b.prim(Prim::IFold, vec![f, z, len], Type::Double);
+                self.b.let_(a, arr, fold)
+            }
+            Type::Pair(x, y) => {
+                let a = self.b.fresh("a");
+                let at = self.b.ty(arr);
+                let (cx, cy) = (cotangent_type(x), cotangent_type(y));
+                let av = self.b.var(&a, at.clone());
+                let len = self.b.length(av);
+                let firsts = self.b.build(len, |b, j| {
+                    let av = b.var(&a, at.clone());
+                    let jv = b.var(j, Type::Index);
+                    let e = b.get(av, jv);
+                    b.fst(e)
+                });
+                let fx = self.sum_array(firsts, x, &cx);
+                let av = self.b.var(&a, at.clone());
+                let len = self.b.length(av);
+                let seconds = self.b.build(len, |b, j| {
+                    let av = b.var(&a, at.clone());
+                    let jv = b.var(j, Type::Index);
+                    let e = b.get(av, jv);
+                    b.snd(e)
+                });
+                let sy = self.sum_array(seconds, y, &cy);
+                let p = self.b.pair(fx, sy);
+                self.b.let_(a, arr, p)
+            }
+            _ => self.default_of(ct),
+        }
+    }
+
+    /// A cotangent of type CT[t] as a dense value shaped like `primal`.
+    fn dense(&mut self, ct: ExprId, primal: ExprId, t: &Type) -> ExprId {
+        match t {
+            Type::Array(el) if has_doubles(el) => {
+                let (cn, pn) = (self.b.fresh("c"), self.b.fresh("p"));
+                let (ctt, pt) = (self.b.ty(ct), self.b.ty(primal));
+                let pv = self.b.var(&pn, pt.clone());
+                let len = self.b.length(pv);
+                let z = self.zero_ct(el);
+                let cv = self.b.var(&cn, ctt.clone());
+                let acc = self.b.prim(
+                    Prim::Accum,
+                    vec![z, len, cv],
+                    Type::array(cotangent_type(el)),
+                );
+                let (an, at) = (self.b.fresh("d"), self.b.ty(acc));
+                let body = if **el == Type::Double {
+                    self.b.var(&an, at.clone())
+                } else {
+                    let pv = self.b.var(&pn, pt.clone());
+                    let len = self.b.length(pv);
+                    self.b.build(len, |b, j| {
+                        let mut me = Reverse {
+                            b,
+                            subtapes: HashMap::new(),
+                        };
+                        let av = me.b.var(&an, at.clone());
+                        let jv = me.b.var(j, Type::Index);
+                        let cj = me.b.get(av, jv);
+                        let pv = me.b.var(&pn, pt.clone());
+                        let jv = me.b.var(j, Type::Index);
+                        let pj = me.b.get(pv, jv);
+                        me.dense(cj, pj, el)
+                    })
+                };
+                let inner = self.b.let_(an, acc, body);
+                let inner = self.b.let_(pn, primal, inner);
+                self.b.let_(cn, ct, inner)
+            }
+            Type::Pair(x, y) => {
+                let (cn, pn) = (self.b.fresh("c"), self.b.fresh("p"));
+                let (ctt, pt) = (self.b.ty(ct), self.b.ty(primal));
+                let cv = self.b.var(&cn, ctt.clone());
+                let c1 = self.b.fst(cv);
+                let pv = self.b.var(&pn, pt.clone());
+                let p1 = self.b.fst(pv);
+                let d1 = self.dense(c1, p1, x);
+                let cv = self.b.var(&cn, ctt);
+                let c2 = self.b.snd(cv);
+                let pv = self.b.var(&pn, pt);
+                let p2 = self.b.snd(pv);
+                let d2 = self.dense(c2, p2, y);
+                let p = self.b.pair(d1, d2);
+                let inner = self.b.let_(pn, primal, p);
+                self.b.let_(cn, ct, inner)
+            }
+            _ => ct,
+        }
+    }
+
+    /// A dense cotangent `w` of a value of type `t` as CT[t] (a sparse list
+    /// for arrays).
+    fn sparse(&mut self, w: ExprId, t: &Type) -> ExprId {
+        match t {
+            Type::Array(el) => {
+                let wn = self.b.fresh("w");
+                let wt = self.b.ty(w);
+                let wv = self.b.var(&wn, wt.clone());
+                let len = self.b.length(wv);
+                let list = self.b.build(len, |b, j| {
+                    let mut me = Reverse {
+                        b,
+                        subtapes: HashMap::new(),
+                    };
+                    let wv = me.b.var(&wn, wt.clone());
+                    let jv = me.b.var(j, Type::Index);
+                    let x = me.b.get(wv, jv);
+                    let c = me.sparse(x, el);
+                    let jv = me.b.var(j, Type::Index);
+                    me.b.pair(jv, c)
+                });
+                self.b.let_(wn, w, list)
+            }
+            Type::Pair(x, y) => {
+                let wn = self.b.fresh("w");
+                let wt = self.b.ty(w);
+                let wv = self.b.var(&wn, wt.clone());
+                let a = self.b.fst(wv);
+                let a = self.sparse(a, x);
+                let wv = self.b.var(&wn, wt);
+                let c = self.b.snd(wv);
+                let c = self.sparse(c, y);
+                let p = self.b.pair(a, c);
+                self.b.let_(wn, w, p)
+            }
+            _ => w,
+        }
+    }
+}
+
+/// The reverse-mode program for a normalised entry: a definition
+/// `name = fun p₁ … pₙ w -> (f p₁ … pₙ, ∂⟨w, f⟩/∂p_wrt)` taking the result's
+/// cotangent `w` (dense, shaped like the result), or, when `seed` is
+/// false, `fun p₁ … pₙ -> (f …, ∇_{p_wrt} f)` for a Double result (seed 1).
+pub(super) fn reverse_program(
+    b: &mut Builder<'_>,
+    normal: &Normal,
+    wrt: usize,
+    seed: bool,
+    name: &str,
+) -> Result<Def, AdError> {
+    let mut r = Reverse::new(b);
+    let body = &normal.body;
+    let result_t = body.result.ty().clone();
+    let mut lets = Lets(Vec::new());
+    let fr = r.fwd(body);
+    let (frn, frt) = r.bind(&mut lets, "fwd", fr);
+    let fv = r.b.var(&frn, frt.clone());
+    let value = r.b.fst(fv);
+    let (vn, vt) = r.bind(&mut lets, "value", value);
+    let fv = r.b.var(&frn, frt);
+    let tape = r.b.snd(fv);
+    r.restore(body, tape, &mut lets);
+    let w: Name = Rc::from("w'seed");
+    let seed_e = if seed {
+        let wv = r.b.var(&w, result_t.clone());
+        r.sparse(wv, &result_t)
+    } else {
+        r.b.double(1.0)
+    };
+    let (sn, _) = r.bind(&mut lets, "seed", seed_e);
+    let (pn, pt) = normal.params[wrt].clone();
+    let adjs = r.rev(body, Some(sn), &[(pn.clone(), pt.clone())])?;
+    let (an, at) = r.bind(&mut lets, "adjs", adjs);
+    let av = r.b.var(&an, at);
+    let g = r.proj(av, 0);
+    let pv = r.b.var(&pn, pt.clone());
+    let gd = r.dense(g, pv, &pt);
+    let vv = r.b.var(&vn, vt);
+    let out = r.b.pair(vv, gd);
+    let mut e = lets.wrap(r.b, out);
+    if seed {
+        let t = Type::fun(result_t.clone(), r.b.ty(e));
+        e = r.b.add(
+            Expr::Lam {
+                param: w,
+                ann: Some(result_t),
+                body: e,
+            },
+            t,
+        );
+    }
+    for (p, t) in normal.params.iter().rev() {
+        let ft = Type::fun(t.clone(), r.b.ty(e));
+        e = r.b.add(
+            Expr::Lam {
+                param: p.clone(),
+                ann: Some(t.clone()),
+                body: e,
+            },
+            ft,
+        );
+    }
+    Ok(Def {
+        name: Rc::from(name),
+        span: crate::diagnostic::Span::generated(),
+        ann: None,
+        body: e,
+        prelude: false,
+    })
+}
+
+/// The normal form itself as a definition (for checking normalisation).
+pub(super) fn plain_program(b: &mut Builder<'_>, normal: &Normal, name: &str) -> Def {
+    let mut r = Reverse::new(b);
+    let mut e = r.plain(&normal.body);
+    for (p, t) in normal.params.iter().rev() {
+        let ft = Type::fun(t.clone(), r.b.ty(e));
+        e = r.b.add(
+            Expr::Lam {
+                param: p.clone(),
+                ann: Some(t.clone()),
+                body: e,
+            },
+            ft,
+        );
+    }
+    Def {
+        name: Rc::from(name),
+        span: crate::diagnostic::Span::generated(),
+        ann: None,
+        body: e,
+        prelude: false,
+    }
+}

@@ -226,19 +226,27 @@ impl<'b, 'a> Reverse<'b, 'a> {
         }
     }
 
+    /// A primitive or array binding's right-hand side as IR.
+    fn simple_rhs(&mut self, bd: &Binding) -> ExprId {
+        match &bd.rhs {
+            Rhs::Prim(op, args) => {
+                let xs = args.iter().map(|a| self.atom(a)).collect();
+                self.b.prim(*op, xs, bd.ty.clone())
+            }
+            Rhs::Array(args) => {
+                let xs: Vec<ExprId> = args.iter().map(|a| self.atom(a)).collect();
+                self.b.add(Expr::Array(xs.into()), bd.ty.clone())
+            }
+            _ => unreachable!("only primitive and array bindings are simple"),
+        }
+    }
+
     /// The block's plain computation (no tape).
     pub fn plain(&mut self, blk: &Block) -> ExprId {
         let mut lets = Lets(Vec::new());
         for bd in &blk.binds {
             let v = match &bd.rhs {
-                Rhs::Prim(op, args) => {
-                    let xs = args.iter().map(|a| self.atom(a)).collect();
-                    self.b.prim(*op, xs, bd.ty.clone())
-                }
-                Rhs::Array(args) => {
-                    let xs: Vec<ExprId> = args.iter().map(|a| self.atom(a)).collect();
-                    self.b.add(Expr::Array(xs.into()), bd.ty.clone())
-                }
+                Rhs::Prim(..) | Rhs::Array(_) => self.simple_rhs(bd),
                 Rhs::If(c, t, f) => {
                     let c = self.atom(c);
                     let t = self.plain(t);
@@ -286,17 +294,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
         for bd in &blk.binds {
             match &bd.rhs {
                 Rhs::Prim(..) | Rhs::Array(_) => {
-                    let one = Block {
-                        binds: vec![bd.clone()],
-                        result: Atom::Var(bd.name.clone(), bd.ty.clone()),
-                    };
-                    // A single primitive binding: its plain form, inlined.
-                    let v = match self.plain(&one) {
-                        e => match self.b.prog.expr(e).clone() {
-                            Expr::Let { value, .. } => value,
-                            _ => e,
-                        },
-                    };
+                    let v = self.simple_rhs(bd);
                     lets.0.push((bd.name.clone(), v));
                     entries.push(bd.name.clone());
                 }

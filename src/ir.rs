@@ -50,25 +50,26 @@ impl PartialEq for Lit {
 }
 
 /// Types as written in annotations and as produced for monomorphic code.
+/// Shared with `Rc`: passes copy types onto every node they build.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Type {
     Double,
     Index,
     Bool,
-    Array(Box<Type>),
-    Pair(Box<Type>, Box<Type>),
-    Fun(Box<Type>, Box<Type>),
+    Array(Rc<Type>),
+    Pair(Rc<Type>, Rc<Type>),
+    Fun(Rc<Type>, Rc<Type>),
 }
 
 impl Type {
     pub fn array(t: Type) -> Type {
-        Type::Array(Box::new(t))
+        Type::Array(Rc::new(t))
     }
     pub fn pair(a: Type, b: Type) -> Type {
-        Type::Pair(Box::new(a), Box::new(b))
+        Type::Pair(Rc::new(a), Rc::new(b))
     }
     pub fn fun(a: Type, b: Type) -> Type {
-        Type::Fun(Box::new(a), Box::new(b))
+        Type::Fun(Rc::new(a), Rc::new(b))
     }
     /// DT[[·]], the type of the dual-number form of a value of this type
     /// (spec/ad-forward.md): DT-Double, DT-Index, DT-Bool, DT-Arr, DT-Pair,

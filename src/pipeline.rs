@@ -87,8 +87,8 @@ pub fn entry(loaded: &Loaded, name: &str) -> Result<Entry, Diagnostic> {
                 "its parameters must be data, not functions",
             ));
         }
-        params.push((pname, *a));
-        ty = *b;
+        params.push((pname, (*a).clone()));
+        ty = (*b).clone();
     }
     if !ty.is_data() {
         return Err(bad_entry(name, &ty, span, "it returns a function"));

@@ -121,21 +121,21 @@ impl<'a> Builder<'a> {
         let Type::Pair(a, _) = self.ty(p) else {
             unreachable!("fst of a non-pair")
         };
-        self.prim(Prim::Fst, vec![p], *a)
+        self.prim(Prim::Fst, vec![p], (*a).clone())
     }
 
     pub fn snd(&mut self, p: ExprId) -> ExprId {
         let Type::Pair(_, b) = self.ty(p) else {
             unreachable!("snd of a non-pair")
         };
-        self.prim(Prim::Snd, vec![p], *b)
+        self.prim(Prim::Snd, vec![p], (*b).clone())
     }
 
     pub fn get(&mut self, a: ExprId, i: ExprId) -> ExprId {
         let Type::Array(t) = self.ty(a) else {
             unreachable!("get of a non-array")
         };
-        self.prim(Prim::Get, vec![a, i], *t)
+        self.prim(Prim::Get, vec![a, i], (*t).clone())
     }
 
     pub fn length(&mut self, a: ExprId) -> ExprId {
@@ -158,7 +158,7 @@ impl<'a> Builder<'a> {
         let Type::Fun(_, r) = self.ty(f) else {
             unreachable!("application of a non-function")
         };
-        self.add(Expr::App { fun: f, arg: a }, *r)
+        self.add(Expr::App { fun: f, arg: a }, (*r).clone())
     }
 
     pub fn let_(&mut self, name: Name, value: ExprId, body: ExprId) -> ExprId {

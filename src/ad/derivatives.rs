@@ -17,6 +17,9 @@ pub struct Partial {
     pub negative: bool,
     pub num: Option<crate::ir::ExprId>,
     pub den: Option<crate::ir::ExprId>,
+    /// The partial may be infinite where the primitive is defined (sqrt
+    /// at 0): a zero seed must then give a zero term, not 0/0.
+    pub guard_zero_seed: bool,
 }
 
 impl Partial {
@@ -25,6 +28,7 @@ impl Partial {
             negative: false,
             num: None,
             den: None,
+            guard_zero_seed: false,
         }
     }
     fn minus_one() -> Partial {
@@ -32,6 +36,7 @@ impl Partial {
             negative: true,
             num: None,
             den: None,
+            guard_zero_seed: false,
         }
     }
     fn times(e: crate::ir::ExprId) -> Partial {
@@ -39,6 +44,7 @@ impl Partial {
             negative: false,
             num: Some(e),
             den: None,
+            guard_zero_seed: false,
         }
     }
     fn over(e: crate::ir::ExprId) -> Partial {
@@ -46,6 +52,7 @@ impl Partial {
             negative: false,
             num: None,
             den: Some(e),
+            guard_zero_seed: false,
         }
     }
 }
@@ -95,6 +102,7 @@ pub fn partials(op: Prim, args: &[Atom], r: &Atom, b: &mut Builder) -> Vec<Parti
                     negative: true,
                     num: Some(rr),
                     den: Some(d2),
+                    guard_zero_seed: false,
                 },
             ]
         }
@@ -139,6 +147,7 @@ pub fn partials(op: Prim, args: &[Atom], r: &Atom, b: &mut Builder) -> Vec<Parti
                 negative: true,
                 num: Some(s),
                 den: None,
+                guard_zero_seed: false,
             }]
         }
         // D-Tan: ∂ tan a = 1 / (cos a * cos a)
@@ -153,11 +162,14 @@ pub fn partials(op: Prim, args: &[Atom], r: &Atom, b: &mut Builder) -> Vec<Parti
         Prim::Log => vec![Partial::over(a(b, 0))],
         // D-Exp: ∂ exp a = r
         Prim::Exp => vec![Partial::times(b.atom(r))],
-        // D-Sqrt: ∂ sqrt a = 1 / (2 r)
+        // D-Sqrt: ∂ sqrt a = 1 / (2 r), infinite at a = 0 (where a zero
+        // seed still gives a zero term).
         Prim::Sqrt => {
             let two = b.double(2.0);
             let rr = b.atom(r);
-            vec![Partial::over(b.dop(Prim::Mul, vec![two, rr]))]
+            let mut p = Partial::over(b.dop(Prim::Mul, vec![two, rr]));
+            p.guard_zero_seed = true;
+            vec![p]
         }
         other => unreachable!("{other:?} has no entry in the derivative table"),
     }
@@ -177,6 +189,13 @@ pub fn contract(ps: Vec<Partial>, seeds: &[Option<Atom>], b: &mut Builder) -> cr
         }
         if let Some(d) = p.den {
             t = b.dop(Prim::Div, vec![t, d]);
+        }
+        if p.guard_zero_seed {
+            let sv = b.atom(s);
+            let z = b.double(0.0);
+            let is_zero = b.prim(Prim::Eq, vec![sv, z], crate::ir::Type::Bool);
+            let z = b.double(0.0);
+            t = b.if_(is_zero, z, t);
         }
         acc = Some(match (acc, p.negative) {
             (None, false) => t,

@@ -105,6 +105,48 @@ pub(super) struct Reverse<'b, 'a> {
     pub b: &'b mut Builder<'a>,
     /// For compound bindings: the variable holding their sub-tape.
     subtapes: HashMap<Name, Name>,
+    /// Variables that depend on the independent variable (activity
+    /// analysis): only they get cotangents. Besides saving work, this
+    /// keeps an infinite partial of an unrelated operand (sqrt at 0) from
+    /// making the gradient ⊥.
+    active: std::collections::HashSet<Name>,
+}
+
+/// Marks the variables of `blk` that depend on an already active one.
+/// Conservative for loops and conditionals: their result (and a fold's
+/// state) is active when anything they read is.
+pub fn activity(blk: &Block, active: &mut std::collections::HashSet<Name>) {
+    let is_active =
+        |a: &Atom, act: &std::collections::HashSet<Name>| a.var().is_some_and(|n| act.contains(n));
+    for bd in &blk.binds {
+        let on = match &bd.rhs {
+            Rhs::Prim(_, args) | Rhs::Array(args) => args.iter().any(|a| is_active(a, active)),
+            Rhs::If(_, t, f) => {
+                activity(t, active);
+                activity(f, active);
+                free_vars(t)
+                    .iter()
+                    .chain(free_vars(f).iter())
+                    .any(|(n, _)| active.contains(n))
+            }
+            Rhs::Loop {
+                state, index, body, ..
+            } => {
+                let reads = free_vars(body)
+                    .iter()
+                    .any(|(n, _)| n != index && active.contains(n))
+                    || state.as_ref().is_some_and(|(z, _, _)| is_active(z, active));
+                if reads && let Some((_, s, _)) = state {
+                    active.insert(s.clone());
+                }
+                activity(body, active);
+                reads
+            }
+        };
+        if on && has_doubles(&bd.ty) {
+            active.insert(bd.name.clone());
+        }
+    }
 }
 
 /// Pending `let`s, wrapped around a body at the end.
@@ -124,6 +166,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
         Reverse {
             b,
             subtapes: HashMap::new(),
+            active: std::collections::HashSet::new(),
         }
     }
 
@@ -479,7 +522,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 continue;
             };
             for (y, ty, c) in self.contributions(bd, &xb, &mut lets)? {
-                if !has_doubles(&ty) {
+                if !has_doubles(&ty) || !self.active.contains(&y) {
                     continue;
                 }
                 let v = match adj.get(&y).cloned() {
@@ -528,7 +571,9 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     .collect();
                 let ps = partials(*op, &atoms, &BAtom::Var(bd.name.clone()), self.b);
                 for (p, a) in ps.into_iter().zip(args) {
-                    if let Atom::Var(n, t) = a {
+                    if let Atom::Var(n, t) = a
+                        && self.active.contains(n)
+                    {
                         let c = contract(vec![p], &[Some(BAtom::Var(xb.clone()))], self.b);
                         out.push((n.clone(), t.clone(), c));
                     }
@@ -611,7 +656,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                         fvs.push(v);
                     }
                 }
-                fvs.retain(|(_, t)| has_doubles(t));
+                fvs.retain(|(n, t)| has_doubles(t) && self.active.contains(n));
                 let branch = |me: &mut Self, blk: &Block, first: bool| -> Result<ExprId, AdError> {
                     let mut l = Lets(Vec::new());
                     let sv = me.b.var(&st, stt.clone());
@@ -647,7 +692,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 };
                 let stt = Type::array(Type::pair((**el).clone(), self.tape_type(body)));
                 let mut fvs = free_vars(body);
-                fvs.retain(|(v, t)| v != index && has_doubles(t));
+                fvs.retain(|(v, t)| v != index && has_doubles(t) && self.active.contains(v));
                 let z = self.zero_ct(el);
                 let nv = self.atom(n);
                 let xv = self.b.var(xb, ct.clone());
@@ -694,7 +739,9 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 let st = self.subtapes[&bd.name].clone();
                 let stt = Type::array(Type::pair(sty.clone(), self.tape_type(body)));
                 let mut fvs = free_vars(body);
-                fvs.retain(|(v, t)| v != index && v != s && has_doubles(t));
+                fvs.retain(|(v, t)| {
+                    v != index && v != s && has_doubles(t) && self.active.contains(v)
+                });
                 let sct = cotangent_type(sty);
                 // Dense state cotangents (an iscan's result is an array).
                 let dense = if *kind == LoopKind::IScan {
@@ -916,6 +963,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                         let mut me = Reverse {
                             b,
                             subtapes: HashMap::new(),
+                            active: std::collections::HashSet::new(),
                         };
                         let av = me.b.var(&an, at.clone());
                         let jv = me.b.var(j, Type::Index);
@@ -964,6 +1012,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     let mut me = Reverse {
                         b,
                         subtapes: HashMap::new(),
+                        active: std::collections::HashSet::new(),
                     };
                     let wv = me.b.var(&wn, wt.clone());
                     let jv = me.b.var(j, Type::Index);
@@ -1004,6 +1053,8 @@ pub(super) fn reverse_program(
 ) -> Result<Def, AdError> {
     let mut r = Reverse::new(b);
     let body = &normal.body;
+    r.active.insert(normal.params[wrt].0.clone());
+    activity(body, &mut r.active);
     let result_t = body.result.ty().clone();
     let mut lets = Lets(Vec::new());
     let fr = r.fwd(body);

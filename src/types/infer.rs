@@ -117,12 +117,55 @@ impl Typing {
         }
     }
 
+    /// The ground type of `t` after substituting `map` for quantified
+    /// variables and defaulting the rest to Double, memoised per variable
+    /// in `cache` (valid for one `map`): linear in the size of the types,
+    /// however often a large type is shared.
+    pub(crate) fn ground_memo(
+        &self,
+        t: &Ty,
+        map: &HashMap<u32, Ty>,
+        cache: &mut HashMap<u32, Type>,
+    ) -> Type {
+        match t {
+            Ty::Double => Type::Double,
+            Ty::Index => Type::Index,
+            Ty::Bool => Type::Bool,
+            Ty::Array(e) => Type::array(self.ground_memo(e, map, cache)),
+            Ty::Pair(a, b) => Type::pair(
+                self.ground_memo(a, map, cache),
+                self.ground_memo(b, map, cache),
+            ),
+            Ty::Fun(a, b) => Type::fun(
+                self.ground_memo(a, map, cache),
+                self.ground_memo(b, map, cache),
+            ),
+            Ty::Var(v) => {
+                if let Some(g) = cache.get(v) {
+                    return g.clone();
+                }
+                let g = match (&self.vars[*v as usize].link, map.get(v)) {
+                    (Some(l), _) => self.ground_memo(&l.clone(), map, cache),
+                    (None, Some(m)) => self.ground_memo(&m.clone(), map, cache),
+                    (None, None) => Type::Double,
+                };
+                cache.insert(*v, g.clone());
+                g
+            }
+        }
+    }
+
     /// The resolved type of an expression (with variables left as is).
     pub(crate) fn ty_of(&self, e: ExprId) -> Option<Ty> {
         self.types
             .get(e.as_u32() as usize)
             .and_then(|t| t.as_ref())
             .map(|t| self.resolve(t))
+    }
+
+    /// The type recorded for an expression, unresolved (cheap).
+    pub(crate) fn raw_ty(&self, e: ExprId) -> Option<Ty> {
+        self.types.get(e.as_u32() as usize).and_then(|t| t.clone())
     }
 
     /// The ground type of an expression, if it has one.

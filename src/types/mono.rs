@@ -10,7 +10,7 @@ use std::rc::Rc;
 use cranelift_entity::SecondaryMap;
 
 use super::TypeError;
-use super::infer::{Ty, Typing, ground, subst};
+use super::infer::{Ty, Typing};
 use crate::diagnostic::Span;
 use crate::ir::{Def, Expr, ExprId, Lit, Name, Program, Type};
 
@@ -42,6 +42,7 @@ pub fn monomorphise(
         typing,
         out: Program::new(),
         types: SecondaryMap::new(),
+        cache: HashMap::new(),
         names: HashMap::new(),
         taken: HashSet::new(),
         used: all_names(prog),
@@ -58,6 +59,7 @@ pub fn monomorphise(
             .zip(&args)
             .map(|(v, t)| (*v, Ty::from_type(t)))
             .collect();
+        m.cache.clear();
         let body = m.copy(prog.defs[idx].body, &map);
         let d = &prog.defs[idx];
         m.done.push((
@@ -99,6 +101,8 @@ struct Mono<'a> {
     typing: &'a Typing,
     out: Program,
     types: SecondaryMap<ExprId, Option<Type>>,
+    /// Ground types per type variable, for the definition being copied.
+    cache: HashMap<u32, Type>,
     names: HashMap<(usize, Vec<Type>), Name>,
     /// Names of the copies made so far.
     taken: HashSet<Name>,
@@ -134,14 +138,13 @@ impl Mono<'_> {
         name
     }
 
-    fn ground_of(&self, t: &Ty, map: &HashMap<u32, Ty>) -> Type {
-        let t = subst(t, map, self.typing);
-        ground(&default_vars(&t)).expect("defaulted type is ground")
+    fn ground_of(&mut self, t: &Ty, map: &HashMap<u32, Ty>) -> Type {
+        self.typing.ground_memo(t, map, &mut self.cache)
     }
 
     fn copy(&mut self, e: ExprId, map: &HashMap<u32, Ty>) -> ExprId {
         let span = self.prog.span(e);
-        let ty = self.typing.ty_of(e).map(|t| self.ground_of(&t, map));
+        let ty = self.typing.raw_ty(e).map(|t| self.ground_of(&t, map));
         let new = match self.prog.expr(e).clone() {
             Expr::Var(x) => match self.typing.insts.get(&e) {
                 Some((idx, args)) => {
@@ -153,7 +156,7 @@ impl Mono<'_> {
             Expr::Lit(Lit::Int(n)) => {
                 let t = self
                     .typing
-                    .ty_of(e)
+                    .raw_ty(e)
                     .map(|t| self.ground_of(&t, map))
                     .unwrap_or(Type::Index);
                 if t == Type::Double {
@@ -201,15 +204,5 @@ impl Mono<'_> {
         let id = self.out.add(new, span);
         self.types[id] = ty;
         id
-    }
-}
-
-fn default_vars(t: &Ty) -> Ty {
-    match t {
-        Ty::Var(_) => Ty::Double,
-        Ty::Array(e) => Ty::Array(Rc::new(default_vars(e))),
-        Ty::Pair(a, b) => Ty::Pair(Rc::new(default_vars(a)), Rc::new(default_vars(b))),
-        Ty::Fun(a, b) => Ty::Fun(Rc::new(default_vars(a)), Rc::new(default_vars(b))),
-        other => other.clone(),
     }
 }

@@ -591,7 +591,13 @@ fn num(prog: &Program, e: ExprId, env: &[f64; 3]) -> f64 {
                 Prim::Log => a.ln(),
                 Prim::Exp => a.exp(),
                 Prim::Sqrt => a.sqrt(),
+                Prim::Tan => a.tan(),
                 Prim::Gt => f64::from(u8::from(a > b)),
+                Prim::Lt => f64::from(u8::from(a < b)),
+                Prim::Ge => f64::from(u8::from(a >= b)),
+                Prim::Le => f64::from(u8::from(a <= b)),
+                Prim::Eq => f64::from(u8::from(a == b)),
+                Prim::Ne => f64::from(u8::from(a != b)),
                 other => unreachable!("the derivative table does not use {other:?}"),
             }
         }

@@ -123,6 +123,9 @@ pub struct Normaliser<'a> {
     types: &'a SecondaryMap<ExprId, Option<Type>>,
     /// The bindings of the block being built (innermost last).
     blocks: Vec<Vec<Binding>>,
+    /// Common subexpressions: a primitive already applied to the same
+    /// atoms in this block or an enclosing one is not recomputed.
+    memo: Vec<std::collections::HashMap<String, Atom>>,
     /// Data-valued definitions already bound at the top: name → atom.
     globals: Vec<(Name, Sv)>,
     /// Top-level bindings of data definitions, in order of first use.
@@ -142,6 +145,7 @@ pub fn normalise(
         prog,
         types,
         blocks: vec![Vec::new()],
+        memo: vec![std::collections::HashMap::new()],
         globals: Vec::new(),
         top: Vec::new(),
         counter: 0,
@@ -187,7 +191,22 @@ impl Normaliser<'_> {
     }
 
     fn emit(&mut self, ty: Type, rhs: Rhs) -> Atom {
+        let key = match &rhs {
+            Rhs::Prim(op, args) => Some(format!("{op:?} {args:?}")),
+            _ => None,
+        };
+        if let Some(k) = &key
+            && let Some(a) = self.memo.iter().rev().find_map(|m| m.get(k))
+        {
+            return a.clone();
+        }
         let name = self.fresh("x");
+        if let Some(k) = key {
+            self.memo
+                .last_mut()
+                .expect("a memo per block")
+                .insert(k, Atom::Var(name.clone(), ty.clone()));
+        }
         self.blocks.last_mut().expect("a block").push(Binding {
             name: name.clone(),
             ty: ty.clone(),
@@ -202,7 +221,9 @@ impl Normaliser<'_> {
         f: impl FnOnce(&mut Self) -> Result<Atom, AdError>,
     ) -> Result<Block, AdError> {
         self.blocks.push(Vec::new());
+        self.memo.push(std::collections::HashMap::new());
         let r = f(self);
+        self.memo.pop();
         let binds = self.blocks.pop().expect("pushed");
         Ok(Block { binds, result: r? })
     }
@@ -219,8 +240,10 @@ impl Normaliser<'_> {
         let body = d.body;
         // A data definition is computed once, at the top of the entry.
         let saved = std::mem::replace(&mut self.blocks, vec![Vec::new()]);
+        let saved_memo = std::mem::replace(&mut self.memo, vec![std::collections::HashMap::new()]);
         let v = self.norm(body, &None);
         let top = std::mem::replace(&mut self.blocks, saved);
+        self.memo = saved_memo;
         let v = v?;
         for b in top {
             self.top.extend(b);

@@ -712,7 +712,13 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 let iv = self.b.var(index, Type::Index);
                 let seed = self.b.get(dv, iv);
                 let (sn, _) = self.bind(&mut l, "seed", seed);
-                let r = self.rev(body, Some(sn), &fvs)?;
+                let mut r = self.rev(body, Some(sn), &fvs)?;
+                // With a single free variable, each element's contribution
+                // is stored bare, so a list can be joined without a gather.
+                let single = fvs.len() == 1;
+                if single {
+                    r = self.proj(r, 0);
+                }
                 let per = l.wrap(self.b, r);
                 let lam = self.b.lam(index.clone(), Type::Index, per);
                 let nv = self.atom(n);
@@ -722,7 +728,12 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     .prim(Prim::Build, vec![nv, lam], Type::array(pt.clone()));
                 let (cn, ctt) = self.bind(lets, "contribs", contribs);
                 for (k, (v, t)) in fvs.iter().enumerate() {
-                    let total = self.reduce(&cn, &ctt, k, 0, t);
+                    let total = if single {
+                        let cv = self.b.var(&cn, ctt.clone());
+                        self.sum_array(cv, t, &cotangent_type(t))
+                    } else {
+                        self.reduce(&cn, &ctt, k, false, t)
+                    };
                     out.push((v.clone(), t.clone(), total));
                 }
             }
@@ -771,12 +782,15 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 let acc_t = self.b.ty(init);
                 // Step k handles iteration i = n - 1 - k.
                 let (acc, k) = (self.b.fresh("acc"), self.b.fresh("k"));
-                let mut l = Lets(Vec::new());
+                // n - 1, once, outside the loop.
                 let nv = self.atom(n);
                 let one = self.b.index(1);
                 let nm1 = self.b.prim(Prim::Sub, vec![nv, one], Type::Index);
+                let (nm1n, _) = self.bind(lets, "last", nm1);
+                let mut l = Lets(Vec::new());
+                let nm1v = self.b.var(&nm1n, Type::Index);
                 let kv = self.b.var(&k, Type::Index);
-                let i_e = self.b.prim(Prim::Sub, vec![nm1, kv], Type::Index);
+                let i_e = self.b.prim(Prim::Sub, vec![nm1v, kv], Type::Index);
                 l.0.push((index.clone(), i_e));
                 let av = self.b.var(&acc, acc_t.clone());
                 let sb = self.b.fst(av);
@@ -825,7 +839,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     out.push((zn.clone(), zt.clone(), c));
                 }
                 for (k, (v, t)) in fvs.iter().enumerate() {
-                    let total = self.reduce(&bn, &bt, k, 1, t);
+                    let total = self.reduce(&bn, &bt, k, true, t);
                     out.push((v.clone(), t.clone(), total));
                 }
             }
@@ -834,32 +848,22 @@ impl<'b, 'a> Reverse<'b, 'a> {
         Ok(out)
     }
 
-    /// ⊕ over j of component `k` of the tuple in `arr[j + offset]` (for the
-    /// backward scan the tuple is the second half of each state), for a
-    /// variable of type `t`.
-    fn reduce(&mut self, arr: &Name, arr_t: &Type, k: usize, offset: i64, t: &Type) -> ExprId {
+    /// ⊕ over j of component `k` of the tuple in `arr[j]` (for a backward
+    /// scan, the tuple is the second half of each state), for a variable of
+    /// type `t`.
+    fn reduce(&mut self, arr: &Name, arr_t: &Type, k: usize, in_state: bool, t: &Type) -> ExprId {
         let ct = cotangent_type(t);
+        // For a backward scan, element j is (state cotangent, tuple); its
+        // first element holds the initial zeros, harmless to include.
         let element = |me: &mut Self, j: &Name| -> ExprId {
             let av = me.b.var(arr, arr_t.clone());
             let jv = me.b.var(j, Type::Index);
-            let idx = if offset == 0 {
-                jv
-            } else {
-                let o = me.b.index(offset);
-                me.b.prim(Prim::Add, vec![jv, o], Type::Index)
-            };
-            let e = me.b.get(av, idx);
-            let tup = if offset == 0 { e } else { me.b.snd(e) };
+            let e = me.b.get(av, jv);
+            let tup = if in_state { me.b.snd(e) } else { e };
             me.proj(tup, k)
         };
         let av = self.b.var(arr, arr_t.clone());
-        let len = self.b.length(av);
-        let count = if offset == 0 {
-            len
-        } else {
-            let o = self.b.index(offset);
-            self.b.prim(Prim::Sub, vec![len, o], Type::Index)
-        };
+        let count = self.b.length(av);
         match t {
             Type::Double => {
                 let (s, j) = (self.b.fresh("s"), self.b.fresh("j"));

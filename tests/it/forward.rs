@@ -58,7 +58,7 @@ fn both_ways(src: &str, entry: &str, wrt: &str, input: &str) -> (Columns, Column
 
 /// Asserts that two Jacobians (by columns) have the same shape and agree
 /// entry by entry within ρ ≤ `tol`; returns the number of entries.
-fn assert_columns_close(what: &str, a: &Columns, b: &Columns, tol: f64) -> usize {
+pub(crate) fn assert_columns_close(what: &str, a: &Columns, b: &Columns, tol: f64) -> usize {
     assert_eq!(
         a.columns.len(),
         b.columns.len(),
@@ -278,7 +278,7 @@ fn unary_primitives_match_their_derivatives() {
 /// result (`vectorMap`, `matrixMap`, … with a fixed function argument),
 /// and the arguments to differentiate at: nowhere near a branch point of
 /// `max`, `min`, `abs`, `vectorMax`, `vectorMin`.
-const LIBRARY: &str = "
+pub(crate) const LIBRARY: &str = "
 let e_square = fun (x: Double) -> square x
 let e_max = fun (a: Double) (b: Double) -> max a b
 let e_min = fun (a: Double) (b: Double) -> min a b
@@ -325,7 +325,7 @@ const M32: &str = "[[0.9, -0.2], [0.4, 1.3], [-1.1, 0.7]]";
 const M33: &str = "[[0.9, -0.2, 0.5], [0.4, 1.3, -0.6], [-1.1, 0.7, 2.2]]";
 
 /// (entry, arguments as a JSON array).
-fn library_cases() -> Vec<(&'static str, String)> {
+pub(crate) fn library_cases() -> Vec<(&'static str, String)> {
     let two = |a: &str, b: &str| format!("[{a}, {b}]");
     vec![
         ("square", "[-1.3]".into()),

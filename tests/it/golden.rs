@@ -6,6 +6,9 @@
 //! // run: EXPR => JSON           EXPR evaluates to JSON (or `error[code]`)
 //! // rules: EXPR => E-A E-B ...  the set of E-* rules evaluating EXPR uses
 //! // error: CODE                 the file itself fails to load with CODE
+//! // grad: F P INPUT => JSON       the gradient of F w.r.t. its parameter P
+//! //                              at INPUT (JSON), by reverse mode; forward
+//! //                              mode and the tape must agree (ρ ≤ 1e-10)
 //! ```
 //!
 //! Every file that loads is also printed and re-parsed (round trip).
@@ -71,6 +74,45 @@ fn rules_used(src: &str, expr: &str) -> String {
     s
 }
 
+/// `F P INPUT`: the gradient by reverse mode, checked against forward
+/// mode and the tape.
+fn gradient_text(src: &str, spec: &str) -> String {
+    use fsmooth::gradient;
+    let mut parts = spec.splitn(3, ' ');
+    let (Some(f), Some(p), Some(input)) = (parts.next(), parts.next(), parts.next()) else {
+        return "malformed: want `F P INPUT`".to_string();
+    };
+    let rev = match pipeline::reverse_derivative(src, f, p) {
+        Ok(r) => r,
+        Err(d) => return format!("error[{}]", d.code),
+    };
+    let args = match rev.base.read_input(Some(input)) {
+        Ok(a) => a,
+        Err(d) => return format!("error[{}]", d.code),
+    };
+    let like = args[rev.wrt].clone();
+    let limits = Limits::default();
+    let r = match gradient::reverse(&rev, args.clone(), limits) {
+        Ok(c) => c.gradient(&like),
+        Err(e) => return format!("error[{}]", fsmooth::diagnostic::Diagnose::code(&e)),
+    };
+    let fwd = pipeline::derivative(src, f, p)
+        .ok()
+        .and_then(|d| gradient::forward(&d, args.clone(), limits).ok())
+        .map(|c| c.gradient(&like));
+    let tape = gradient::tape(&rev.base, rev.wrt, args, limits)
+        .ok()
+        .map(|c| c.gradient(&like));
+    for (mode, other) in [("forward", fwd), ("tape", tape)] {
+        match other.and_then(|o| o.max_rho(&r).map(|rho| (o, rho))) {
+            Some((_, rho)) if rho <= 1e-10 => {}
+            Some((o, _)) => return format!("{r} (but {mode} mode gives {o})"),
+            None => return format!("{r} (but {mode} mode fails)"),
+        }
+    }
+    r.to_string()
+}
+
 /// Checks one file; returns its failures and the blessed text.
 fn check_file(path: &Path) -> (Vec<String>, String) {
     let src = std::fs::read_to_string(path).expect("golden file readable");
@@ -132,16 +174,17 @@ fn check_file(path: &Path) -> (Vec<String>, String) {
             .strip_prefix("// run:")
             .map(|r| ("run", r))
             .or_else(|| line.strip_prefix("// rules:").map(|r| ("rules", r)))
+            .or_else(|| line.strip_prefix("// grad:").map(|r| ("grad", r)))
         {
             let Some((expr, expected)) = rest.rsplit_once(" => ") else {
                 failures.push(format!("{name}: malformed {kind} line `{line}`"));
                 continue;
             };
             let expr = expr.trim();
-            let actual = if kind == "run" {
-                eval_text(&src, expr)
-            } else {
-                rules_used(&src, expr)
+            let actual = match kind {
+                "run" => eval_text(&src, expr),
+                "grad" => gradient_text(&src, expr),
+                _ => rules_used(&src, expr),
             };
             if actual != expected.trim() {
                 failures.push(format!(

@@ -9,4 +9,5 @@ mod eval;
 mod forward;
 mod golden;
 mod props;
+mod reverse;
 mod tidy;

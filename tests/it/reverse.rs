@@ -1,0 +1,165 @@
+//! Reverse mode: agreement of the four gradients (source-to-source
+//! reverse, the tape, forward mode, finite differences) on the whole M̃
+//! library, and the cheap-gradient criterion measured in operations.
+
+use fsmooth::eval::Limits;
+use fsmooth::gradient::{self, Columns};
+use fsmooth::pipeline;
+
+use crate::forward::{LIBRARY, assert_columns_close, library_cases};
+
+fn rev_columns(src: &str, entry: &str, wrt: &str, input: &str) -> (Columns, Columns) {
+    let r = pipeline::reverse_derivative(src, entry, wrt).expect("reverse program builds");
+    let args = r.base.read_input(Some(input)).expect("input");
+    let limits = Limits::default();
+    let rev = gradient::reverse(&r, args.clone(), limits).expect("reverse runs");
+    let tape = gradient::tape(&r.base, r.wrt, args, limits).expect("tape runs");
+    (rev, tape)
+}
+
+/// R-* rules on every prelude function: reverse = tape = forward = fd.
+#[test]
+fn reverse_mode_matches_the_tape_forward_mode_and_finite_differences_on_the_prelude() {
+    let mut entries = 0;
+    for (name, input) in library_cases() {
+        let entry = format!("e_{name}");
+        let loaded = pipeline::load(LIBRARY).expect("LIBRARY loads");
+        let base = pipeline::entry(&loaded, &entry).expect("entry");
+        for (p, _) in &base.params {
+            let what = format!("{entry} {input} wrt {p}");
+            let (rev, tape) = rev_columns(LIBRARY, &entry, p, &input);
+            let d = pipeline::derivative(LIBRARY, &entry, p).expect("forward");
+            let args = base.read_input(Some(&input)).expect("input");
+            let fwd = gradient::forward(&d, args.clone(), Limits::default()).expect("forward runs");
+            let fd = gradient::finite_differences(&d.base, d.wrt, args, Limits::default())
+                .expect("fd runs");
+            entries += assert_columns_close(&format!("rev vs tape: {what}"), &rev, &tape, 1e-12);
+            assert_columns_close(&format!("rev vs fwd: {what}"), &rev, &fwd, 1e-12);
+            assert_columns_close(&format!("rev vs fd: {what}"), &rev, &fd, 1e-6);
+        }
+    }
+    assert!(entries > 300, "only {entries} Jacobian entries compared");
+}
+
+/// The cost model of the cheap-gradient criterion: operations (and steps)
+/// of the reverse-mode gradient divided by those of the function, at
+/// growing sizes. The ratio must stay below 6 and must not grow with n.
+struct Workload {
+    name: &'static str,
+    src: &'static str,
+    entry: &'static str,
+    wrt: &'static str,
+    input: fn(usize) -> String,
+}
+
+fn vector(n: usize, seed: f64) -> String {
+    let xs: Vec<String> = (0..n)
+        .map(|i| format!("{:.6}", ((i as f64 + seed) * 0.37).sin()))
+        .collect();
+    format!("[{}]", xs.join(", "))
+}
+
+fn matrix(r: usize, c: usize, seed: f64) -> String {
+    let rows: Vec<String> = (0..r).map(|i| vector(c, seed + i as f64 * 1.3)).collect();
+    format!("[{}]", rows.join(", "))
+}
+
+const WORKLOADS: [Workload; 5] = [
+    Workload {
+        name: "dot product",
+        src: "let f = fun (a: Vector) (b: Vector) -> vectorDot a b",
+        entry: "f",
+        wrt: "a",
+        input: |n| format!("[{}, {}]", vector(n, 0.0), vector(n, 1.0)),
+    },
+    Workload {
+        name: "sum of squares",
+        src: "let f = fun (a: Vector) -> vectorSum (vectorMap a (fun x -> x * x))",
+        entry: "f",
+        wrt: "a",
+        input: |n| vector(n, 0.5),
+    },
+    Workload {
+        name: "matrix-vector product (n x 10)",
+        src: "let f = fun (m: Matrix) (v: Vector) -> vectorSum (matrixVectorMul m v)",
+        entry: "f",
+        wrt: "m",
+        input: |n| format!("[{}, {}]", matrix(n, 10, 0.0), vector(10, 2.0)),
+    },
+    Workload {
+        // seed 001 §7: D(A | WH) = Σ log Ã + A / Ã with Ã = u vᵀ (rank 1).
+        name: "NNMF objective (n x 10)",
+        src: "let f = fun (a: Matrix) (u: Vector) (v: Vector) ->
+  ifold (fun s i -> s + ifold (fun t j ->
+      let at = u[i] * v[j]
+      t + log at + a[i][j] / at) 0.0 (length v)) 0.0 (length u)",
+        entry: "f",
+        wrt: "u",
+        input: |n| {
+            let pos = |k: usize, s: f64| {
+                let xs: Vec<String> = (0..k)
+                    .map(|i| format!("{:.6}", 1.5 + ((i as f64 + s) * 0.7).sin()))
+                    .collect();
+                format!("[{}]", xs.join(", "))
+            };
+            let rows: Vec<String> = (0..n).map(|i| pos(10, i as f64)).collect();
+            format!("[[{}], {}, {}]", rows.join(", "), pos(n, 3.0), pos(10, 5.0))
+        },
+    },
+    Workload {
+        name: "GMM objective (d = 2, k = 3, n points)",
+        src: "",
+        entry: "gmmObjectiveFlat",
+        wrt: "theta",
+        input: |n| {
+            let theta = "[0.1, -0.3, 0.2, 0.5, 0.1, -0.4, 0.3, 0.0, -0.2, 0.2, -0.1, 0.3, 0.1, 0.2, -0.3, 0.05, 0.1, -0.1]";
+            format!("[{theta}, {}, 1.0, 0]", matrix(n, 2, 0.3))
+        },
+    },
+];
+
+fn ops(src: &str, w: &Workload, n: usize) -> (u64, u64, u64, u64) {
+    let r = pipeline::reverse_derivative(src, w.entry, w.wrt).expect("reverse program");
+    let args = r.base.read_input(Some(&(w.input)(n))).expect("input");
+    let (_, primal) = r
+        .base
+        .run(args.clone(), Limits::default(), &mut |_, _| {})
+        .expect("primal");
+    let rev = gradient::reverse(&r, args, Limits::default()).expect("gradient");
+    (primal.ops, rev.stats.ops, primal.steps, rev.stats.steps)
+}
+
+#[test]
+fn gradient_costs_a_bounded_factor_more_than_the_function() {
+    let gmm = fsmooth::adbench::gmm::GMM_SOURCE;
+    let mut table = String::from(
+        "| workload | n | primal ops | gradient ops | ratio | steps ratio |\n|---|---|---|---|---|---|\n",
+    );
+    for w in &WORKLOADS {
+        let src = if w.src.is_empty() { gmm } else { w.src };
+        let mut ratios = Vec::new();
+        for n in [10, 100, 1000] {
+            let (p, g, ps, gs) = ops(src, w, n);
+            let ratio = g as f64 / p as f64;
+            table.push_str(&format!(
+                "| {} | {n} | {p} | {g} | {ratio:.2} | {:.2} |\n",
+                w.name,
+                gs as f64 / ps as f64
+            ));
+            ratios.push(ratio);
+        }
+        assert!(
+            ratios.iter().all(|r| *r <= 6.0),
+            "{}: ratios {ratios:?} exceed 6",
+            w.name
+        );
+        // Fixed costs amortise between 10 and 100; from 100 to 1000 the
+        // ratio must be flat (a growing ratio would mean O(n²) work).
+        assert!(
+            ratios[2] <= ratios[1] * 1.02,
+            "{}: the ratio grows with n: {ratios:?}",
+            w.name
+        );
+    }
+    eprintln!("{table}");
+}

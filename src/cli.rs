@@ -46,6 +46,15 @@ enum Command {
     /// The Jacobian J[i][j] = ∂outᵢ/∂inⱼ of an entry with respect to one
     /// parameter: `{"value": …, "jacobian": …}`.
     Jacobian(DerivArgs),
+    /// A vector–Jacobian product wᵀJ of an entry with respect to one
+    /// parameter: `{"value": …, "vjp": …}`, shaped like the parameter.
+    Vjp {
+        #[command(flatten)]
+        args: DerivArgs,
+        /// The cotangent w of the result, as JSON shaped like the result.
+        #[arg(long)]
+        cotangent: String,
+    },
     /// ADBench workloads: objective and gradient from ADBench's input files.
     #[command(subcommand)]
     Adbench(AdbenchCmd),
@@ -327,6 +336,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Run(args) => run_cmd(args),
         Command::Grad(args) => deriv_cmd(args, false),
+        Command::Vjp { args, cotangent } => vjp_cmd(args, &cotangent),
         Command::Adbench(AdbenchCmd::Gmm {
             file,
             mode,
@@ -425,6 +435,92 @@ fn gmm_cmd(
     );
     if stats {
         eprintln!("{}", stats_json(cols.stats, elapsed));
+    }
+    Ok(())
+}
+
+fn vjp_cmd(args: DerivArgs, cotangent: &str) -> Result<(), Failure> {
+    let files = Files {
+        main_path: args.file.display().to_string(),
+        main_src: read(&args.file)?,
+    };
+    let fail = |d: Diagnostic| Failure(render(&d, &files));
+    let input = match &args.input_file {
+        Some(p) => Some(read(p)?),
+        None => args.input.clone(),
+    };
+    let r = pipeline::reverse_derivative(&files.main_src, &args.entry, &args.wrt).map_err(fail)?;
+    let values = r.base.read_input(input.as_deref()).map_err(fail)?;
+    let like = values[r.wrt].clone();
+    let w = serde_json::from_str::<serde_json::Value>(cotangent)
+        .map_err(|e| {
+            fail(Diagnostic {
+                code: "invalid-json",
+                message: format!("--cotangent is not valid JSON: {e}"),
+                span: Span::whole_file(),
+                notes: Vec::new(),
+            })
+        })
+        .and_then(|j| {
+            crate::interchange::value_from_json(&j, &r.base.result, "cotangent", r.base.span)
+                .map_err(|e| fail(Diagnostic::from(&e)))
+        })?;
+    let limits = Limits { fuel: args.fuel };
+    let start = Instant::now();
+    let (value, g, stats) = match args.mode {
+        Mode::Rev => {
+            let mut a = values.clone();
+            if r.seeded {
+                a.push(w.clone());
+            }
+            let (res, stats) = r
+                .rev
+                .run(a, limits, &mut |_, _| {})
+                .map_err(|e| fail(Diagnostic::from(&e)))?;
+            let crate::eval::Value::Pair(p) = res else {
+                return Err(fail(Diagnostic::from(&crate::eval::EvalError::Internal {
+                    message: "reverse program returned no pair".into(),
+                    span: r.rev.span,
+                })));
+            };
+            let mut g = p.1.clone();
+            if !r.seeded {
+                // A Double result: the program used the seed 1.
+                let s = w.as_f64().unwrap_or(1.0);
+                let mut xs = Vec::new();
+                crate::gradient::flatten(&g, &mut xs);
+                g = crate::gradient::unflatten(&g, &mut xs.into_iter().map(|x| x * s));
+            }
+            (p.0.clone(), g, stats)
+        }
+        Mode::Tape => {
+            let name = r.base.name_in_program();
+            let t = crate::tape::vjp(&r.base.program, &name, values, r.wrt, Some(&w), limits)
+                .map_err(|e| fail(Diagnostic::from(&e)))?;
+            (t.value, t.gradient, t.stats)
+        }
+        Mode::Fwd | Mode::Fd => {
+            let d = pipeline::derivative(&files.main_src, &args.entry, &args.wrt).map_err(fail)?;
+            let cols = if args.mode == Mode::Fwd {
+                crate::gradient::forward(&d, values, limits)
+            } else {
+                crate::gradient::finite_differences(&d.base, d.wrt, values, limits)
+            }
+            .map_err(|e| fail(Diagnostic::from(&e)))?;
+            let mut ws = Vec::new();
+            crate::gradient::flatten(&w, &mut ws);
+            let dots = cols
+                .columns
+                .iter()
+                .map(|c| c.iter().zip(&ws).map(|(a, b)| a * b).sum::<f64>());
+            let g = crate::gradient::unflatten(&like, &mut dots.collect::<Vec<_>>().into_iter());
+            (cols.value, g, cols.stats)
+        }
+    };
+    let elapsed = start.elapsed();
+    println!("{{\"value\": {value}, \"vjp\": {g}}}");
+    if args.stats {
+        eprintln!("{}", stats_json(stats, elapsed));
     }
     Ok(())
 }

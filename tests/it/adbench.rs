@@ -349,9 +349,12 @@ fn gmm_golden_gradient_in_every_mode() {
     let d = fsmooth::pipeline::derivative(GMM_SOURCE, "gmmObjectiveFlat", "theta").expect("builds");
     let args = input.flat_args();
     let limits = Limits::default();
-    for (mode, tol) in [("fwd", 1e-8), ("tape", 1e-8), ("fd", 1e-6)] {
+    let r = fsmooth::pipeline::reverse_derivative(GMM_SOURCE, "gmmObjectiveFlat", "theta")
+        .expect("reverse");
+    for (mode, tol) in [("fwd", 1e-8), ("rev", 1e-8), ("tape", 1e-8), ("fd", 1e-6)] {
         let cols = match mode {
             "fwd" => gradient::forward(&d, args.clone(), limits),
+            "rev" => gradient::reverse(&r, args.clone(), limits),
             "tape" => gradient::tape(&d.base, 0, args.clone(), limits),
             _ => gradient::finite_differences(&d.base, 0, args.clone(), limits),
         }

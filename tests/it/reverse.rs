@@ -163,3 +163,98 @@ fn gradient_costs_a_bounded_factor_more_than_the_function() {
     }
     eprintln!("{table}");
 }
+
+/// Forward-over-reverse: the reverse-mode program is ordinary F̃ (its
+/// printed form parses and type-checks), so `deriv` can differentiate it:
+/// the Hessian–vector product of f = 2x² + 3xy + 4y² at (3, 4) along
+/// (7, 8) is (52, 85) (test-cases NE3).
+#[test]
+fn forward_over_reverse_gives_the_hessian_vector_product() {
+    let src =
+        "let f = fun (v: Vector) -> 2.0 * v[0] * v[0] + 3.0 * v[0] * v[1] + 4.0 * v[1] * v[1]";
+    let r = pipeline::reverse_derivative(src, "f", "v").expect("reverse program");
+    let printed = fsmooth::syntax::print_program(&r.rev.program);
+    let hvp = format!(
+        "{printed}
+let hvp = fun (v: Vector) (u: Vector) ->
+  let h = deriv (snd (rev'entry v)) v
+  build (length v) (fun i -> ifold (fun s j -> s + snd (h[j][i]) * u[j]) 0.0 (length v))
+"
+    );
+    let got = crate::common::run_text(&hvp, "hvp", Some("[[3.0, 4.0], [7.0, 8.0]]"));
+    assert_eq!(got, "[52.0, 85.0]");
+}
+
+/// Reverse-over-forward: reverse mode of a program that uses `deriv`.
+#[test]
+fn reverse_over_forward_gives_the_hessian_vector_product() {
+    let src = "let f = fun x y -> 2.0 * x * x + 3.0 * x * y + 4.0 * y * y
+let hv = fun (x: Double) (y: Double) -> snd (deriv (f x y) x) * 7.0 + snd (deriv (f x y) y) * 8.0";
+    let mut got = Vec::new();
+    for wrt in ["x", "y"] {
+        let (rev, _) = rev_columns(src, "hv", wrt, "[3.0, 4.0]");
+        got.push(rev.columns[0][0]);
+    }
+    assert_eq!(got, vec![52.0, 85.0]);
+}
+
+/// `fsmooth vjp` in every mode, and `grad --mode rev` from the CLI.
+#[test]
+fn cli_vjp_and_reverse_gradients() {
+    let p = crate::common::temp_file(
+        "rev_cli.fsm",
+        "let f = fun (x: Vector) -> vectorAdd x (vectorSMul x 2.0)\nlet g = fun (a: Vector) (b: Vector) -> vectorDot a b\n",
+    );
+    let p = p.to_str().expect("utf-8 path");
+    for mode in ["rev", "tape", "fwd"] {
+        let o = crate::common::cli(&[
+            "vjp",
+            p,
+            "--entry",
+            "f",
+            "--wrt",
+            "x",
+            "--input",
+            "[1, 2]",
+            "--cotangent",
+            "[0.5, -1]",
+            "--mode",
+            mode,
+        ]);
+        assert!(
+            o.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout).trim(),
+            r#"{"value": [3.0, 6.0], "vjp": [1.5, -3.0]}"#,
+            "{mode}"
+        );
+    }
+    let o = crate::common::cli(&[
+        "grad",
+        p,
+        "--entry",
+        "g",
+        "--wrt",
+        "a",
+        "--input",
+        r#"{"a": [1, 2, 3], "b": [4, 5, 6]}"#,
+        "--mode",
+        "rev",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        r#"{"value": 32.0, "gradient": [4.0, 5.0, 6.0]}"#
+    );
+    // The reverse program prints as source that parses again.
+    let o = crate::common::cli(&["ad", p, "--entry", "g", "--wrt", "a", "--mode", "rev"]);
+    assert!(o.status.success());
+    let printed = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(printed.contains("let rev'entry"), "{printed}");
+    assert!(
+        pipeline::load(&printed).is_ok(),
+        "printed reverse program does not load:\n{printed}"
+    );
+}

@@ -633,8 +633,11 @@ impl<'p> Evaluator<'p> {
                     // E-Accum-Bot
                     return Err(EvalError::NegativeSize { n, span });
                 }
-                // E-Accum: start from n copies of zero, add each contribution.
-                let mut out = vec![zero; n as usize];
+                // E-Accum: each slot is zero ⊕ its contributions, in order.
+                // Contributions are gathered per slot first and combined in
+                // one pass, so a slot receiving k lists costs their total
+                // length, not k copies of a growing list.
+                let mut parts: Vec<Vec<&Value>> = vec![Vec::new(); n as usize];
                 for c in cs.iter() {
                     let Value::Pair(p) = c else {
                         return Err(self.internal("accum contribution is not a pair", e));
@@ -650,9 +653,12 @@ impl<'p> Evaluator<'p> {
                             span,
                         });
                     }
-                    let slot = &mut out[j as usize];
-                    *slot = cotangent_add(slot, &p.1, &mut self.stats.ops);
+                    parts[j as usize].push(&p.1);
                 }
+                let out: Vec<Value> = parts
+                    .iter()
+                    .map(|ps| cotangent_sum(&zero, ps, &mut self.stats.ops))
+                    .collect();
                 self.stats.ops += n as u64;
                 ret(Value::array(out), "E-Accum")
             }
@@ -758,25 +764,54 @@ pub fn scalar(op: Prim, vals: &[Value], span: Span) -> Result<(Value, &'static s
 
 /// Cotangent addition ⊕ (spec/semantics.md, E-Accum): doubles add, arrays
 /// (sparse contribution lists) concatenate, pairs add componentwise, and
-/// the placeholders for Index and Bool keep the left operand.
-pub fn cotangent_add(a: &Value, b: &Value, ops: &mut u64) -> Value {
-    match (a, b) {
-        (Value::Double(x), Value::Double(y)) => {
-            *ops += 1;
-            Value::Double(x + y)
+/// the placeholders for Index and Bool keep the left operand. This computes
+/// `zero ⊕ p₁ ⊕ … ⊕ pₖ` in one pass (linear in the total size).
+pub fn cotangent_sum(zero: &Value, parts: &[&Value], ops: &mut u64) -> Value {
+    if parts.is_empty() {
+        return zero.clone();
+    }
+    match zero {
+        Value::Double(z) => {
+            let mut acc = *z;
+            for p in parts {
+                if let Value::Double(x) = p {
+                    acc += x;
+                    *ops += 1;
+                }
+            }
+            Value::Double(acc)
         }
-        (Value::Array(x), Value::Array(y)) => {
-            *ops += y.len() as u64;
-            let mut v = Vec::with_capacity(x.len() + y.len());
-            v.extend(x.iter().cloned());
-            v.extend(y.iter().cloned());
+        Value::Array(z) => {
+            let mut v: Vec<Value> = z.iter().cloned().collect();
+            for p in parts {
+                if let Value::Array(xs) = p {
+                    *ops += xs.len() as u64;
+                    v.extend(xs.iter().cloned());
+                }
+            }
             Value::array(v)
         }
-        (Value::Pair(x), Value::Pair(y)) => Value::pair(
-            cotangent_add(&x.0, &y.0, ops),
-            cotangent_add(&x.1, &y.1, ops),
-        ),
-        (a, _) => a.clone(),
+        Value::Pair(z) => {
+            let firsts: Vec<&Value> = parts
+                .iter()
+                .filter_map(|p| match p {
+                    Value::Pair(q) => Some(&q.0),
+                    _ => None,
+                })
+                .collect();
+            let seconds: Vec<&Value> = parts
+                .iter()
+                .filter_map(|p| match p {
+                    Value::Pair(q) => Some(&q.1),
+                    _ => None,
+                })
+                .collect();
+            Value::pair(
+                cotangent_sum(&z.0, &firsts, ops),
+                cotangent_sum(&z.1, &seconds, ops),
+            )
+        }
+        other => other.clone(),
     }
 }
 

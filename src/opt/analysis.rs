@@ -1,0 +1,195 @@
+//! The e-class analysis: what side conditions need to know.
+//!
+//! - `free`: for every free variable, which parts of it the class uses:
+//!   bit 1 = `fst x`, bit 2 = `snd x`, 3 = the whole of x. Classes merge
+//!   by intersection (AND): equivalent terms have the same value, so the
+//!   value depends on at most what *every* member reads. This gives
+//!   `not-free`, and the `only-fst`/`only-snd` conditions that loop fission
+//!   needs.
+//! - `constant`: a literal the class is known to equal (constant folding,
+//!   with the evaluator's own scalar semantics, so ⊥ is never folded).
+//! - `loop_bounds` (global): the size `n` of the loop that binds each index
+//!   symbol. Names are unique after normalisation, so `in-bounds (var i) n`
+//!   holds when `i` is the index of a loop over `n`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use egg::{Analysis, DidMerge, EGraph, Id, Symbol};
+
+use super::lang::{Dbl, Fsm};
+use crate::eval::{Value, scalar};
+use crate::ir::Prim;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Data {
+    pub free: BTreeMap<Symbol, u8>,
+    pub constant: Option<Fsm>,
+}
+
+#[derive(Default)]
+pub struct FsmAnalysis {
+    /// Loop index symbol → e-class of its loop's size.
+    pub loop_bounds: HashMap<Symbol, Id>,
+}
+
+pub type Graph = EGraph<Fsm, FsmAnalysis>;
+
+/// The symbol of a class that is a `(var x)`, if it contains one.
+pub fn var_symbol(egraph: &Graph, id: Id) -> Option<Symbol> {
+    egraph[id].nodes.iter().find_map(|n| match n {
+        Fsm::Var(s) => symbol_of(egraph, *s),
+        _ => None,
+    })
+}
+
+/// The symbol a symbol class holds.
+pub fn symbol_of(egraph: &Graph, id: Id) -> Option<Symbol> {
+    egraph[id].nodes.iter().find_map(|n| match n {
+        Fsm::Symbol(s) => Some(*s),
+        _ => None,
+    })
+}
+
+fn value_of(n: &Fsm) -> Option<Value> {
+    match n {
+        Fsm::Double(d) => Some(Value::Double(d.get())),
+        Fsm::Int(i) => Some(Value::Index(*i)),
+        Fsm::Bool(b) => Some(Value::Bool(*b)),
+        _ => None,
+    }
+}
+
+fn literal(v: &Value) -> Option<Fsm> {
+    match v {
+        Value::Double(x) => Some(Fsm::Double(Dbl::new(*x))),
+        Value::Index(i) => Some(Fsm::Int(*i)),
+        Value::Bool(b) => Some(Fsm::Bool(*b)),
+        _ => None,
+    }
+}
+
+fn prim_of(n: &Fsm) -> Option<Prim> {
+    Some(match n {
+        Fsm::Add(_) => Prim::Add,
+        Fsm::Sub(_) => Prim::Sub,
+        Fsm::Mul(_) => Prim::Mul,
+        Fsm::Div(_) => Prim::Div,
+        Fsm::Pow(_) => Prim::Pow,
+        Fsm::Neg(_) => Prim::Neg,
+        Fsm::Lt(_) => Prim::Lt,
+        Fsm::Gt(_) => Prim::Gt,
+        Fsm::Le(_) => Prim::Le,
+        Fsm::Ge(_) => Prim::Ge,
+        Fsm::Eq(_) => Prim::Eq,
+        Fsm::Ne(_) => Prim::Ne,
+        Fsm::Not(_) => Prim::Not,
+        Fsm::Sin(_) => Prim::Sin,
+        Fsm::Cos(_) => Prim::Cos,
+        Fsm::Tan(_) => Prim::Tan,
+        Fsm::Log(_) => Prim::Log,
+        Fsm::Exp(_) => Prim::Exp,
+        Fsm::Sqrt(_) => Prim::Sqrt,
+        Fsm::ToDouble(_) => Prim::ToDouble,
+        _ => return None,
+    })
+}
+
+/// Constant folding with the reference semantics (`eval::scalar`): an
+/// operation outside its domain stays unfolded.
+fn fold(egraph: &Graph, enode: &Fsm) -> Option<Fsm> {
+    if value_of(enode).is_some() {
+        return Some(enode.clone());
+    }
+    let op = prim_of(enode)?;
+    let mut args = Vec::new();
+    for c in enode.children() {
+        args.push(value_of(egraph[*c].data.constant.as_ref()?)?);
+    }
+    let (v, _) = scalar(op, &args, crate::diagnostic::Span::generated()).ok()?;
+    literal(&v)
+}
+
+impl Analysis<Fsm> for FsmAnalysis {
+    type Data = Data;
+
+    fn make(egraph: &mut Graph, enode: &Fsm, _id: Id) -> Data {
+        let mut free: BTreeMap<Symbol, u8> = BTreeMap::new();
+        let mut add = |m: &BTreeMap<Symbol, u8>, free: &mut BTreeMap<Symbol, u8>| {
+            for (k, b) in m {
+                *free.entry(*k).or_insert(0) |= b;
+            }
+        };
+        match enode {
+            Fsm::Var(s) => {
+                if let Some(x) = symbol_of(egraph, *s) {
+                    free.insert(x, 3);
+                }
+            }
+            Fsm::Symbol(_) => {}
+            Fsm::Lam([x, b]) => {
+                add(&egraph[*b].data.free, &mut free);
+                if let Some(x) = symbol_of(egraph, *x) {
+                    free.remove(&x);
+                }
+            }
+            Fsm::Let([x, v, b]) => {
+                add(&egraph[*b].data.free, &mut free);
+                if let Some(x) = symbol_of(egraph, *x) {
+                    free.remove(&x);
+                }
+                add(&egraph[*v].data.free, &mut free);
+            }
+            Fsm::Fst([c]) | Fsm::Snd([c]) => {
+                let part = if matches!(enode, Fsm::Fst(_)) { 1 } else { 2 };
+                match var_symbol(egraph, *c) {
+                    Some(x) => {
+                        free.insert(x, part);
+                    }
+                    None => add(&egraph[*c].data.free, &mut free),
+                }
+            }
+            _ => {
+                for c in enode.children() {
+                    add(&egraph[*c].data.free, &mut free);
+                }
+            }
+        }
+        Data {
+            free,
+            constant: fold(egraph, enode),
+        }
+    }
+
+    fn merge(&mut self, to: &mut Data, from: Data) -> DidMerge {
+        let before = to.free.clone();
+        to.free.retain(|k, b| match from.free.get(k) {
+            Some(fb) => {
+                *b &= fb;
+                *b != 0
+            }
+            None => false,
+        });
+        let changed_to = before != to.free;
+        let changed_from = to.free != from.free;
+        let mut d = DidMerge(changed_to, changed_from);
+        if to.constant.is_none() && from.constant.is_some() {
+            to.constant = from.constant;
+            d = d | DidMerge(true, false);
+        } else if to.constant.is_some() && from.constant.is_none() {
+            d = d | DidMerge(false, true);
+        }
+        d
+    }
+
+    fn modify(egraph: &mut Graph, id: Id) {
+        let Some(c) = egraph[id].data.constant.clone() else {
+            return;
+        };
+        if egraph[id].nodes.iter().any(|n| *n == c) {
+            return;
+        }
+        // A named step, so explanations read "const-fold".
+        let lit = egraph.add(c);
+        egraph.union_trusted(id, lit, "const-fold");
+    }
+}

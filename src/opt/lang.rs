@@ -1,0 +1,93 @@
+//! The e-graph language: the core IR as egg nodes (`define_language!`, not
+//! `SymbolLang`). Binders are named (`(lam x body)`, `(let x value body)`,
+//! variables `(var x)`) and substitution is explicit: rules push `let`
+//! through each constructor, and capture is avoided by renaming to fresh
+//! symbols (spec/rules-format.md, "Binders"). Literals keep their kind:
+//! `1.0` is a Double, `1` an Index.
+
+use std::fmt;
+use std::str::FromStr;
+
+use egg::{Id, Symbol, define_language};
+
+/// A Double literal, ordered and hashed by its bits.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Dbl(pub u64);
+
+impl Dbl {
+    pub fn new(x: f64) -> Dbl {
+        Dbl(x.to_bits())
+    }
+    pub fn get(self) -> f64 {
+        f64::from_bits(self.0)
+    }
+}
+
+impl fmt::Display for Dbl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.get())
+    }
+}
+
+impl FromStr for Dbl {
+    type Err = ();
+    /// Only literals with a decimal point or exponent are Doubles.
+    fn from_str(s: &str) -> Result<Dbl, ()> {
+        if !(s.contains('.') || s.contains('e') || s.contains("inf") || s.contains("NaN")) {
+            return Err(());
+        }
+        s.parse::<f64>().map(Dbl::new).map_err(|_| ())
+    }
+}
+
+define_language! {
+    pub enum Fsm {
+        "var" = Var(Id),
+        "lam" = Lam([Id; 2]),
+        "let" = Let([Id; 3]),
+        "app" = App([Id; 2]),
+        "if" = If([Id; 3]),
+        "array" = Array(Box<[Id]>),
+        "+" = Add([Id; 2]),
+        "-" = Sub([Id; 2]),
+        "*" = Mul([Id; 2]),
+        "/" = Div([Id; 2]),
+        "**" = Pow([Id; 2]),
+        "neg" = Neg([Id; 1]),
+        "<" = Lt([Id; 2]),
+        ">" = Gt([Id; 2]),
+        "<=" = Le([Id; 2]),
+        ">=" = Ge([Id; 2]),
+        "=" = Eq([Id; 2]),
+        "<>" = Ne([Id; 2]),
+        "not" = Not([Id; 1]),
+        "sin" = Sin([Id; 1]),
+        "cos" = Cos([Id; 1]),
+        "tan" = Tan([Id; 1]),
+        "log" = Log([Id; 1]),
+        "exp" = Exp([Id; 1]),
+        "sqrt" = Sqrt([Id; 1]),
+        "toDouble" = ToDouble([Id; 1]),
+        "build" = Build([Id; 2]),
+        "ifold" = IFold([Id; 3]),
+        "iscan" = IScan([Id; 3]),
+        "concat" = Concat([Id; 1]),
+        "accum" = Accum([Id; 3]),
+        "get" = Get([Id; 2]),
+        "length" = Length([Id; 1]),
+        "pair" = Pair([Id; 2]),
+        "fst" = Fst([Id; 1]),
+        "snd" = Snd([Id; 1]),
+        Bool(bool),
+        Int(i64),
+        Double(Dbl),
+        Symbol(Symbol),
+    }
+}
+
+/// The operator names a rule pattern may use (for the loader's errors).
+pub const OPERATORS: &[&str] = &[
+    "var", "lam", "let", "app", "if", "array", "+", "-", "*", "/", "**", "neg", "<", ">", "<=",
+    ">=", "=", "<>", "not", "sin", "cos", "tan", "log", "exp", "sqrt", "toDouble", "build",
+    "ifold", "iscan", "concat", "accum", "get", "length", "pair", "fst", "snd",
+];

@@ -1,0 +1,493 @@
+//! Rewrite rules as data (spec/rules-format.md): the parser for
+//! `rewrite-rules/<family>.rules`, the closed vocabulary of side
+//! conditions, and the translation to egg rewrites. Rust code adds no rule
+//! of its own; the defaults are the files embedded at build time, and
+//! `--rules DIR` adds families or replaces them by name.
+//!
+//! ```text
+//! # a comment
+//! ## (build n f)[i] = f i                       the identity, for humans
+//! rule get-of-build : (get (build ?n ?f) ?i) => (app ?f ?i)
+//!   if in-bounds ?i ?n
+//!   tags: phase=fusion
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use egg::{Applier, Id, Pattern, PatternAst, Rewrite, SearchMatches, Searcher, Subst, Symbol, Var};
+use thiserror::Error;
+
+use super::analysis::{FsmAnalysis, Graph, symbol_of, var_symbol};
+use super::lang::{Fsm, OPERATORS};
+
+/// The rule families shipped with fsmooth (embedded at build time).
+pub const DEFAULT_FAMILIES: &[(&str, &str)] = &[
+    ("subst", include_str!("../../rewrite-rules/subst.rules")),
+    ("lambda", include_str!("../../rewrite-rules/lambda.rules")),
+    ("ring", include_str!("../../rewrite-rules/ring.rules")),
+    ("fusion", include_str!("../../rewrite-rules/fusion.rules")),
+    ("cond", include_str!("../../rewrite-rules/cond.rules")),
+    ("tuple", include_str!("../../rewrite-rules/tuple.rules")),
+    ("loop", include_str!("../../rewrite-rules/loop.rules")),
+    ("fission", include_str!("../../rewrite-rules/fission.rules")),
+];
+
+/// A side condition (the closed vocabulary of spec/rules-format.md).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cond {
+    /// `not-free ?x ?e`: the symbol ?x is not free in ?e.
+    NotFree(Var, Var),
+    /// `distinct ?a ?b`: different e-classes (different symbols).
+    Distinct(Var, Var),
+    /// `const ?e`: ?e is a known literal.
+    Const(Var),
+    /// `nonzero ?e`: ?e is a literal other than 0.
+    Nonzero(Var),
+    /// `in-bounds ?i ?n`: 0 ≤ ?i < ?n (constants, or ?i is the index of a
+    /// loop over ?n).
+    InBounds(Var, Var),
+    /// `only-fst ?x ?e`: ?e uses the pair ?x only through `fst`.
+    OnlyFst(Var, Var),
+    /// `only-snd ?x ?e`: ?e uses the pair ?x only through `snd`.
+    OnlySnd(Var, Var),
+    /// `fresh ?y`: binds ?y to a symbol used nowhere (capture avoidance).
+    Fresh(Var),
+}
+
+impl Cond {
+    pub const NAMES: &'static [&'static str] = &[
+        "not-free", "distinct", "const", "nonzero", "in-bounds", "only-fst", "only-snd", "fresh",
+    ];
+
+    fn vars(&self) -> Vec<Var> {
+        match self {
+            Cond::NotFree(a, b)
+            | Cond::Distinct(a, b)
+            | Cond::InBounds(a, b)
+            | Cond::OnlyFst(a, b)
+            | Cond::OnlySnd(a, b) => vec![*a, *b],
+            Cond::Const(a) | Cond::Nonzero(a) | Cond::Fresh(a) => vec![*a],
+        }
+    }
+}
+
+impl fmt::Display for Cond {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cond::NotFree(a, b) => write!(f, "not-free {a} {b}"),
+            Cond::Distinct(a, b) => write!(f, "distinct {a} {b}"),
+            Cond::Const(a) => write!(f, "const {a}"),
+            Cond::Nonzero(a) => write!(f, "nonzero {a}"),
+            Cond::InBounds(a, b) => write!(f, "in-bounds {a} {b}"),
+            Cond::OnlyFst(a, b) => write!(f, "only-fst {a} {b}"),
+            Cond::OnlySnd(a, b) => write!(f, "only-snd {a} {b}"),
+            Cond::Fresh(a) => write!(f, "fresh {a}"),
+        }
+    }
+}
+
+/// One rule as written in a rule file.
+#[derive(Clone, Debug)]
+pub struct RuleDef {
+    pub name: String,
+    pub family: String,
+    /// The `##` line: the identity the rule states.
+    pub doc: String,
+    pub lhs: Pattern<Fsm>,
+    pub rhs: Pattern<Fsm>,
+    pub conds: Vec<Cond>,
+    pub tags: Vec<String>,
+    pub line: usize,
+}
+
+impl RuleDef {
+    pub fn has_tag(&self, t: &str) -> bool {
+        self.tags.iter().any(|x| x == t)
+    }
+
+    /// Phases the rule belongs to (`phase=NAME` tags; none means all).
+    pub fn phases(&self) -> Vec<&str> {
+        self.tags.iter().filter_map(|t| t.strip_prefix("phase=")).collect()
+    }
+}
+
+/// An error in a rule file, with its position.
+#[derive(Debug, Error, Clone, PartialEq)]
+#[error("{file}:{line}:{col}: error[{code}]: {message}")]
+pub struct RuleError {
+    pub file: String,
+    pub line: usize,
+    pub col: usize,
+    pub code: &'static str,
+    pub message: String,
+    /// The offending line, for the excerpt.
+    pub text: String,
+}
+
+impl RuleError {
+    /// The error with a source excerpt, as the CLI prints it.
+    pub fn render(&self) -> String {
+        let w = self.line.to_string().len();
+        let pad = " ".repeat(w);
+        format!(
+            "{self}\n{pad} |\n{} | {}\n{pad} | {}^\n",
+            self.line,
+            self.text,
+            " ".repeat(self.col.saturating_sub(1))
+        )
+    }
+}
+
+/// Tags with a fixed meaning; `phase=…` tags name phases.
+pub const TAGS: &[&str] = &["ieee-inexact", "refines", "expands"];
+
+/// Parses one family's file.
+pub fn parse_family(family: &str, file: &str, text: &str) -> Result<Vec<RuleDef>, RuleError> {
+    let mut rules: Vec<RuleDef> = Vec::new();
+    let mut doc = String::new();
+    let err = |line: usize, col: usize, code: &'static str, message: String| RuleError {
+        file: file.to_string(),
+        line,
+        col,
+        code,
+        message,
+        text: text.lines().nth(line - 1).unwrap_or("").to_string(),
+    };
+    for (k, raw) in text.lines().enumerate() {
+        let line = k + 1;
+        let trimmed = raw.trim();
+        if trimmed.is_empty() {
+            continue;
+        }
+        if let Some(d) = trimmed.strip_prefix("##") {
+            doc = d.trim().to_string();
+            continue;
+        }
+        if trimmed.starts_with('#') {
+            continue;
+        }
+        let indent = raw.len() - raw.trim_start().len() + 1;
+        if let Some(rest) = trimmed.strip_prefix("rule ") {
+            let Some((name, body)) = rest.split_once(':') else {
+                return Err(err(line, indent, "rule-syntax", "expected `rule NAME : LHS => RHS`".into()));
+            };
+            let name = name.trim();
+            if name.is_empty()
+                || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            {
+                return Err(err(line, indent + 5, "rule-name", format!("rule names are kebab-case: `{name}`")));
+            }
+            let Some((lhs, rhs)) = body.split_once("=>") else {
+                return Err(err(line, indent, "rule-syntax", "expected `=>` between the two patterns".into()));
+            };
+            let lhs_col = raw.find(lhs.trim()).unwrap_or(0) + 1;
+            let rhs_col = raw.rfind(rhs.trim()).unwrap_or(0) + 1;
+            let lhs_p = pattern(lhs.trim()).map_err(|(c, code, m)| err(line, lhs_col + c, code, m))?;
+            let rhs_p = pattern(rhs.trim()).map_err(|(c, code, m)| err(line, rhs_col + c, code, m))?;
+            if doc.is_empty() {
+                return Err(err(line, indent, "rule-doc", format!("rule `{name}` has no `##` identity line above it")));
+            }
+            rules.push(RuleDef {
+                name: name.to_string(),
+                family: family.to_string(),
+                doc: std::mem::take(&mut doc),
+                lhs: lhs_p,
+                rhs: rhs_p,
+                conds: Vec::new(),
+                tags: Vec::new(),
+                line,
+            });
+            continue;
+        }
+        let Some(current) = rules.last_mut() else {
+            return Err(err(line, indent, "rule-syntax", "expected a rule: `rule NAME : LHS => RHS`".into()));
+        };
+        if indent == 1 {
+            return Err(err(line, 1, "rule-syntax", "`if` and `tags:` lines are indented under their rule".into()));
+        }
+        if let Some(c) = trimmed.strip_prefix("if ") {
+            let words: Vec<&str> = c.split_whitespace().collect();
+            let cond = condition(&words).map_err(|(code, m)| err(line, indent + 3, code, m))?;
+            current.conds.push(cond);
+        } else if let Some(t) = trimmed.strip_prefix("tags:") {
+            for tag in t.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+                if !TAGS.contains(&tag) && !tag.starts_with("phase=") {
+                    return Err(err(
+                        line,
+                        indent,
+                        "unknown-tag",
+                        format!("unknown tag `{tag}` (known: {}, phase=NAME)", TAGS.join(", ")),
+                    ));
+                }
+                current.tags.push(tag.to_string());
+            }
+        } else {
+            return Err(err(line, indent, "rule-syntax", "expected `if CONDITION` or `tags: …`".into()));
+        }
+    }
+    // Variables: the right-hand side and the conditions may use only the
+    // left-hand side's variables (and those a `fresh` condition binds).
+    for r in &rules {
+        let bound = r.lhs.vars();
+        let fresh: Vec<Var> = r
+            .conds
+            .iter()
+            .filter_map(|c| match c {
+                Cond::Fresh(v) => Some(*v),
+                _ => None,
+            })
+            .collect();
+        for v in r.rhs.vars().into_iter().chain(r.conds.iter().flat_map(|c| c.vars())) {
+            if !bound.contains(&v) && !fresh.contains(&v) {
+                return Err(err(
+                    r.line,
+                    1,
+                    "unbound-pattern-variable",
+                    format!("rule `{}`: `{v}` is not bound by the left-hand side", r.name),
+                ));
+            }
+        }
+    }
+    Ok(rules)
+}
+
+/// Parses a pattern, checking operators; errors give a column offset.
+fn pattern(text: &str) -> Result<Pattern<Fsm>, (usize, &'static str, String)> {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    let mut expect_op = false;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if c == b'(' {
+            expect_op = true;
+            i += 1;
+            continue;
+        }
+        if c == b')' || c.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && bytes[i] != b'(' && bytes[i] != b')' && !bytes[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let tok = &text[start..i];
+        if expect_op && !OPERATORS.contains(&tok) {
+            return Err((start, "unknown-operator", format!("unknown operator `{tok}`")));
+        }
+        expect_op = false;
+    }
+    text.parse::<Pattern<Fsm>>()
+        .map_err(|e| (0, "pattern-syntax", format!("malformed pattern: {e}")))
+}
+
+fn condition(words: &[&str]) -> Result<Cond, (&'static str, String)> {
+    let var = |k: usize| -> Result<Var, (&'static str, String)> {
+        words
+            .get(k)
+            .ok_or(("condition-arity", format!("`{}` needs more arguments", words[0])))?
+            .parse::<Var>()
+            .map_err(|_| ("condition-argument", format!("`{}` is not a pattern variable", words[k])))
+    };
+    let Some(name) = words.first() else {
+        return Err(("unknown-condition", "empty condition".into()));
+    };
+    let c = match *name {
+        "not-free" => Cond::NotFree(var(1)?, var(2)?),
+        "distinct" => Cond::Distinct(var(1)?, var(2)?),
+        "const" => Cond::Const(var(1)?),
+        "nonzero" => Cond::Nonzero(var(1)?),
+        "in-bounds" => Cond::InBounds(var(1)?, var(2)?),
+        "only-fst" => Cond::OnlyFst(var(1)?, var(2)?),
+        "only-snd" => Cond::OnlySnd(var(1)?, var(2)?),
+        "fresh" => Cond::Fresh(var(1)?),
+        other => {
+            return Err((
+                "unknown-condition",
+                format!("unknown condition `{other}` (known: {})", Cond::NAMES.join(", ")),
+            ));
+        }
+    };
+    let arity = c.vars().len();
+    if words.len() != arity + 1 {
+        return Err(("condition-arity", format!("`{name}` takes {arity} argument(s)")));
+    }
+    Ok(c)
+}
+
+/// Loads the default families, then every `*.rules` file of `dir`; a file
+/// named like a default family replaces it. Rule names must be unique.
+pub fn load(dir: Option<&std::path::Path>) -> Result<Vec<RuleDef>, RuleError> {
+    let mut families: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    for (f, text) in DEFAULT_FAMILIES {
+        families.insert(f.to_string(), (format!("<default>/{f}.rules"), text.to_string()));
+        order.push(f.to_string());
+    }
+    if let Some(dir) = dir {
+        let mut paths: Vec<_> = std::fs::read_dir(dir)
+            .map_err(|e| RuleError {
+                file: dir.display().to_string(),
+                line: 0,
+                col: 0,
+                code: "rules-dir",
+                message: format!("cannot read the rules directory: {e}"),
+                text: String::new(),
+            })?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "rules"))
+            .collect();
+        paths.sort();
+        for p in paths {
+            let fam = p.file_stem().and_then(|s| s.to_str()).unwrap_or("rules").to_string();
+            let text = std::fs::read_to_string(&p).map_err(|e| RuleError {
+                file: p.display().to_string(),
+                line: 0,
+                col: 0,
+                code: "rules-file",
+                message: format!("cannot read: {e}"),
+                text: String::new(),
+            })?;
+            if !order.contains(&fam) {
+                order.push(fam.clone());
+            }
+            families.insert(fam, (p.display().to_string(), text));
+        }
+    }
+    let mut all: Vec<RuleDef> = Vec::new();
+    for fam in order {
+        let (file, text) = &families[&fam];
+        for r in parse_family(&fam, file, text)? {
+            if let Some(prev) = all.iter().find(|p| p.name == r.name) {
+                return Err(RuleError {
+                    file: file.clone(),
+                    line: r.line,
+                    col: 6,
+                    code: "duplicate-rule",
+                    message: format!("rule `{}` is already defined in family `{}`", r.name, prev.family),
+                    text: text.lines().nth(r.line - 1).unwrap_or("").to_string(),
+                });
+            }
+            all.push(r);
+        }
+    }
+    Ok(all)
+}
+
+/// Checks the conditions of a rule for one match, binding `fresh` ones.
+fn holds(conds: &[Cond], egraph: &mut Graph, subst: &mut Subst, eclass: Id, counter: &mut u32) -> bool {
+    for c in conds {
+        let ok = match c {
+            Cond::NotFree(x, e) => match symbol_of(egraph, subst[*x]) {
+                Some(s) => !egraph[subst[*e]].data.free.contains_key(&s),
+                None => false,
+            },
+            Cond::Distinct(a, b) => egraph.find(subst[*a]) != egraph.find(subst[*b]),
+            Cond::Const(e) => egraph[subst[*e]].data.constant.is_some(),
+            Cond::Nonzero(e) => match &egraph[subst[*e]].data.constant {
+                Some(Fsm::Double(d)) => d.get() != 0.0,
+                Some(Fsm::Int(i)) => *i != 0,
+                _ => false,
+            },
+            Cond::InBounds(i, n) => {
+                let (ci, cn) = (&egraph[subst[*i]].data.constant, &egraph[subst[*n]].data.constant);
+                match (ci, cn) {
+                    (Some(Fsm::Int(a)), Some(Fsm::Int(b))) => 0 <= *a && a < b,
+                    _ => match var_symbol(egraph, subst[*i]) {
+                        Some(s) => egraph
+                            .analysis
+                            .loop_bounds
+                            .get(&s)
+                            .is_some_and(|b| egraph.find(*b) == egraph.find(subst[*n])),
+                        None => false,
+                    },
+                }
+            }
+            Cond::OnlyFst(x, e) | Cond::OnlySnd(x, e) => {
+                let allowed = if matches!(c, Cond::OnlyFst(..)) { 1 } else { 2 };
+                match symbol_of(egraph, subst[*x]) {
+                    Some(s) => egraph[subst[*e]]
+                        .data
+                        .free
+                        .get(&s)
+                        .is_none_or(|bits| bits & !allowed == 0),
+                    None => false,
+                }
+            }
+            Cond::Fresh(v) => {
+                *counter += 1;
+                let sym = Fsm::Symbol(Symbol::from(format!("f'{}'{}", usize::from(eclass), counter)));
+                let id = egraph.add(sym);
+                subst.insert(*v, id);
+                true
+            }
+        };
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
+/// The right-hand side with its side conditions.
+pub struct RuleApplier {
+    rhs: Pattern<Fsm>,
+    conds: Vec<Cond>,
+    counter: std::cell::Cell<u32>,
+}
+
+impl Applier<Fsm, FsmAnalysis> for RuleApplier {
+    fn apply_one(
+        &self,
+        egraph: &mut Graph,
+        eclass: Id,
+        subst: &Subst,
+        searcher_ast: Option<&PatternAst<Fsm>>,
+        rule_name: Symbol,
+    ) -> Vec<Id> {
+        let mut s = subst.clone();
+        let mut counter = self.counter.get();
+        let ok = holds(&self.conds, egraph, &mut s, eclass, &mut counter);
+        self.counter.set(counter);
+        if !ok {
+            return Vec::new();
+        }
+        self.rhs.apply_one(egraph, eclass, &s, searcher_ast, rule_name)
+    }
+
+    fn get_pattern_ast(&self) -> Option<&PatternAst<Fsm>> {
+        self.rhs.get_pattern_ast()
+    }
+
+    fn vars(&self) -> Vec<Var> {
+        self.rhs.vars()
+    }
+}
+
+/// The egg rewrite of a rule.
+pub fn rewrite(r: &RuleDef) -> Rewrite<Fsm, FsmAnalysis> {
+    Rewrite::new(
+        r.name.clone(),
+        r.lhs.clone(),
+        RuleApplier {
+            rhs: r.rhs.clone(),
+            conds: r.conds.clone(),
+            counter: std::cell::Cell::new(0),
+        },
+    )
+    .expect("the loader checked the variables")
+}
+
+/// Matches of a rule's left-hand side (for tests and `--check`).
+pub fn search(r: &RuleDef, egraph: &Graph) -> Vec<SearchMatches<'static, Fsm>> {
+    r.lhs
+        .search(egraph)
+        .into_iter()
+        .map(|m| SearchMatches {
+            eclass: m.eclass,
+            substs: m.substs,
+            ast: None,
+        })
+        .collect()
+}

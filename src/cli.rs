@@ -55,6 +55,24 @@ enum Command {
         #[arg(long)]
         cotangent: String,
     },
+    /// Optimise an entry with the rewrite rules (e-graph, seed 001 §5) and
+    /// print the optimised program.
+    Opt {
+        file: PathBuf,
+        #[arg(long, default_value = "main")]
+        entry: String,
+        /// A directory of `*.rules` files adding to (or replacing, by family
+        /// name) the default rule set.
+        #[arg(long)]
+        rules: Option<PathBuf>,
+        /// Print the chain of rule applications, with their identities.
+        #[arg(long)]
+        explain: bool,
+        /// Print e-graph sizes, iterations, time and rule applications per
+        /// phase to stderr.
+        #[arg(long)]
+        stats: bool,
+    },
     /// ADBench workloads: objective and gradient from ADBench's input files.
     #[command(subcommand)]
     Adbench(AdbenchCmd),
@@ -103,6 +121,8 @@ enum Mode {
     /// Source-to-source reverse mode: the program's adjoint, run by the
     /// reference evaluator, one run per output.
     Rev,
+    /// Forward mode after the optimiser (dF̃).
+    FwdOpt,
 }
 
 #[derive(Args, Debug)]
@@ -336,6 +356,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Run(args) => run_cmd(args),
         Command::Grad(args) => deriv_cmd(args, false),
+        Command::Opt {
+            file,
+            entry,
+            rules,
+            explain,
+            stats,
+        } => opt_cmd(&file, &entry, rules, explain, stats),
         Command::Vjp { args, cotangent } => vjp_cmd(args, &cotangent),
         Command::Adbench(AdbenchCmd::Gmm {
             file,
@@ -367,6 +394,14 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     pipeline::derivative(&files.main_src, &entry, &wrt)
                         .map_err(fail)?
                         .wrapper
+                        .program
+                }
+                Mode::FwdOpt => {
+                    let d = pipeline::tangent_derivative(&files.main_src, &entry, &wrt)
+                        .map_err(fail)?;
+                    pipeline::optimise_entry(&d.wrapper, &pipeline::OptOptions::default())
+                        .map_err(fail)?
+                        .entry
                         .program
                 }
                 Mode::Fd | Mode::Tape => {
@@ -419,6 +454,16 @@ fn gmm_cmd(
     let start = Instant::now();
     let cols = match mode {
         Mode::Fwd => crate::gradient::forward(&d, args.clone(), limits),
+        Mode::FwdOpt => {
+            let t = pipeline::tangent_derivative(src, "gmmObjectiveFlat", "theta").map_err(fail)?;
+            let o = pipeline::optimise_entry(&t.wrapper, &pipeline::OptOptions::default())
+                .map_err(fail)?;
+            let d = pipeline::Derivative {
+                wrapper: o.entry,
+                ..t
+            };
+            crate::gradient::forward(&d, args.clone(), limits)
+        }
         Mode::Fd => crate::gradient::finite_differences(&d.base, 0, args.clone(), limits),
         Mode::Tape => crate::gradient::tape(&d.base, 0, args.clone(), limits),
         Mode::Rev => {
@@ -435,6 +480,78 @@ fn gmm_cmd(
     );
     if stats {
         eprintln!("{}", stats_json(cols.stats, elapsed));
+    }
+    Ok(())
+}
+
+fn opt_cmd(
+    file: &PathBuf,
+    entry: &str,
+    rules: Option<PathBuf>,
+    explain: bool,
+    stats: bool,
+) -> Result<(), Failure> {
+    let files = Files {
+        main_path: file.display().to_string(),
+        main_src: read(file)?,
+    };
+    let fail = |d: Diagnostic| {
+        if d.span == Span::generated() && d.message.contains(": error[") {
+            // A rule-file error renders itself.
+            Failure(d.message.clone())
+        } else {
+            Failure(render(&d, &files))
+        }
+    };
+    let loaded = pipeline::load(&files.main_src).map_err(fail)?;
+    let e = pipeline::entry(&loaded, entry).map_err(fail)?;
+    let opts = pipeline::OptOptions {
+        rules_dir: rules,
+        explain,
+        ..Default::default()
+    };
+    let o = pipeline::optimise_entry(&e, &opts).map_err(fail)?;
+    print!("{}", crate::syntax::print_program(&o.entry.program));
+    if explain {
+        for (phase, steps) in &o.report.explanation {
+            println!("// phase {phase}:");
+            for line in steps {
+                let rule = line.split("Rewrite").nth(1).and_then(|r| {
+                    r.trim_start_matches(['=', '<', '>'])
+                        .split([' ', ')'])
+                        .find(|w| !w.is_empty())
+                });
+                match rule.and_then(|r| o.rules.iter().find(|d| d.name == r)) {
+                    Some(d) => println!("//   {}   -- {}", d.name, d.doc),
+                    None => {
+                        if let Some(r) = rule {
+                            println!("//   {r}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if stats {
+        for p in &o.report.phases {
+            let applied: Vec<String> = p
+                .applied
+                .iter()
+                .map(|(k, v)| format!("\"{k}\": {v}"))
+                .collect();
+            eprintln!(
+                "{{\"phase\": \"{}\", \"iterations\": {}, \"nodes\": {}, \"classes\": {}, \"time_ms\": {:.1}, \"stop\": \"{}\", \"cost_before\": {:.1}, \"cost_after\": {:.1}, \"applied\": {{{}}}}}",
+                p.phase,
+                p.iterations,
+                p.nodes,
+                p.classes,
+                p.time.as_secs_f64() * 1e3,
+                p.stop,
+                p.cost_before,
+                p.cost_after,
+                applied.join(", ")
+            );
+        }
     }
     Ok(())
 }
@@ -499,9 +616,9 @@ fn vjp_cmd(args: DerivArgs, cotangent: &str) -> Result<(), Failure> {
                 .map_err(|e| fail(Diagnostic::from(&e)))?;
             (t.value, t.gradient, t.stats)
         }
-        Mode::Fwd | Mode::Fd => {
+        Mode::Fwd | Mode::Fd | Mode::FwdOpt => {
             let d = pipeline::derivative(&files.main_src, &args.entry, &args.wrt).map_err(fail)?;
-            let cols = if args.mode == Mode::Fwd {
+            let cols = if args.mode != Mode::Fd {
                 crate::gradient::forward(&d, values, limits)
             } else {
                 crate::gradient::finite_differences(&d.base, d.wrt, values, limits)
@@ -559,6 +676,17 @@ fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
             let r = pipeline::reverse_derivative(&files.main_src, &args.entry, &args.wrt)
                 .map_err(fail)?;
             crate::gradient::reverse(&r, values, limits)
+        }
+        Mode::FwdOpt => {
+            let t = pipeline::tangent_derivative(&files.main_src, &args.entry, &args.wrt)
+                .map_err(fail)?;
+            let o = pipeline::optimise_entry(&t.wrapper, &pipeline::OptOptions::default())
+                .map_err(fail)?;
+            let d = pipeline::Derivative {
+                wrapper: o.entry,
+                ..t
+            };
+            crate::gradient::forward(&d, values, limits)
         }
     }
     .map_err(|e| fail(Diagnostic::from(&e)))?;

@@ -79,6 +79,37 @@ pub fn forward(d: &Derivative, args: Vec<Value>, limits: Limits) -> Result<Colum
     let wt = d.base.params[d.wrt].1.clone();
     let rt = d.base.result.clone();
     let (res, mut stats) = d.wrapper.run(args.clone(), limits, &mut |_, _| {})?;
+    if d.tangent_only {
+        // One tangent (shaped like the result) per element of the variable.
+        let per: Vec<Value> = match (&wt, &res) {
+            (Type::Double, _) => vec![res.clone()],
+            (Type::Array(e), Value::Array(rows)) if **e == Type::Double => rows.to_vec(),
+            (_, Value::Array(rows)) => rows
+                .iter()
+                .flat_map(|r| match r {
+                    Value::Array(cs) => cs.to_vec(),
+                    other => vec![other.clone()],
+                })
+                .collect(),
+            _ => vec![res.clone()],
+        };
+        let (value, s) = d.base.run(args, limits, &mut |_, _| {})?;
+        stats.steps += s.steps;
+        stats.ops += s.ops;
+        let columns = per
+            .iter()
+            .map(|t| {
+                let mut xs = Vec::new();
+                flatten(t, &mut xs);
+                xs
+            })
+            .collect();
+        return Ok(Columns {
+            value,
+            columns,
+            stats,
+        });
+    }
     // One dual result per element of the independent variable.
     let duals: Vec<Value> = match (&wt, &res) {
         (Type::Double, _) => vec![res.clone()],

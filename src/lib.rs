@@ -15,6 +15,7 @@ pub mod gradient;
 pub mod interchange;
 pub mod ir;
 pub mod numeric;
+pub mod opt;
 pub mod pipeline;
 pub mod syntax;
 pub mod tape;

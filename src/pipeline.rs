@@ -251,6 +251,69 @@ pub struct Derivative {
     pub wrapper: Entry,
     /// Which parameter is the independent variable.
     pub wrt: usize,
+    /// The wrapper returns only tangents (no primal values), shaped like
+    /// the independent variable around the result: what the optimiser
+    /// needs to drop the primal computation (`--mode fwd-opt`).
+    pub tangent_only: bool,
+}
+
+/// Source text for the tangent part of `e`, a dual value of primal type `t`.
+fn tangent_src(e: &str, t: &Type, depth: usize) -> String {
+    match t {
+        Type::Double => format!("snd ({e})"),
+        Type::Index | Type::Bool | Type::Fun(..) => format!("({e})"),
+        Type::Array(el) => format!(
+            "(let a't{depth} = {e} in build (length a't{depth}) (fun k't{depth} -> {}))",
+            tangent_src(&format!("a't{depth}[k't{depth}]"), el, depth + 1)
+        ),
+        Type::Pair(a, b) => format!(
+            "(let p't{depth} = {e} in ({}, {}))",
+            tangent_src(&format!("fst p't{depth}"), a, depth + 1),
+            tangent_src(&format!("snd p't{depth}"), b, depth + 1)
+        ),
+    }
+}
+
+/// Like [`derivative`], but the wrapper returns only the tangents.
+pub fn tangent_derivative(
+    src: &str,
+    entry_name: &str,
+    wrt: &str,
+) -> Result<Derivative, Diagnostic> {
+    let d = derivative(src, entry_name, wrt)?;
+    let k = d.wrt;
+    let ps: Vec<String> = (1..=d.base.params.len())
+        .map(|i| format!("p'{i}"))
+        .collect();
+    let binders: Vec<String> = ps
+        .iter()
+        .zip(&d.base.params)
+        .map(|(p, (_, t))| format!("({p}: {t})"))
+        .collect();
+    let shape = match &d.base.params[k].1 {
+        Type::Double => d.base.result.clone(),
+        Type::Array(e) if **e == Type::Double => Type::array(d.base.result.clone()),
+        _ => Type::array(Type::array(d.base.result.clone())),
+    };
+    let body = tangent_src(
+        &format!("deriv ({entry_name} {}) {}", ps.join(" "), ps[k]),
+        &shape,
+        0,
+    );
+    let wrapper_src = format!(
+        "{src}
+let deriv'entry = fun {} -> {body}
+",
+        binders.join(" ")
+    );
+    let loaded = load(&wrapper_src)?;
+    let wrapper = entry(&loaded, "deriv'entry")?;
+    Ok(Derivative {
+        base: d.base,
+        wrapper,
+        wrt: k,
+        tangent_only: true,
+    })
 }
 
 /// Builds the forward-mode derivative of `entry` with respect to its
@@ -294,6 +357,7 @@ pub fn derivative(src: &str, entry_name: &str, wrt: &str) -> Result<Derivative, 
         base,
         wrapper,
         wrt: k,
+        tangent_only: false,
     })
 }
 
@@ -343,5 +407,56 @@ pub fn reverse_derivative(
         rev,
         wrt: k,
         seeded,
+    })
+}
+
+/// Options of the optimiser, as the command line gives them.
+#[derive(Default)]
+pub struct OptOptions {
+    pub rules_dir: Option<std::path::PathBuf>,
+    pub limits: crate::opt::OptLimits,
+    pub explain: bool,
+}
+
+/// An optimised entry, with the optimiser's report.
+pub struct OptimisedEntry {
+    pub entry: Entry,
+    pub report: crate::opt::Optimised,
+    pub rules: Vec<crate::opt::RuleDef>,
+}
+
+/// Normalises `e` to first-order form and optimises it with the rule set
+/// (seed 001 §5): the result is an entry like any other, type-checked again.
+pub fn optimise_entry(e: &Entry, opts: &OptOptions) -> Result<OptimisedEntry, Diagnostic> {
+    let rules = crate::opt::load(opts.rules_dir.as_deref()).map_err(|r| Diagnostic {
+        code: r.code,
+        message: r.render(),
+        span: Span::generated(),
+        notes: Vec::new(),
+    })?;
+    let types: Vec<Type> = e.params.iter().map(|(_, t)| t.clone()).collect();
+    let normal = crate::ad::normal_program(&e.program, &e.types, &e.name_in_program(), &types)
+        .map_err(|err| Diagnostic::from(&err))?;
+    let report = crate::opt::optimise(&normal, &rules, opts.limits, opts.explain);
+    // The optimiser's output is ordinary code: type-check it again.
+    let typing = infer_program(&report.program).map_err(|err| generated(Diagnostic::from(&err)))?;
+    let name = report
+        .program
+        .defs
+        .last()
+        .expect("one definition")
+        .name
+        .to_string();
+    let entry = entry(
+        &Loaded {
+            program: report.program.clone(),
+            typing,
+        },
+        &name,
+    )?;
+    Ok(OptimisedEntry {
+        entry,
+        report,
+        rules,
     })
 }

@@ -2,10 +2,11 @@
 //!
 //! - `free`: for every free variable, which parts of it the class uses:
 //!   bit 1 = `fst x`, bit 2 = `snd x`, 3 = the whole of x. Classes merge
-//!   by intersection (AND): equivalent terms have the same value, so the
-//!   value depends on at most what *every* member reads. This gives
-//!   `not-free`, and the `only-fst`/`only-snd` conditions that loop fission
-//!   needs.
+//!   by union (OR): a condition such as `not-free` must hold of *every*
+//!   member, because extraction may pick any of them (an intersection
+//!   would let `let-dead` drop a binding a chosen member still uses). This
+//!   gives `not-free`, and the `only-fst`/`only-snd` conditions of loop
+//!   fission.
 //! - `constant`: a literal the class is known to equal (constant folding,
 //!   with the evaluator's own scalar semantics, so ⊥ is never folded).
 //! - `loop_bounds` (global): the size `n` of the loop that binds each index
@@ -14,7 +15,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use egg::{Analysis, DidMerge, EGraph, Id, Symbol};
+use egg::{Analysis, DidMerge, EGraph, Id, Language, Symbol};
 
 use super::lang::{Dbl, Fsm};
 use crate::eval::{Value, scalar};
@@ -24,6 +25,44 @@ use crate::ir::Prim;
 pub struct Data {
     pub free: BTreeMap<Symbol, u8>,
     pub constant: Option<Fsm>,
+    /// Cannot be ⊥: built from total operations only (merged by OR: one
+    /// total member makes the class total, as all members are equal).
+    pub total: bool,
+}
+
+/// Operations that are defined on every argument of their type.
+fn total_op(n: &Fsm) -> bool {
+    matches!(
+        n,
+        Fsm::Var(_)
+            | Fsm::Symbol(_)
+            | Fsm::Bool(_)
+            | Fsm::Int(_)
+            | Fsm::Double(_)
+            | Fsm::Lam(_)
+            | Fsm::Let(_)
+            | Fsm::If(_)
+            | Fsm::Array(_)
+            | Fsm::Sub(_)
+            | Fsm::Mul(_)
+            | Fsm::Neg(_)
+            | Fsm::Lt(_)
+            | Fsm::Gt(_)
+            | Fsm::Le(_)
+            | Fsm::Ge(_)
+            | Fsm::Eq(_)
+            | Fsm::Ne(_)
+            | Fsm::Not(_)
+            | Fsm::Sin(_)
+            | Fsm::Cos(_)
+            | Fsm::Exp(_)
+            | Fsm::ToDouble(_)
+            | Fsm::Length(_)
+            | Fsm::Pair(_)
+            | Fsm::Fst(_)
+            | Fsm::Snd(_)
+            | Fsm::Concat(_)
+    ) || matches!(n, Fsm::Add(_))
 }
 
 #[derive(Default)]
@@ -114,7 +153,7 @@ impl Analysis<Fsm> for FsmAnalysis {
 
     fn make(egraph: &mut Graph, enode: &Fsm, _id: Id) -> Data {
         let mut free: BTreeMap<Symbol, u8> = BTreeMap::new();
-        let mut add = |m: &BTreeMap<Symbol, u8>, free: &mut BTreeMap<Symbol, u8>| {
+        let add = |m: &BTreeMap<Symbol, u8>, free: &mut BTreeMap<Symbol, u8>| {
             for (k, b) in m {
                 *free.entry(*k).or_insert(0) |= b;
             }
@@ -141,11 +180,11 @@ impl Analysis<Fsm> for FsmAnalysis {
             }
             Fsm::Fst([c]) | Fsm::Snd([c]) => {
                 let part = if matches!(enode, Fsm::Fst(_)) { 1 } else { 2 };
-                match var_symbol(egraph, *c) {
-                    Some(x) => {
-                        free.insert(x, part);
-                    }
-                    None => add(&egraph[*c].data.free, &mut free),
+                // Every variable any member uses stays (extraction may pick
+                // any member); a projection of a variable reads only part.
+                add(&egraph[*c].data.free, &mut free);
+                if let Some(x) = var_symbol(egraph, *c) {
+                    free.insert(x, part);
                 }
             }
             _ => {
@@ -154,24 +193,30 @@ impl Analysis<Fsm> for FsmAnalysis {
                 }
             }
         }
+        // Index arithmetic can overflow; Double `+ - *` cannot fail.
+        let total = (total_op(enode) || fold(egraph, enode).is_some())
+            && enode.children().iter().all(|c| egraph[*c].data.total);
         Data {
             free,
             constant: fold(egraph, enode),
+            total,
         }
     }
 
     fn merge(&mut self, to: &mut Data, from: Data) -> DidMerge {
         let before = to.free.clone();
-        to.free.retain(|k, b| match from.free.get(k) {
-            Some(fb) => {
-                *b &= fb;
-                *b != 0
-            }
-            None => false,
-        });
+        for (k, b) in &from.free {
+            *to.free.entry(*k).or_insert(0) |= b;
+        }
         let changed_to = before != to.free;
         let changed_from = to.free != from.free;
         let mut d = DidMerge(changed_to, changed_from);
+        if !to.total && from.total {
+            to.total = true;
+            d = d | DidMerge(true, false);
+        } else if to.total && !from.total {
+            d = d | DidMerge(false, true);
+        }
         if to.constant.is_none() && from.constant.is_some() {
             to.constant = from.constant;
             d = d | DidMerge(true, false);
@@ -185,7 +230,7 @@ impl Analysis<Fsm> for FsmAnalysis {
         let Some(c) = egraph[id].data.constant.clone() else {
             return;
         };
-        if egraph[id].nodes.iter().any(|n| *n == c) {
+        if egraph[id].nodes.contains(&c) {
             return;
         }
         // A named step, so explanations read "const-fold".

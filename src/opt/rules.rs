@@ -53,11 +53,24 @@ pub enum Cond {
     OnlySnd(Var, Var),
     /// `fresh ?y`: binds ?y to a symbol used nowhere (capture avoidance).
     Fresh(Var),
+    /// `free-in ?x ?e`: the symbol ?x is free in ?e (every member uses it).
+    FreeIn(Var, Var),
+    /// `total ?e`: ?e cannot be ⊥ (built only from total operations).
+    Total(Var),
 }
 
 impl Cond {
     pub const NAMES: &'static [&'static str] = &[
-        "not-free", "distinct", "const", "nonzero", "in-bounds", "only-fst", "only-snd", "fresh",
+        "not-free",
+        "distinct",
+        "const",
+        "nonzero",
+        "in-bounds",
+        "only-fst",
+        "only-snd",
+        "fresh",
+        "free-in",
+        "total",
     ];
 
     fn vars(&self) -> Vec<Var> {
@@ -66,8 +79,9 @@ impl Cond {
             | Cond::Distinct(a, b)
             | Cond::InBounds(a, b)
             | Cond::OnlyFst(a, b)
-            | Cond::OnlySnd(a, b) => vec![*a, *b],
-            Cond::Const(a) | Cond::Nonzero(a) | Cond::Fresh(a) => vec![*a],
+            | Cond::OnlySnd(a, b)
+            | Cond::FreeIn(a, b) => vec![*a, *b],
+            Cond::Const(a) | Cond::Nonzero(a) | Cond::Fresh(a) | Cond::Total(a) => vec![*a],
         }
     }
 }
@@ -83,6 +97,8 @@ impl fmt::Display for Cond {
             Cond::OnlyFst(a, b) => write!(f, "only-fst {a} {b}"),
             Cond::OnlySnd(a, b) => write!(f, "only-snd {a} {b}"),
             Cond::Fresh(a) => write!(f, "fresh {a}"),
+            Cond::FreeIn(a, b) => write!(f, "free-in {a} {b}"),
+            Cond::Total(a) => write!(f, "total {a}"),
         }
     }
 }
@@ -108,7 +124,10 @@ impl RuleDef {
 
     /// Phases the rule belongs to (`phase=NAME` tags; none means all).
     pub fn phases(&self) -> Vec<&str> {
-        self.tags.iter().filter_map(|t| t.strip_prefix("phase=")).collect()
+        self.tags
+            .iter()
+            .filter_map(|t| t.strip_prefix("phase="))
+            .collect()
     }
 }
 
@@ -170,23 +189,47 @@ pub fn parse_family(family: &str, file: &str, text: &str) -> Result<Vec<RuleDef>
         let indent = raw.len() - raw.trim_start().len() + 1;
         if let Some(rest) = trimmed.strip_prefix("rule ") {
             let Some((name, body)) = rest.split_once(':') else {
-                return Err(err(line, indent, "rule-syntax", "expected `rule NAME : LHS => RHS`".into()));
+                return Err(err(
+                    line,
+                    indent,
+                    "rule-syntax",
+                    "expected `rule NAME : LHS => RHS`".into(),
+                ));
             };
             let name = name.trim();
             if name.is_empty()
-                || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
             {
-                return Err(err(line, indent + 5, "rule-name", format!("rule names are kebab-case: `{name}`")));
+                return Err(err(
+                    line,
+                    indent + 5,
+                    "rule-name",
+                    format!("rule names are kebab-case: `{name}`"),
+                ));
             }
             let Some((lhs, rhs)) = body.split_once("=>") else {
-                return Err(err(line, indent, "rule-syntax", "expected `=>` between the two patterns".into()));
+                return Err(err(
+                    line,
+                    indent,
+                    "rule-syntax",
+                    "expected `=>` between the two patterns".into(),
+                ));
             };
             let lhs_col = raw.find(lhs.trim()).unwrap_or(0) + 1;
             let rhs_col = raw.rfind(rhs.trim()).unwrap_or(0) + 1;
-            let lhs_p = pattern(lhs.trim()).map_err(|(c, code, m)| err(line, lhs_col + c, code, m))?;
-            let rhs_p = pattern(rhs.trim()).map_err(|(c, code, m)| err(line, rhs_col + c, code, m))?;
+            let lhs_p =
+                pattern(lhs.trim()).map_err(|(c, code, m)| err(line, lhs_col + c, code, m))?;
+            let rhs_p =
+                pattern(rhs.trim()).map_err(|(c, code, m)| err(line, rhs_col + c, code, m))?;
             if doc.is_empty() {
-                return Err(err(line, indent, "rule-doc", format!("rule `{name}` has no `##` identity line above it")));
+                return Err(err(
+                    line,
+                    indent,
+                    "rule-doc",
+                    format!("rule `{name}` has no `##` identity line above it"),
+                ));
             }
             rules.push(RuleDef {
                 name: name.to_string(),
@@ -201,10 +244,20 @@ pub fn parse_family(family: &str, file: &str, text: &str) -> Result<Vec<RuleDef>
             continue;
         }
         let Some(current) = rules.last_mut() else {
-            return Err(err(line, indent, "rule-syntax", "expected a rule: `rule NAME : LHS => RHS`".into()));
+            return Err(err(
+                line,
+                indent,
+                "rule-syntax",
+                "expected a rule: `rule NAME : LHS => RHS`".into(),
+            ));
         };
         if indent == 1 {
-            return Err(err(line, 1, "rule-syntax", "`if` and `tags:` lines are indented under their rule".into()));
+            return Err(err(
+                line,
+                1,
+                "rule-syntax",
+                "`if` and `tags:` lines are indented under their rule".into(),
+            ));
         }
         if let Some(c) = trimmed.strip_prefix("if ") {
             let words: Vec<&str> = c.split_whitespace().collect();
@@ -217,13 +270,21 @@ pub fn parse_family(family: &str, file: &str, text: &str) -> Result<Vec<RuleDef>
                         line,
                         indent,
                         "unknown-tag",
-                        format!("unknown tag `{tag}` (known: {}, phase=NAME)", TAGS.join(", ")),
+                        format!(
+                            "unknown tag `{tag}` (known: {}, phase=NAME)",
+                            TAGS.join(", ")
+                        ),
                     ));
                 }
                 current.tags.push(tag.to_string());
             }
         } else {
-            return Err(err(line, indent, "rule-syntax", "expected `if CONDITION` or `tags: …`".into()));
+            return Err(err(
+                line,
+                indent,
+                "rule-syntax",
+                "expected `if CONDITION` or `tags: …`".into(),
+            ));
         }
     }
     // Variables: the right-hand side and the conditions may use only the
@@ -238,13 +299,21 @@ pub fn parse_family(family: &str, file: &str, text: &str) -> Result<Vec<RuleDef>
                 _ => None,
             })
             .collect();
-        for v in r.rhs.vars().into_iter().chain(r.conds.iter().flat_map(|c| c.vars())) {
+        for v in r
+            .rhs
+            .vars()
+            .into_iter()
+            .chain(r.conds.iter().flat_map(|c| c.vars()))
+        {
             if !bound.contains(&v) && !fresh.contains(&v) {
                 return Err(err(
                     r.line,
                     1,
                     "unbound-pattern-variable",
-                    format!("rule `{}`: `{v}` is not bound by the left-hand side", r.name),
+                    format!(
+                        "rule `{}`: `{v}` is not bound by the left-hand side",
+                        r.name
+                    ),
                 ));
             }
         }
@@ -269,12 +338,20 @@ fn pattern(text: &str) -> Result<Pattern<Fsm>, (usize, &'static str, String)> {
             continue;
         }
         let start = i;
-        while i < bytes.len() && bytes[i] != b'(' && bytes[i] != b')' && !bytes[i].is_ascii_whitespace() {
+        while i < bytes.len()
+            && bytes[i] != b'('
+            && bytes[i] != b')'
+            && !bytes[i].is_ascii_whitespace()
+        {
             i += 1;
         }
         let tok = &text[start..i];
         if expect_op && !OPERATORS.contains(&tok) {
-            return Err((start, "unknown-operator", format!("unknown operator `{tok}`")));
+            return Err((
+                start,
+                "unknown-operator",
+                format!("unknown operator `{tok}`"),
+            ));
         }
         expect_op = false;
     }
@@ -286,9 +363,17 @@ fn condition(words: &[&str]) -> Result<Cond, (&'static str, String)> {
     let var = |k: usize| -> Result<Var, (&'static str, String)> {
         words
             .get(k)
-            .ok_or(("condition-arity", format!("`{}` needs more arguments", words[0])))?
+            .ok_or((
+                "condition-arity",
+                format!("`{}` needs more arguments", words[0]),
+            ))?
             .parse::<Var>()
-            .map_err(|_| ("condition-argument", format!("`{}` is not a pattern variable", words[k])))
+            .map_err(|_| {
+                (
+                    "condition-argument",
+                    format!("`{}` is not a pattern variable", words[k]),
+                )
+            })
     };
     let Some(name) = words.first() else {
         return Err(("unknown-condition", "empty condition".into()));
@@ -302,16 +387,24 @@ fn condition(words: &[&str]) -> Result<Cond, (&'static str, String)> {
         "only-fst" => Cond::OnlyFst(var(1)?, var(2)?),
         "only-snd" => Cond::OnlySnd(var(1)?, var(2)?),
         "fresh" => Cond::Fresh(var(1)?),
+        "free-in" => Cond::FreeIn(var(1)?, var(2)?),
+        "total" => Cond::Total(var(1)?),
         other => {
             return Err((
                 "unknown-condition",
-                format!("unknown condition `{other}` (known: {})", Cond::NAMES.join(", ")),
+                format!(
+                    "unknown condition `{other}` (known: {})",
+                    Cond::NAMES.join(", ")
+                ),
             ));
         }
     };
     let arity = c.vars().len();
     if words.len() != arity + 1 {
-        return Err(("condition-arity", format!("`{name}` takes {arity} argument(s)")));
+        return Err((
+            "condition-arity",
+            format!("`{name}` takes {arity} argument(s)"),
+        ));
     }
     Ok(c)
 }
@@ -322,7 +415,10 @@ pub fn load(dir: Option<&std::path::Path>) -> Result<Vec<RuleDef>, RuleError> {
     let mut families: BTreeMap<String, (String, String)> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     for (f, text) in DEFAULT_FAMILIES {
-        families.insert(f.to_string(), (format!("<default>/{f}.rules"), text.to_string()));
+        families.insert(
+            f.to_string(),
+            (format!("<default>/{f}.rules"), text.to_string()),
+        );
         order.push(f.to_string());
     }
     if let Some(dir) = dir {
@@ -340,7 +436,11 @@ pub fn load(dir: Option<&std::path::Path>) -> Result<Vec<RuleDef>, RuleError> {
             .collect();
         paths.sort();
         for p in paths {
-            let fam = p.file_stem().and_then(|s| s.to_str()).unwrap_or("rules").to_string();
+            let fam = p
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("rules")
+                .to_string();
             let text = std::fs::read_to_string(&p).map_err(|e| RuleError {
                 file: p.display().to_string(),
                 line: 0,
@@ -365,7 +465,10 @@ pub fn load(dir: Option<&std::path::Path>) -> Result<Vec<RuleDef>, RuleError> {
                     line: r.line,
                     col: 6,
                     code: "duplicate-rule",
-                    message: format!("rule `{}` is already defined in family `{}`", r.name, prev.family),
+                    message: format!(
+                        "rule `{}` is already defined in family `{}`",
+                        r.name, prev.family
+                    ),
                     text: text.lines().nth(r.line - 1).unwrap_or("").to_string(),
                 });
             }
@@ -376,7 +479,13 @@ pub fn load(dir: Option<&std::path::Path>) -> Result<Vec<RuleDef>, RuleError> {
 }
 
 /// Checks the conditions of a rule for one match, binding `fresh` ones.
-fn holds(conds: &[Cond], egraph: &mut Graph, subst: &mut Subst, eclass: Id, counter: &mut u32) -> bool {
+fn holds(
+    conds: &[Cond],
+    egraph: &mut Graph,
+    subst: &mut Subst,
+    eclass: Id,
+    counter: &mut u32,
+) -> bool {
     for c in conds {
         let ok = match c {
             Cond::NotFree(x, e) => match symbol_of(egraph, subst[*x]) {
@@ -384,6 +493,11 @@ fn holds(conds: &[Cond], egraph: &mut Graph, subst: &mut Subst, eclass: Id, coun
                 None => false,
             },
             Cond::Distinct(a, b) => egraph.find(subst[*a]) != egraph.find(subst[*b]),
+            Cond::FreeIn(x, e) => match symbol_of(egraph, subst[*x]) {
+                Some(s) => egraph[subst[*e]].data.free.contains_key(&s),
+                None => false,
+            },
+            Cond::Total(e) => egraph[subst[*e]].data.total,
             Cond::Const(e) => egraph[subst[*e]].data.constant.is_some(),
             Cond::Nonzero(e) => match &egraph[subst[*e]].data.constant {
                 Some(Fsm::Double(d)) => d.get() != 0.0,
@@ -391,7 +505,10 @@ fn holds(conds: &[Cond], egraph: &mut Graph, subst: &mut Subst, eclass: Id, coun
                 _ => false,
             },
             Cond::InBounds(i, n) => {
-                let (ci, cn) = (&egraph[subst[*i]].data.constant, &egraph[subst[*n]].data.constant);
+                let (ci, cn) = (
+                    &egraph[subst[*i]].data.constant,
+                    &egraph[subst[*n]].data.constant,
+                );
                 match (ci, cn) {
                     (Some(Fsm::Int(a)), Some(Fsm::Int(b))) => 0 <= *a && a < b,
                     _ => match var_symbol(egraph, subst[*i]) {
@@ -416,8 +533,14 @@ fn holds(conds: &[Cond], egraph: &mut Graph, subst: &mut Subst, eclass: Id, coun
                 }
             }
             Cond::Fresh(v) => {
-                *counter += 1;
-                let sym = Fsm::Symbol(Symbol::from(format!("f'{}'{}", usize::from(eclass), counter)));
+                // Deterministic per match: applying the rule again to the
+                // same class builds the same term instead of a new one.
+                let _ = counter;
+                let sym = Fsm::Symbol(Symbol::from(format!(
+                    "{}'f{}",
+                    v.to_string().trim_start_matches('?'),
+                    usize::from(egraph.find(eclass))
+                )));
                 let id = egraph.add(sym);
                 subst.insert(*v, id);
                 true
@@ -434,7 +557,7 @@ fn holds(conds: &[Cond], egraph: &mut Graph, subst: &mut Subst, eclass: Id, coun
 pub struct RuleApplier {
     rhs: Pattern<Fsm>,
     conds: Vec<Cond>,
-    counter: std::cell::Cell<u32>,
+    counter: std::sync::atomic::AtomicU32,
 }
 
 impl Applier<Fsm, FsmAnalysis> for RuleApplier {
@@ -447,21 +570,28 @@ impl Applier<Fsm, FsmAnalysis> for RuleApplier {
         rule_name: Symbol,
     ) -> Vec<Id> {
         let mut s = subst.clone();
-        let mut counter = self.counter.get();
+        let mut counter = self.counter.load(std::sync::atomic::Ordering::Relaxed);
         let ok = holds(&self.conds, egraph, &mut s, eclass, &mut counter);
-        self.counter.set(counter);
+        self.counter
+            .store(counter, std::sync::atomic::Ordering::Relaxed);
         if !ok {
             return Vec::new();
         }
-        self.rhs.apply_one(egraph, eclass, &s, searcher_ast, rule_name)
+        self.rhs
+            .apply_one(egraph, eclass, &s, searcher_ast, rule_name)
     }
 
     fn get_pattern_ast(&self) -> Option<&PatternAst<Fsm>> {
-        self.rhs.get_pattern_ast()
+        <Pattern<Fsm> as Applier<Fsm, FsmAnalysis>>::get_pattern_ast(&self.rhs)
     }
 
+    /// The variables the match must bind: those of the right-hand side,
+    /// less the ones a `fresh` condition binds.
     fn vars(&self) -> Vec<Var> {
-        self.rhs.vars()
+        <Pattern<Fsm> as Applier<Fsm, FsmAnalysis>>::vars(&self.rhs)
+            .into_iter()
+            .filter(|v| !self.conds.contains(&Cond::Fresh(*v)))
+            .collect()
     }
 }
 
@@ -473,7 +603,7 @@ pub fn rewrite(r: &RuleDef) -> Rewrite<Fsm, FsmAnalysis> {
         RuleApplier {
             rhs: r.rhs.clone(),
             conds: r.conds.clone(),
-            counter: std::cell::Cell::new(0),
+            counter: std::sync::atomic::AtomicU32::new(0),
         },
     )
     .expect("the loader checked the variables")

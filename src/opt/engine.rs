@@ -1,0 +1,171 @@
+//! The transformation strategy of seed 001 §5.2 (Fig. 9) on egg: phases
+//! run one after the other, each an equality saturation over its rule
+//! group, bounded by node, iteration and time limits, followed by
+//! extraction of the cheapest term, which starts the next phase. A phase
+//! that hits a limit ends gracefully with the best term found so far.
+//!
+//! Extraction cost counts loops by their trip counts: a loop's body costs
+//! `TRIP` times its size, so a nested loop costs `TRIP²`; `n` is unknown at
+//! compile time, and any large constant orders programs by their
+//! asymptotic cost.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use egg::{CostFunction, Extractor, Id, Language, RecExpr, Runner, StopReason};
+
+use super::analysis::{FsmAnalysis, Graph};
+use super::lang::Fsm;
+use super::rules::{RuleDef, rewrite};
+
+/// The phases of Fig. 9, in order.
+pub const PHASES: &[&str] = &["inline", "fission", "simplify", "normalise", "cleanup"];
+
+/// Resource limits of one phase.
+#[derive(Copy, Clone, Debug)]
+pub struct OptLimits {
+    pub nodes: usize,
+    pub iterations: usize,
+    pub time: Duration,
+}
+
+impl Default for OptLimits {
+    fn default() -> OptLimits {
+        OptLimits {
+            nodes: 20_000,
+            iterations: 24,
+            time: Duration::from_secs(3),
+        }
+    }
+}
+
+/// What a phase did.
+#[derive(Clone, Debug)]
+pub struct PhaseStats {
+    pub phase: &'static str,
+    pub iterations: usize,
+    pub nodes: usize,
+    pub classes: usize,
+    pub time: Duration,
+    pub stop: String,
+    /// Applications per rule, by name.
+    pub applied: BTreeMap<String, usize>,
+    pub cost_before: f64,
+    pub cost_after: f64,
+}
+
+/// Loop-aware extraction cost.
+pub struct LoopCost;
+
+/// The assumed trip count of every loop.
+pub const TRIP: f64 = 100.0;
+
+impl CostFunction<Fsm> for LoopCost {
+    type Cost = f64;
+    fn cost<C>(&mut self, enode: &Fsm, mut costs: C) -> f64
+    where
+        C: FnMut(Id) -> f64,
+    {
+        match enode {
+            Fsm::Symbol(_) | Fsm::Bool(_) | Fsm::Int(_) | Fsm::Double(_) => 0.1,
+            Fsm::Var(_) => 0.2,
+            Fsm::Lam([_, b]) => costs(*b),
+            // A `let` is nearly free: it names a value.
+            Fsm::Let([_, v, b]) => 0.05 + costs(*v) + costs(*b),
+            Fsm::Build([n, f]) => 1.0 + costs(*n) + TRIP * costs(*f),
+            Fsm::IFold([f, z, n]) | Fsm::IScan([f, z, n]) => {
+                1.0 + costs(*z) + costs(*n) + TRIP * costs(*f)
+            }
+            // Calls are inlined away when possible.
+            Fsm::App([f, a]) => 2.0 + costs(*f) + costs(*a),
+            _ => enode.fold(1.0, |acc, c| acc + costs(c)),
+        }
+    }
+}
+
+/// One phase: saturate `expr` with `rules` and extract the best term.
+pub fn run_phase(
+    phase: &'static str,
+    expr: &RecExpr<Fsm>,
+    bounds: &[(egg::Symbol, usize)],
+    rules: &[&RuleDef],
+    limits: OptLimits,
+    explain: bool,
+) -> (RecExpr<Fsm>, PhaseStats, Vec<String>) {
+    let start = Instant::now();
+    let rewrites: Vec<_> = rules.iter().map(|r| rewrite(r)).collect();
+    let mut egraph = Graph::new(FsmAnalysis::default());
+    if explain {
+        egraph = egraph.with_explanations_enabled();
+    }
+    let root = egraph.add_expr(expr);
+    // Loop sizes by index symbol, as e-classes of this graph.
+    for (s, idx) in bounds {
+        let sub = subexpr(expr, Id::from(*idx));
+        let id = egraph.add_expr(&sub);
+        egraph.analysis.loop_bounds.insert(*s, id);
+    }
+    let cost_before = Extractor::new(&egraph, LoopCost).find_best(root).0;
+    let mut runner = Runner::default()
+        .with_scheduler(egg::BackoffScheduler::default().with_initial_match_limit(200))
+        .with_egraph(egraph)
+        .with_node_limit(limits.nodes)
+        .with_iter_limit(limits.iterations)
+        .with_time_limit(limits.time)
+        .run(&rewrites);
+    let root = runner.egraph.find(root);
+    let (cost_after, best) = Extractor::new(&runner.egraph, LoopCost).find_best(root);
+    let mut applied: BTreeMap<String, usize> = BTreeMap::new();
+    for it in &runner.iterations {
+        for (r, n) in &it.applied {
+            *applied.entry(r.to_string()).or_insert(0) += n;
+        }
+    }
+    let stop = match &runner.stop_reason {
+        Some(StopReason::Saturated) => "saturated".to_string(),
+        Some(StopReason::IterationLimit(n)) => format!("iteration limit ({n})"),
+        Some(StopReason::NodeLimit(n)) => format!("node limit ({n})"),
+        Some(StopReason::TimeLimit(t)) => format!("time limit ({t:.1} s)"),
+        Some(StopReason::Other(s)) => s.clone(),
+        None => "not run".to_string(),
+    };
+    let mut steps = Vec::new();
+    if explain && cost_after < cost_before {
+        let mut ex = runner.explain_equivalence(expr, &best);
+        steps = ex.get_flat_strings();
+    }
+    let stats = PhaseStats {
+        phase,
+        iterations: runner.iterations.len(),
+        nodes: runner.egraph.total_size(),
+        classes: runner.egraph.number_of_classes(),
+        time: start.elapsed(),
+        stop,
+        applied,
+        cost_before,
+        cost_after,
+    };
+    (best, stats, steps)
+}
+
+/// The subterm rooted at `id` as its own RecExpr.
+pub fn subexpr(expr: &RecExpr<Fsm>, id: Id) -> RecExpr<Fsm> {
+    let mut out = RecExpr::default();
+    let mut map: BTreeMap<usize, Id> = BTreeMap::new();
+    fn go(
+        expr: &RecExpr<Fsm>,
+        id: Id,
+        out: &mut RecExpr<Fsm>,
+        map: &mut BTreeMap<usize, Id>,
+    ) -> Id {
+        if let Some(n) = map.get(&usize::from(id)) {
+            return *n;
+        }
+        let node = expr[id].clone().map_children(|c| go(expr, c, out, map));
+        let n = out.add(node);
+        map.insert(usize::from(id), n);
+        n
+    }
+    go(expr, id, &mut out, &mut map);
+    out
+}

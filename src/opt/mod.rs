@@ -1,0 +1,157 @@
+//! The e-graph optimiser (spec/rules-format.md; seed 001 §5). The only
+//! module that names egg.
+//!
+//! - [`lang`]: the typed e-graph language;
+//! - [`analysis`]: free variables with projections, constants, loop sizes;
+//! - [`rules`]: rule files, side conditions, the loader;
+//! - [`engine`]: the phases of Fig. 9, limits, extraction, explanations;
+//! - `convert`: IR ↔ egg.
+//!
+//! [`optimise`] takes a program in first-order normal form (one
+//! definition, see `ad::normal_program`) and returns it optimised.
+
+pub mod analysis;
+mod convert;
+pub mod engine;
+mod inline;
+pub mod lang;
+pub mod rules;
+
+use crate::ir::{Def, Expr, Program};
+
+pub use engine::{OptLimits, PhaseStats};
+pub use rules::{RuleDef, RuleError, load};
+
+/// The optimised program and a report of what happened.
+pub struct Optimised {
+    pub program: Program,
+    pub phases: Vec<PhaseStats>,
+    /// The rewrite steps, per phase, as egg's flat explanation lines.
+    pub explanation: Vec<(String, Vec<String>)>,
+}
+
+/// A variable of `e` bound neither inside it nor in `allowed`.
+fn unbound(
+    prog: &Program,
+    e: crate::ir::ExprId,
+    allowed: &[std::rc::Rc<str>],
+) -> Option<std::rc::Rc<str>> {
+    let mut scope: Vec<std::rc::Rc<str>> = allowed.to_vec();
+    fn go(
+        prog: &Program,
+        e: crate::ir::ExprId,
+        scope: &mut Vec<std::rc::Rc<str>>,
+    ) -> Option<std::rc::Rc<str>> {
+        match prog.expr(e) {
+            Expr::Var(x) => (!scope.contains(x)).then(|| x.clone()),
+            Expr::Lam { param, body, .. } => {
+                scope.push(param.clone());
+                let r = go(prog, *body, scope);
+                scope.pop();
+                r
+            }
+            Expr::Let {
+                name, value, body, ..
+            } => {
+                if let Some(x) = go(prog, *value, scope) {
+                    return Some(x);
+                }
+                scope.push(name.clone());
+                let r = go(prog, *body, scope);
+                scope.pop();
+                r
+            }
+            other => other
+                .children()
+                .into_iter()
+                .find_map(|c| go(prog, c, scope)),
+        }
+    }
+    go(prog, e, &mut scope)
+}
+
+/// Optimises the single definition of `prog` (a function of its leading
+/// lambdas' parameters) with `rules`, phase by phase.
+pub fn optimise(prog: &Program, rules: &[RuleDef], limits: OptLimits, explain: bool) -> Optimised {
+    let def = prog.defs.last().expect("one definition").clone();
+    let mut params = Vec::new();
+    let mut body = def.body;
+    while let Expr::Lam {
+        param,
+        ann,
+        body: b,
+    } = prog.expr(body)
+    {
+        params.push((param.clone(), ann.clone()));
+        body = *b;
+    }
+    // Phase 1 of Fig. 9 inlines definitions to expose fusion: bindings of
+    // pull arrays and single-use bindings are substituted into their uses.
+    let mut work = prog.clone();
+    let body = inline::inline_lets(&mut work, body);
+    let (mut expr, bounds) = convert::to_recexpr(&work, body);
+    let mut bounds: Vec<(egg::Symbol, usize)> = bounds
+        .into_iter()
+        .map(|(s, id)| (s, usize::from(id)))
+        .collect();
+    bounds.sort_by_key(|(s, _)| s.to_string());
+    let mut phases = Vec::new();
+    let mut explanation = Vec::new();
+    for phase in engine::PHASES {
+        let group: Vec<&RuleDef> = rules
+            .iter()
+            .filter(|r| {
+                let ps = r.phases();
+                ps.is_empty() || ps.contains(phase)
+            })
+            .collect();
+        let (best, mut stats, steps) =
+            engine::run_phase(phase, &expr, &bounds, &group, limits, explain);
+        // Loop sizes are re-recorded on the new term. A result that mentions
+        // a variable out of its scope is rejected, keeping the phase's input
+        // (a defence in depth: the conditions should make it impossible).
+        let mut out = Program::new();
+        let mut root = convert::from_recexpr(&best, &mut out);
+        let allowed: Vec<std::rc::Rc<str>> = params.iter().map(|(p, _)| p.clone()).collect();
+        if let Some(x) = unbound(&out, root, &allowed) {
+            stats.stop = format!("{} (result rejected: `{x}` out of scope)", stats.stop);
+            out = Program::new();
+            root = convert::from_recexpr(&expr, &mut out);
+        }
+        // Substitute cheap and single-use bindings again, so the next phase
+        // sees the fused term rather than pushing lets through it.
+        let root = inline::inline_lets(&mut out, root);
+        let (e2, b2) = convert::to_recexpr(&out, root);
+        expr = e2;
+        bounds = b2.into_iter().map(|(s, id)| (s, usize::from(id))).collect();
+        bounds.sort_by_key(|(s, _)| s.to_string());
+        if !steps.is_empty() {
+            explanation.push((phase.to_string(), steps));
+        }
+        phases.push(stats);
+    }
+    let mut out = Program::new();
+    let mut body = convert::from_recexpr(&expr, &mut out);
+    for (p, ann) in params.into_iter().rev() {
+        body = out.add(
+            Expr::Lam {
+                param: p,
+                ann,
+                body,
+            },
+            crate::diagnostic::Span::generated(),
+        );
+    }
+    out.defs.push(Def {
+        name: def.name.clone(),
+        span: def.span,
+        ann: None,
+        body,
+        prelude: false,
+    });
+    Optimised {
+        program: out,
+        phases,
+        explanation,
+    }
+}

@@ -556,6 +556,19 @@ fn opt_cmd(
     Ok(())
 }
 
+/// Same structure: array lengths and tuple nesting agree.
+fn same_shape(a: &crate::eval::Value, b: &crate::eval::Value) -> bool {
+    use crate::eval::Value;
+    match (a, b) {
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| same_shape(p, q))
+        }
+        (Value::Pair(x), Value::Pair(y)) => same_shape(&x.0, &y.0) && same_shape(&x.1, &y.1),
+        (Value::Array(_) | Value::Pair(_), _) | (_, Value::Array(_) | Value::Pair(_)) => false,
+        _ => true,
+    }
+}
+
 fn vjp_cmd(args: DerivArgs, cotangent: &str) -> Result<(), Failure> {
     let files = Files {
         main_path: args.file.display().to_string(),
@@ -583,6 +596,21 @@ fn vjp_cmd(args: DerivArgs, cotangent: &str) -> Result<(), Failure> {
                 .map_err(|e| fail(Diagnostic::from(&e)))
         })?;
     let limits = Limits { fuel: args.fuel };
+    // The cotangent must have the result's shape, not just its type.
+    let (result, _) = r
+        .base
+        .run(values.clone(), limits, &mut |_, _| {})
+        .map_err(|e| fail(Diagnostic::from(&e)))?;
+    if !same_shape(&result, &w) {
+        return Err(fail(Diagnostic::from(
+            &crate::interchange::InputError::Shape {
+                path: "cotangent".to_string(),
+                expected: format!("a value shaped like the result {result}"),
+                found: cotangent.to_string(),
+                span: r.base.span,
+            },
+        )));
+    }
     let start = Instant::now();
     let (value, g, stats) = match args.mode {
         Mode::Rev => {

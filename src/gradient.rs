@@ -38,11 +38,12 @@ pub fn tangent(v: &Value, t: &Type) -> Value {
     }
 }
 
-/// The doubles of a value, in order.
+/// The doubles of a value, in order (Index and Bool parts have no
+/// derivatives and are skipped, consistently with [`unflatten`]).
 pub fn flatten(v: &Value, out: &mut Vec<f64>) {
     match v {
         Value::Double(x) => out.push(*x),
-        Value::Index(i) => out.push(*i as f64),
+        Value::Index(_) => {}
         Value::Array(items) => items.iter().for_each(|x| flatten(x, out)),
         Value::Pair(p) => {
             flatten(&p.0, out);
@@ -176,6 +177,13 @@ pub fn finite_differences(
         };
         let plus = eval_at(h)?;
         let minus = eval_at(-h)?;
+        if plus.len() != minus.len() {
+            return Err(EvalError::Domain {
+                op: "central finite differences",
+                arg: format!("input element {j}: the result changes shape within ±{h:e}"),
+                span: base.span,
+            });
+        }
         columns.push(
             plus.iter()
                 .zip(&minus)

@@ -257,23 +257,6 @@ pub struct Derivative {
     pub tangent_only: bool,
 }
 
-/// Source text for the tangent part of `e`, a dual value of primal type `t`.
-fn tangent_src(e: &str, t: &Type, depth: usize) -> String {
-    match t {
-        Type::Double => format!("snd ({e})"),
-        Type::Index | Type::Bool | Type::Fun(..) => format!("({e})"),
-        Type::Array(el) => format!(
-            "(let a't{depth} = {e} in build (length a't{depth}) (fun k't{depth} -> {}))",
-            tangent_src(&format!("a't{depth}[k't{depth}]"), el, depth + 1)
-        ),
-        Type::Pair(a, b) => format!(
-            "(let p't{depth} = {e} in ({}, {}))",
-            tangent_src(&format!("fst p't{depth}"), a, depth + 1),
-            tangent_src(&format!("snd p't{depth}"), b, depth + 1)
-        ),
-    }
-}
-
 /// Like [`derivative`], but the wrapper returns only the tangents.
 pub fn tangent_derivative(
     src: &str,
@@ -282,38 +265,147 @@ pub fn tangent_derivative(
 ) -> Result<Derivative, Diagnostic> {
     let d = derivative(src, entry_name, wrt)?;
     let k = d.wrt;
-    let ps: Vec<String> = (1..=d.base.params.len())
-        .map(|i| format!("p'{i}"))
-        .collect();
-    let binders: Vec<String> = ps
-        .iter()
-        .zip(&d.base.params)
-        .map(|(p, (_, t))| format!("({p}: {t})"))
-        .collect();
     let shape = match &d.base.params[k].1 {
         Type::Double => d.base.result.clone(),
         Type::Array(e) if **e == Type::Double => Type::array(d.base.result.clone()),
         _ => Type::array(Type::array(d.base.result.clone())),
     };
-    let body = tangent_src(
-        &format!("deriv ({entry_name} {}) {}", ps.join(" "), ps[k]),
-        &shape,
-        0,
-    );
-    let wrapper_src = format!(
-        "{src}
-let deriv'entry = fun {} -> {body}
-",
-        binders.join(" ")
-    );
-    let loaded = load(&wrapper_src)?;
-    let wrapper = entry(&loaded, "deriv'entry")?;
+    let loaded = load(src)?;
+    let wrapper = wrapper_entry(&loaded, entry_name, &d.base.params, k, Some(&shape))?;
     Ok(Derivative {
         base: d.base,
         wrapper,
         wrt: k,
         tangent_only: true,
     })
+}
+
+/// `deriv'entry = fun p'1 … p'n -> deriv (F p'1 … p'n) p'k`, built as IR
+/// (not as source text, so no user definition can shadow `deriv` or a
+/// primitive), optionally keeping only the tangents of a result whose
+/// primal type is `tangents`.
+fn wrapper_entry(
+    loaded: &Loaded,
+    entry_name: &str,
+    params: &[(String, Type)],
+    k: usize,
+    tangents: Option<&Type>,
+) -> Result<Entry, Diagnostic> {
+    use crate::ir::{Def, Name};
+    let mut prog = loaded.program.clone();
+    let g = Span::generated();
+    let names: Vec<Name> = (1..=params.len())
+        .map(|i| Rc::from(format!("p'{i}")))
+        .collect();
+    let mut call = prog.add(Expr::Var(Rc::from(entry_name)), g);
+    for n in &names {
+        let a = prog.add(Expr::Var(n.clone()), g);
+        call = prog.add(Expr::App { fun: call, arg: a }, g);
+    }
+    let mut body = prog.add(
+        Expr::Deriv {
+            body: call,
+            wrt: names[k].clone(),
+        },
+        g,
+    );
+    if let Some(t) = tangents {
+        body = tangent_ir(&mut prog, body, t, 0);
+    }
+    for (n, (_, t)) in names.iter().zip(params).rev() {
+        body = prog.add(
+            Expr::Lam {
+                param: n.clone(),
+                ann: Some(t.clone()),
+                body,
+            },
+            g,
+        );
+    }
+    prog.defs.push(Def {
+        name: Rc::from("deriv'entry"),
+        span: g,
+        ann: None,
+        body,
+        prelude: false,
+    });
+    let typing = infer_program(&prog).map_err(|e| Diagnostic::from(&e))?;
+    entry(
+        &Loaded {
+            program: prog,
+            typing,
+        },
+        "deriv'entry",
+    )
+}
+
+/// The tangent part of `e`, a dual value of primal type `t`, as IR.
+fn tangent_ir(prog: &mut Program, e: ExprId, t: &Type, depth: usize) -> ExprId {
+    use crate::ir::{Lit, Name, Prim};
+    let g = Span::generated();
+    let prim = |prog: &mut Program, op: Prim, args: Vec<ExprId>| {
+        prog.add(
+            Expr::Prim {
+                op,
+                args: args.into(),
+            },
+            g,
+        )
+    };
+    match t {
+        Type::Double => prim(prog, Prim::Snd, vec![e]),
+        Type::Array(el) => {
+            let (a, i): (Name, Name) = (
+                Rc::from(format!("a't{depth}")),
+                Rc::from(format!("k't{depth}")),
+            );
+            let av = prog.add(Expr::Var(a.clone()), g);
+            let len = prim(prog, Prim::Length, vec![av]);
+            let av = prog.add(Expr::Var(a.clone()), g);
+            let iv = prog.add(Expr::Var(i.clone()), g);
+            let x = prim(prog, Prim::Get, vec![av, iv]);
+            let inner = tangent_ir(prog, x, el, depth + 1);
+            let lam = prog.add(
+                Expr::Lam {
+                    param: i,
+                    ann: None,
+                    body: inner,
+                },
+                g,
+            );
+            let b = prim(prog, Prim::Build, vec![len, lam]);
+            prog.add(
+                Expr::Let {
+                    name: a,
+                    ann: None,
+                    value: e,
+                    body: b,
+                },
+                g,
+            )
+        }
+        Type::Pair(x, y) => {
+            let p: Name = Rc::from(format!("p't{depth}"));
+            let pv = prog.add(Expr::Var(p.clone()), g);
+            let f = prim(prog, Prim::Fst, vec![pv]);
+            let f = tangent_ir(prog, f, x, depth + 1);
+            let pv = prog.add(Expr::Var(p.clone()), g);
+            let s2 = prim(prog, Prim::Snd, vec![pv]);
+            let s2 = tangent_ir(prog, s2, y, depth + 1);
+            let pair = prim(prog, Prim::Pair, vec![f, s2]);
+            prog.add(
+                Expr::Let {
+                    name: p,
+                    ann: None,
+                    value: e,
+                    body: pair,
+                },
+                g,
+            )
+        }
+        // Index and Bool have no tangent; a zero keeps the shape.
+        Type::Index | Type::Bool | Type::Fun(..) => prog.add(Expr::Lit(Lit::Int(0)), g),
+    }
 }
 
 /// Builds the forward-mode derivative of `entry` with respect to its
@@ -339,20 +431,7 @@ pub fn derivative(src: &str, entry_name: &str, wrt: &str) -> Result<Derivative, 
             "cannot differentiate with respect to `{wrt}` of type {wt}: the variable must be Double, Vector or Matrix"
         )));
     }
-    let ps: Vec<String> = (1..=base.params.len()).map(|i| format!("p'{i}")).collect();
-    let binders: Vec<String> = ps
-        .iter()
-        .zip(&base.params)
-        .map(|(p, (_, t))| format!("({p}: {t})"))
-        .collect();
-    let wrapper_src = format!(
-        "{src}\nlet deriv'entry = fun {} -> deriv ({entry_name} {}) {}\n",
-        binders.join(" "),
-        ps.join(" "),
-        ps[k]
-    );
-    let loaded = load(&wrapper_src)?;
-    let wrapper = entry(&loaded, "deriv'entry")?;
+    let wrapper = wrapper_entry(&loaded, entry_name, &base.params, k, None)?;
     Ok(Derivative {
         base,
         wrapper,

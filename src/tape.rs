@@ -206,13 +206,11 @@ fn to_value(v: &TV) -> Value {
     }
 }
 
-/// The tape nodes of a result's doubles, in `gradient::flatten` order
-/// (Index values count there too, as constants).
+/// The tape nodes of a result's doubles, in `gradient::flatten` order.
 fn output_nodes(v: &TV, out: &mut Vec<u32>) {
     match v {
         TV::D(_, k) => out.push(*k),
-        TV::I(_) => out.push(CONST),
-        TV::B(_) | TV::F(_) => {}
+        TV::I(_) | TV::B(_) | TV::F(_) => {}
         TV::P(p) => {
             output_nodes(&p.0, out);
             output_nodes(&p.1, out);
@@ -407,6 +405,12 @@ impl Interp<'_> {
                 };
                 if n < 0 {
                     return Err(EvalError::NegativeSize { n, span });
+                }
+                if n as u64 > self.fuel.saturating_sub(self.stats.steps) {
+                    return Err(EvalError::OutOfFuel {
+                        steps: self.stats.steps,
+                        span,
+                    });
                 }
                 let mut out = vec![zero; n as usize];
                 for c in cs.iter() {

@@ -633,6 +633,14 @@ impl<'p> Evaluator<'p> {
                     // E-Accum-Bot
                     return Err(EvalError::NegativeSize { n, span });
                 }
+                // Every element is written once: an array larger than the
+                // remaining fuel could never be finished (E-Fuel).
+                if n as u64 > self.limits.fuel.saturating_sub(self.stats.steps) {
+                    return Err(EvalError::OutOfFuel {
+                        steps: self.stats.steps,
+                        span,
+                    });
+                }
                 // E-Accum: each slot is zero ⊕ its contributions, in order.
                 // Contributions are gathered per slot first and combined in
                 // one pass, so a slot receiving k lists costs their total

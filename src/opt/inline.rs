@@ -19,30 +19,39 @@ struct Uses {
     count: usize,
     /// Every use is the array of a `get` or the argument of `length`.
     only_pull: bool,
+    /// Every use is under `fst` or `snd`: after substitution, fission and
+    /// tuple partial evaluation drop the half that is not needed.
+    only_proj: bool,
 }
 
-fn count(prog: &Program, e: ExprId, uses: &mut HashMap<Rc<str>, Uses>, pull: bool) {
+fn count(prog: &Program, e: ExprId, uses: &mut HashMap<Rc<str>, Uses>, pull: bool, proj: bool) {
     match prog.expr(e) {
         Expr::Var(x) => {
             let u = uses.entry(x.clone()).or_insert(Uses {
                 count: 0,
                 only_pull: true,
+                only_proj: true,
             });
             u.count += 1;
             u.only_pull &= pull;
+            u.only_proj &= proj;
         }
         Expr::Prim {
             op: Prim::Get | Prim::Length,
             args,
         } => {
-            count(prog, args[0], uses, true);
+            count(prog, args[0], uses, true, false);
             for a in &args[1..] {
-                count(prog, *a, uses, false);
+                count(prog, *a, uses, false, false);
             }
         }
+        Expr::Prim {
+            op: Prim::Fst | Prim::Snd,
+            args,
+        } => count(prog, args[0], uses, false, true),
         other => {
             for c in other.children() {
-                count(prog, c, uses, false);
+                count(prog, c, uses, false, false);
             }
         }
     }
@@ -51,7 +60,7 @@ fn count(prog: &Program, e: ExprId, uses: &mut HashMap<Rc<str>, Uses>, pull: boo
 /// `e` with the bindings described above substituted.
 pub fn inline_lets(prog: &mut Program, e: ExprId) -> ExprId {
     let mut uses = HashMap::new();
-    count(prog, e, &mut uses, false);
+    count(prog, e, &mut uses, false, false);
     let mut env: HashMap<Rc<str>, ExprId> = HashMap::new();
     subst(prog, e, &uses, &mut env)
 }

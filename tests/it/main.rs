@@ -9,5 +9,6 @@ mod eval;
 mod forward;
 mod golden;
 mod props;
+mod regressions;
 mod reverse;
 mod tidy;

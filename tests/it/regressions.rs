@@ -1,0 +1,126 @@
+//! Regression tests for bugs found by review (one test per bug).
+
+use crate::common::{cli, temp_file};
+
+fn out(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+fn err(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+/// A user definition named `deriv` (or `snd`) must not change what the
+/// command line's forward-mode wrapper computes.
+#[test]
+fn user_definitions_cannot_shadow_the_derivative_wrapper() {
+    let p = temp_file(
+        "shadow_deriv.fsm",
+        "let deriv = fun (a: Double) (b: Double) -> (a, 42.0)\nlet snd = 3.0\nlet main = fun (x: Double) -> x * x\n",
+    );
+    let p = p.to_str().expect("path");
+    for mode in ["fwd", "fwd-opt", "rev", "tape"] {
+        let o = cli(&[
+            "grad",
+            p,
+            "--wrt",
+            "x",
+            "--input",
+            r#"{"x": 3}"#,
+            "--mode",
+            mode,
+        ]);
+        assert_eq!(
+            out(&o),
+            r#"{"value": 9.0, "gradient": 6.0}"#,
+            "{mode}: {}",
+            err(&o)
+        );
+    }
+}
+
+/// Index parts of a result have no derivative: every mode skips them, so
+/// Jacobian rows line up.
+#[test]
+fn jacobian_rows_skip_index_outputs_in_every_mode() {
+    let p = temp_file(
+        "index_out.fsm",
+        "let main = fun (v: Vector) -> (v[0] * 3.0, (length v, v[1] * 5.0))\n",
+    );
+    let p = p.to_str().expect("path");
+    for mode in ["fwd", "rev", "tape"] {
+        let o = cli(&[
+            "jacobian",
+            p,
+            "--wrt",
+            "v",
+            "--input",
+            r#"{"v": [1, 2]}"#,
+            "--mode",
+            mode,
+        ]);
+        assert!(
+            out(&o).ends_with(r#""jacobian": [[3.0, 0.0], [0.0, 5.0]]}"#),
+            "{mode}: {}",
+            out(&o)
+        );
+    }
+}
+
+/// A cotangent of the wrong shape is an input error, in every mode.
+#[test]
+fn vjp_checks_the_shape_of_the_cotangent() {
+    let p = temp_file(
+        "vjp_shape.fsm",
+        "let main = fun (v: Vector) -> (build 2 (fun i -> v[i] * 2.0), v[0])\n",
+    );
+    let p = p.to_str().expect("path");
+    for mode in ["fwd", "rev", "tape", "fd"] {
+        let o = cli(&[
+            "vjp",
+            p,
+            "--wrt",
+            "v",
+            "--input",
+            "[1, 2]",
+            "--cotangent",
+            "[[1], 3]",
+            "--mode",
+            mode,
+        ]);
+        assert_eq!(o.status.code(), Some(1), "{mode}");
+        assert!(
+            err(&o).contains("error[input-mismatch]"),
+            "{mode}: {}",
+            err(&o)
+        );
+    }
+}
+
+/// Finite differences across a change of the result's shape, and a huge
+/// `accum`, end in errors, not panics.
+#[test]
+fn shape_changes_and_huge_arrays_are_errors() {
+    let p = temp_file(
+        "no_panic.fsm",
+        "let m2 = fun (v: Vector) -> build (if v[1] > 5.0 then 1 else 3) (fun i -> v[0])\nlet big = fun (x: Double) -> let v : Array<Double> = accum 0.0 4611686018427387904 [] in x\n",
+    );
+    let p = p.to_str().expect("path");
+    let o = cli(&[
+        "jacobian",
+        p,
+        "--entry",
+        "m2",
+        "--wrt",
+        "v",
+        "--input",
+        r#"{"v": [1, 5]}"#,
+        "--mode",
+        "fd",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err(&o).contains("error[domain-error]"), "{}", err(&o));
+    let o = cli(&["run", p, "--entry", "big", "--input", "[1]"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err(&o).contains("error[out-of-fuel]"), "{}", err(&o));
+}

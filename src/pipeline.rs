@@ -517,7 +517,9 @@ pub fn optimise_entry(e: &Entry, opts: &OptOptions) -> Result<OptimisedEntry, Di
     let normal = crate::ad::normal_program(&e.program, &e.types, &e.name_in_program(), &types)
         .map_err(|err| Diagnostic::from(&err))?;
     let report = crate::opt::optimise(&normal, &rules, opts.limits, opts.explain);
-    // The optimiser's output is ordinary code: type-check it again.
+    // The optimiser's output is ordinary code: type-check it again, then
+    // re-normalise, which binds repeated subterms to `let`s once per scope
+    // (extraction produced a tree; this restores the sharing).
     let typing = infer_program(&report.program).map_err(|err| generated(Diagnostic::from(&err)))?;
     let name = report
         .program
@@ -526,12 +528,24 @@ pub fn optimise_entry(e: &Entry, opts: &OptOptions) -> Result<OptimisedEntry, Di
         .expect("one definition")
         .name
         .to_string();
-    let entry = entry(
+    let tree = entry(
         &Loaded {
             program: report.program.clone(),
             typing,
         },
         &name,
+    )?;
+    let mut shared =
+        crate::ad::normal_program(&tree.program, &tree.types, &tree.name_in_program(), &types)
+            .map_err(|err| Diagnostic::from(&err))?;
+    crate::opt::inline_single_uses(&mut shared);
+    let typing = infer_program(&shared).map_err(|err| generated(Diagnostic::from(&err)))?;
+    let entry = entry(
+        &Loaded {
+            program: shared,
+            typing,
+        },
+        "anf'entry",
     )?;
     Ok(OptimisedEntry {
         entry,

@@ -28,6 +28,29 @@ pub struct Data {
     /// Cannot be ⊥: built from total operations only (merged by OR: one
     /// total member makes the class total, as all members are equal).
     pub total: bool,
+    /// Known to be a Double (merged by OR): for conditions that must not
+    /// apply to Index arithmetic (`double ?e`).
+    pub double: bool,
+}
+
+/// Whether a node is known to produce a Double, given its children.
+fn is_double(egraph: &Graph, n: &Fsm) -> bool {
+    let d = |c: &Id| egraph[*c].data.double;
+    match n {
+        Fsm::Double(_) => true,
+        Fsm::Sin(_)
+        | Fsm::Cos(_)
+        | Fsm::Tan(_)
+        | Fsm::Log(_)
+        | Fsm::Exp(_)
+        | Fsm::Sqrt(_)
+        | Fsm::ToDouble(_) => true,
+        Fsm::Add(c) | Fsm::Sub(c) | Fsm::Mul(c) | Fsm::Div(c) | Fsm::Pow(c) => c.iter().any(d),
+        Fsm::Neg([c]) => d(c),
+        Fsm::If([_, a, b]) => d(a) || d(b),
+        Fsm::Let([_, _, b]) => d(b),
+        _ => false,
+    }
 }
 
 /// Operations that are defined on every argument of their type.
@@ -43,9 +66,6 @@ fn total_op(n: &Fsm) -> bool {
             | Fsm::Let(_)
             | Fsm::If(_)
             | Fsm::Array(_)
-            | Fsm::Sub(_)
-            | Fsm::Mul(_)
-            | Fsm::Neg(_)
             | Fsm::Lt(_)
             | Fsm::Gt(_)
             | Fsm::Le(_)
@@ -62,7 +82,7 @@ fn total_op(n: &Fsm) -> bool {
             | Fsm::Fst(_)
             | Fsm::Snd(_)
             | Fsm::Concat(_)
-    ) || matches!(n, Fsm::Add(_))
+    )
 }
 
 #[derive(Default)]
@@ -193,13 +213,18 @@ impl Analysis<Fsm> for FsmAnalysis {
                 }
             }
         }
-        // Index arithmetic can overflow; Double `+ - *` cannot fail.
-        let total = (total_op(enode) || fold(egraph, enode).is_some())
+        // Index arithmetic can overflow; Double `+ - *` and negation cannot
+        // fail (IEEE overflow gives infinities, not ⊥).
+        let double = is_double(egraph, enode);
+        let double_arith =
+            double && matches!(enode, Fsm::Add(_) | Fsm::Sub(_) | Fsm::Mul(_) | Fsm::Neg(_));
+        let total = (total_op(enode) || double_arith || fold(egraph, enode).is_some())
             && enode.children().iter().all(|c| egraph[*c].data.total);
         Data {
             free,
             constant: fold(egraph, enode),
             total,
+            double,
         }
     }
 
@@ -211,6 +236,12 @@ impl Analysis<Fsm> for FsmAnalysis {
         let changed_to = before != to.free;
         let changed_from = to.free != from.free;
         let mut d = DidMerge(changed_to, changed_from);
+        if !to.double && from.double {
+            to.double = true;
+            d = d | DidMerge(true, false);
+        } else if to.double && !from.double {
+            d = d | DidMerge(false, true);
+        }
         if !to.total && from.total {
             to.total = true;
             d = d | DidMerge(true, false);

@@ -62,7 +62,16 @@ pub fn inline_lets(prog: &mut Program, e: ExprId) -> ExprId {
     let mut uses = HashMap::new();
     count(prog, e, &mut uses, false, false);
     let mut env: HashMap<Rc<str>, ExprId> = HashMap::new();
-    subst(prog, e, &uses, &mut env)
+    subst(prog, e, &uses, &mut env, true)
+}
+
+/// Only single-use and cheap bindings substituted (no work is duplicated):
+/// what remains bound is shared.
+pub fn inline_single_uses(prog: &mut Program, e: ExprId) -> ExprId {
+    let mut uses = HashMap::new();
+    count(prog, e, &mut uses, false, false);
+    let mut env: HashMap<Rc<str>, ExprId> = HashMap::new();
+    subst(prog, e, &uses, &mut env, false)
 }
 
 fn subst(
@@ -70,6 +79,7 @@ fn subst(
     e: ExprId,
     uses: &HashMap<Rc<str>, Uses>,
     env: &mut HashMap<Rc<str>, ExprId>,
+    fusion: bool,
 ) -> ExprId {
     let span = prog.span(e);
     let node = prog.expr(e).clone();
@@ -84,7 +94,7 @@ fn subst(
             value,
             body,
         } => {
-            let v = subst(prog, value, uses, env);
+            let v = subst(prog, value, uses, env, fusion);
             let u = uses.get(&name).copied().unwrap_or_default();
             let atomic = cheap(prog, v);
             let pull = matches!(
@@ -94,9 +104,9 @@ fn subst(
                     ..
                 }
             ) && u.only_pull;
-            if u.count <= 1 || atomic || pull {
+            if u.count <= 1 || atomic || (fusion && (pull || u.only_proj)) {
                 env.insert(name.clone(), v);
-                let b = subst(prog, body, uses, env);
+                let b = subst(prog, body, uses, env, fusion);
                 env.remove(&name);
                 if u.count == 0 {
                     // Dead: keep it (its removal is the optimiser's choice).
@@ -112,7 +122,7 @@ fn subst(
                 }
                 b
             } else {
-                let b = subst(prog, body, uses, env);
+                let b = subst(prog, body, uses, env, fusion);
                 prog.add(
                     Expr::Let {
                         name,
@@ -126,7 +136,10 @@ fn subst(
         }
         other => {
             let kids = other.children();
-            let new: Vec<ExprId> = kids.iter().map(|k| subst(prog, *k, uses, env)).collect();
+            let new: Vec<ExprId> = kids
+                .iter()
+                .map(|k| subst(prog, *k, uses, env, fusion))
+                .collect();
             if new == kids {
                 return e;
             }

@@ -22,6 +22,18 @@ use crate::ir::{Def, Expr, Program};
 pub use engine::{OptLimits, PhaseStats};
 pub use rules::{RuleDef, RuleError, load};
 
+/// Substitutes the single-use and cheap `let`s of the last definition's
+/// body: after common-subexpression elimination, what stays bound is shared.
+pub fn inline_single_uses(prog: &mut Program) {
+    let Some(d) = prog.defs.last().cloned() else {
+        return;
+    };
+    let body = inline::inline_single_uses(prog, d.body);
+    if let Some(last) = prog.defs.last_mut() {
+        last.body = body;
+    }
+}
+
 /// The optimised program and a report of what happened.
 pub struct Optimised {
     pub program: Program,

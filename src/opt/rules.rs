@@ -53,10 +53,12 @@ pub enum Cond {
     OnlySnd(Var, Var),
     /// `fresh ?y`: binds ?y to a symbol used nowhere (capture avoidance).
     Fresh(Var),
-    /// `free-in ?x ?e`: the symbol ?x is free in ?e (every member uses it).
+    /// `free-in ?x ?e`: the symbol ?x is free in ?e (some member uses it).
     FreeIn(Var, Var),
     /// `total ?e`: ?e cannot be ⊥ (built only from total operations).
     Total(Var),
+    /// `double ?e`: ?e is known to be a Double (not Index arithmetic).
+    Double(Var),
 }
 
 impl Cond {
@@ -71,6 +73,7 @@ impl Cond {
         "fresh",
         "free-in",
         "total",
+        "double",
     ];
 
     fn vars(&self) -> Vec<Var> {
@@ -81,7 +84,11 @@ impl Cond {
             | Cond::OnlyFst(a, b)
             | Cond::OnlySnd(a, b)
             | Cond::FreeIn(a, b) => vec![*a, *b],
-            Cond::Const(a) | Cond::Nonzero(a) | Cond::Fresh(a) | Cond::Total(a) => vec![*a],
+            Cond::Const(a)
+            | Cond::Nonzero(a)
+            | Cond::Fresh(a)
+            | Cond::Total(a)
+            | Cond::Double(a) => vec![*a],
         }
     }
 }
@@ -99,6 +106,7 @@ impl fmt::Display for Cond {
             Cond::Fresh(a) => write!(f, "fresh {a}"),
             Cond::FreeIn(a, b) => write!(f, "free-in {a} {b}"),
             Cond::Total(a) => write!(f, "total {a}"),
+            Cond::Double(a) => write!(f, "double {a}"),
         }
     }
 }
@@ -265,6 +273,20 @@ pub fn parse_family(family: &str, file: &str, text: &str) -> Result<Vec<RuleDef>
             current.conds.push(cond);
         } else if let Some(t) = trimmed.strip_prefix("tags:") {
             for tag in t.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+                let bad_phase = tag
+                    .strip_prefix("phase=")
+                    .is_some_and(|p| !super::engine::PHASES.contains(&p));
+                if bad_phase {
+                    return Err(err(
+                        line,
+                        indent,
+                        "unknown-phase",
+                        format!(
+                            "unknown phase in `{tag}` (phases: {})",
+                            super::engine::PHASES.join(", ")
+                        ),
+                    ));
+                }
                 if !TAGS.contains(&tag) && !tag.starts_with("phase=") {
                     return Err(err(
                         line,
@@ -299,6 +321,27 @@ pub fn parse_family(family: &str, file: &str, text: &str) -> Result<Vec<RuleDef>
                 _ => None,
             })
             .collect();
+        // A `fresh` variable may be used only after its `fresh` condition.
+        let mut introduced: Vec<Var> = Vec::new();
+        for c in &r.conds {
+            if let Cond::Fresh(v) = c {
+                introduced.push(*v);
+                continue;
+            }
+            for v in c.vars() {
+                if fresh.contains(&v) && !introduced.contains(&v) {
+                    return Err(err(
+                        r.line,
+                        1,
+                        "unbound-pattern-variable",
+                        format!(
+                            "rule `{}`: `{v}` is used before its `fresh` condition",
+                            r.name
+                        ),
+                    ));
+                }
+            }
+        }
         for v in r
             .rhs
             .vars()
@@ -389,6 +432,7 @@ fn condition(words: &[&str]) -> Result<Cond, (&'static str, String)> {
         "fresh" => Cond::Fresh(var(1)?),
         "free-in" => Cond::FreeIn(var(1)?, var(2)?),
         "total" => Cond::Total(var(1)?),
+        "double" => Cond::Double(var(1)?),
         other => {
             return Err((
                 "unknown-condition",
@@ -498,6 +542,7 @@ fn holds(
                 None => false,
             },
             Cond::Total(e) => egraph[subst[*e]].data.total,
+            Cond::Double(e) => egraph[subst[*e]].data.double,
             Cond::Const(e) => egraph[subst[*e]].data.constant.is_some(),
             Cond::Nonzero(e) => match &egraph[subst[*e]].data.constant {
                 Some(Fsm::Double(d)) => d.get() != 0.0,

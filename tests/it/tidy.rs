@@ -130,3 +130,40 @@ fn rule_name_scanner_finds_names() {
         vec!["D-Mult", "E-Beta", "T-IFold"]
     );
 }
+
+/// Every rewrite rule has a proof file `proofs/<family>/<rule>.md` whose
+/// first line is `# <rule>`, and every proof names an existing rule.
+#[test]
+fn every_rewrite_rule_has_a_proof_and_every_proof_a_rule() {
+    let rules = fsmooth::opt::load(None).expect("the default rules load");
+    assert!(rules.len() >= 70, "only {} rules", rules.len());
+    for r in &rules {
+        let p = root().join(format!("proofs/{}/{}.md", r.family, r.name));
+        let text = std::fs::read_to_string(&p)
+            .unwrap_or_else(|_| panic!("rule `{}` has no proof at {}", r.name, p.display()));
+        assert_eq!(
+            text.lines().next().map(str::trim),
+            Some(format!("# {}", r.name).as_str()),
+            "{}: the first line must name the rule",
+            p.display()
+        );
+    }
+    let mut proofs = Vec::new();
+    files(&root().join("proofs"), "md", &mut proofs);
+    for p in proofs {
+        if p.file_name().is_some_and(|n| n == "README.md") {
+            continue;
+        }
+        let stem = p.file_stem().and_then(|s| s.to_str()).expect("name");
+        let family = p
+            .parent()
+            .and_then(|d| d.file_name())
+            .and_then(|s| s.to_str())
+            .expect("family");
+        assert!(
+            rules.iter().any(|r| r.name == stem && r.family == family),
+            "{} proves no rule of family `{family}`",
+            p.display()
+        );
+    }
+}

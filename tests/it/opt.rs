@@ -301,9 +301,15 @@ fn substitution_under_binders_avoids_capture() {
     // A clash: the `y` of the bound value must not be captured.
     let clash = run("(let x (var y) (lam y (+ (var x) (var y))))");
     assert!(!clash.contains("(+ (var y) (var y))"), "captured: {clash}");
-    assert!(clash.starts_with("(lam ") && clash.contains("(+ (var y) (var "), "{clash}");
+    assert!(
+        clash.starts_with("(lam ") && clash.contains("(+ (var y) (var "),
+        "{clash}"
+    );
     // No clash: the let disappears into the body.
-    assert_eq!(run("(let x (var z) (lam y (+ (var x) (var y))))"), "(lam y (+ (var z) (var y)))");
+    assert_eq!(
+        run("(let x (var z) (lam y (+ (var x) (var y))))"),
+        "(lam y (+ (var z) (var y)))"
+    );
     // Shadowing: an inner binder of the same name hides the outer one.
     assert_eq!(run("(let x 1.0 (lam x (var x)))"), "(lam x (var x))");
 }

@@ -351,6 +351,40 @@ pub enum Expr {
 }
 
 impl Expr {
+    /// The same node with its children replaced (in [`Expr::children`]
+    /// order).
+    pub fn with_children(&self, kids: &[ExprId]) -> Expr {
+        match self.clone() {
+            Expr::Lam { param, ann, .. } => Expr::Lam {
+                param,
+                ann,
+                body: kids[0],
+            },
+            Expr::Let { name, ann, .. } => Expr::Let {
+                name,
+                ann,
+                value: kids[0],
+                body: kids[1],
+            },
+            Expr::App { .. } => Expr::App {
+                fun: kids[0],
+                arg: kids[1],
+            },
+            Expr::If { .. } => Expr::If {
+                cond: kids[0],
+                then_: kids[1],
+                else_: kids[2],
+            },
+            Expr::Prim { op, .. } => Expr::Prim {
+                op,
+                args: kids.into(),
+            },
+            Expr::Array(_) => Expr::Array(kids.into()),
+            Expr::Deriv { wrt, .. } => Expr::Deriv { body: kids[0], wrt },
+            leaf => leaf,
+        }
+    }
+
     /// The direct children, in evaluation order.
     pub fn children(&self) -> Vec<ExprId> {
         match self {

@@ -115,7 +115,7 @@ impl<'b, 'a> Expander<'b, 'a> {
                 if new_kids == kids {
                     return Ok(e);
                 }
-                with_children(other, &new_kids)
+                other.with_children(&new_kids)
             }
         };
         Ok(self.b.add(new, ty))
@@ -385,26 +385,5 @@ fn zero_dual_of(b: &mut Builder<'_>, e: ExprId, t: &Type) -> ExprId {
             b.let_(tmp, e, pair)
         }
         _ => unreachable!("only data types have zero tangents; Double, Index, Bool handled"),
-    }
-}
-
-/// A node like `node` with its children replaced, in `children()` order.
-fn with_children(node: Expr, kids: &[ExprId]) -> Expr {
-    match node {
-        Expr::App { .. } => Expr::App {
-            fun: kids[0],
-            arg: kids[1],
-        },
-        Expr::If { .. } => Expr::If {
-            cond: kids[0],
-            then_: kids[1],
-            else_: kids[2],
-        },
-        Expr::Prim { op, .. } => Expr::Prim {
-            op,
-            args: kids.into(),
-        },
-        Expr::Array(_) => Expr::Array(kids.into()),
-        other => other,
     }
 }

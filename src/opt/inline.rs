@@ -143,29 +143,7 @@ fn subst(
             if new == kids {
                 return e;
             }
-            let rebuilt = match other {
-                Expr::Lam { param, ann, .. } => Expr::Lam {
-                    param,
-                    ann,
-                    body: new[0],
-                },
-                Expr::App { .. } => Expr::App {
-                    fun: new[0],
-                    arg: new[1],
-                },
-                Expr::If { .. } => Expr::If {
-                    cond: new[0],
-                    then_: new[1],
-                    else_: new[2],
-                },
-                Expr::Prim { op, .. } => Expr::Prim {
-                    op,
-                    args: new.into(),
-                },
-                Expr::Array(_) => Expr::Array(new.into()),
-                Expr::Deriv { wrt, .. } => Expr::Deriv { body: new[0], wrt },
-                leaf => leaf,
-            };
+            let rebuilt = other.with_children(&new);
             prog.add(rebuilt, span)
         }
     }
@@ -193,34 +171,6 @@ fn copy(prog: &mut Program, e: ExprId) -> ExprId {
         return prog.add(node, span);
     }
     let new: Vec<ExprId> = kids.iter().map(|k| copy(prog, *k)).collect();
-    let rebuilt = match node {
-        Expr::Lam { param, ann, .. } => Expr::Lam {
-            param,
-            ann,
-            body: new[0],
-        },
-        Expr::Let { name, ann, .. } => Expr::Let {
-            name,
-            ann,
-            value: new[0],
-            body: new[1],
-        },
-        Expr::App { .. } => Expr::App {
-            fun: new[0],
-            arg: new[1],
-        },
-        Expr::If { .. } => Expr::If {
-            cond: new[0],
-            then_: new[1],
-            else_: new[2],
-        },
-        Expr::Prim { op, .. } => Expr::Prim {
-            op,
-            args: new.into(),
-        },
-        Expr::Array(_) => Expr::Array(new.into()),
-        Expr::Deriv { wrt, .. } => Expr::Deriv { body: new[0], wrt },
-        leaf => leaf,
-    };
+    let rebuilt = node.with_children(&new);
     prog.add(rebuilt, span)
 }

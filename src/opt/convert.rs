@@ -16,17 +16,44 @@ use crate::ir::{Expr, ExprId, Lit, Prim, Program};
 
 /// `e` as a RecExpr, and each loop index symbol's size (as RecExpr ids).
 pub fn to_recexpr(prog: &Program, e: ExprId) -> (RecExpr<Fsm>, HashMap<Symbol, Id>) {
-    let mut out = RecExpr::default();
+    let mut out = Nodes::default();
     let mut bounds = HashMap::new();
     let mut lets = Vec::new();
-    go(prog, e, &mut out, &mut bounds, &mut lets);
-    (out, bounds)
+    let root = go(prog, e, &mut out, &mut bounds, &mut lets);
+    // The root must be the last node.
+    let mut nodes = out.nodes;
+    let root_node = nodes[usize::from(root)].clone();
+    if usize::from(root) + 1 != nodes.len() {
+        nodes.push(root_node);
+    }
+    (RecExpr::from(nodes), bounds)
+}
+
+/// A RecExpr under construction: `RecExpr::add` costs O(n) per node in
+/// egg 0.11 (it recomputes the root), so nodes are collected first. Each
+/// distinct node is added once (the result is a DAG, as egg expects).
+#[derive(Default)]
+struct Nodes {
+    nodes: Vec<Fsm>,
+    memo: HashMap<Fsm, Id>,
+}
+
+impl Nodes {
+    fn add(&mut self, n: Fsm) -> Id {
+        if let Some(id) = self.memo.get(&n) {
+            return *id;
+        }
+        let id = Id::from(self.nodes.len());
+        self.nodes.push(n.clone());
+        self.memo.insert(n, id);
+        id
+    }
 }
 
 /// A loop size with the `let`-bound variables it mentions replaced by
 /// their definitions, so that equal sizes meet in the e-graph whatever
 /// names they went through (`length x` with `x = build n f` is `n`).
-fn inlined(prog: &Program, e: ExprId, lets: &[(Rc<str>, ExprId)], out: &mut RecExpr<Fsm>) -> Id {
+fn inlined(prog: &Program, e: ExprId, lets: &[(Rc<str>, ExprId)], out: &mut Nodes) -> Id {
     let mut b = HashMap::new();
     match prog.expr(e) {
         Expr::Var(x) => match lets.iter().rposition(|(n, _)| n == x) {
@@ -52,14 +79,14 @@ fn inlined(prog: &Program, e: ExprId, lets: &[(Rc<str>, ExprId)], out: &mut RecE
     }
 }
 
-fn sym(out: &mut RecExpr<Fsm>, name: &str) -> Id {
+fn sym(out: &mut Nodes, name: &str) -> Id {
     out.add(Fsm::Symbol(Symbol::from(name)))
 }
 
 fn go(
     prog: &Program,
     e: ExprId,
-    out: &mut RecExpr<Fsm>,
+    out: &mut Nodes,
     bounds: &mut HashMap<Symbol, Id>,
     lets: &mut Vec<(Rc<str>, ExprId)>,
 ) -> Id {

@@ -150,22 +150,19 @@ pub fn run_phase(
 
 /// The subterm rooted at `id` as its own RecExpr.
 pub fn subexpr(expr: &RecExpr<Fsm>, id: Id) -> RecExpr<Fsm> {
-    let mut out = RecExpr::default();
+    // Collected in a Vec: `RecExpr::add` is O(n) per node in egg 0.11.
+    let mut out: Vec<Fsm> = Vec::new();
     let mut map: BTreeMap<usize, Id> = BTreeMap::new();
-    fn go(
-        expr: &RecExpr<Fsm>,
-        id: Id,
-        out: &mut RecExpr<Fsm>,
-        map: &mut BTreeMap<usize, Id>,
-    ) -> Id {
+    fn go(expr: &RecExpr<Fsm>, id: Id, out: &mut Vec<Fsm>, map: &mut BTreeMap<usize, Id>) -> Id {
         if let Some(n) = map.get(&usize::from(id)) {
             return *n;
         }
         let node = expr[id].clone().map_children(|c| go(expr, c, out, map));
-        let n = out.add(node);
+        out.push(node);
+        let n = Id::from(out.len() - 1);
         map.insert(usize::from(id), n);
         n
     }
     go(expr, id, &mut out, &mut map);
-    out
+    RecExpr::from(out)
 }

@@ -104,7 +104,10 @@ fn subst(
                     ..
                 }
             ) && u.only_pull;
-            if u.count <= 1 || atomic || (fusion && (pull || u.only_proj)) {
+            // Copying a large value into many uses could grow the term
+            // exponentially (builds of builds): a budget bounds the copies.
+            let affordable = u.count <= 1 || size(prog, v, BUDGET) * u.count <= BUDGET;
+            if u.count <= 1 || atomic || (fusion && (pull || u.only_proj) && affordable) {
                 env.insert(name.clone(), v);
                 let b = subst(prog, body, uses, env, fusion);
                 env.remove(&name);
@@ -160,6 +163,23 @@ fn cheap(prog: &Program, e: ExprId) -> bool {
         } => args.iter().all(|a| cheap(prog, *a)),
         _ => false,
     }
+}
+
+/// Nodes a binding may copy into its uses, in all.
+const BUDGET: usize = 4_000;
+
+/// The number of nodes of `e`, counting up to `cap`.
+fn size(prog: &Program, e: ExprId, cap: usize) -> usize {
+    let mut n = 0;
+    let mut work = vec![e];
+    while let Some(x) = work.pop() {
+        n += 1;
+        if n > cap {
+            return n;
+        }
+        work.extend(prog.expr(x).children());
+    }
+    n
 }
 
 /// A fresh copy of a subtree (so no node has two parents).

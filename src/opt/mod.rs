@@ -42,6 +42,9 @@ pub struct Optimised {
     pub explanation: Vec<(String, Vec<String>)>,
 }
 
+/// The largest term a phase saturates.
+const MAX_TERM: usize = 20_000;
+
 /// A variable of `e` bound neither inside it nor in `allowed`.
 fn unbound(
     prog: &Program,
@@ -109,7 +112,24 @@ pub fn optimise(prog: &Program, rules: &[RuleDef], limits: OptLimits, explain: b
     bounds.sort_by_key(|(s, _)| s.to_string());
     let mut phases = Vec::new();
     let mut explanation = Vec::new();
-    for phase in engine::PHASES {
+    // Fig. 9 runs the sequence of phases twice: once focused on the
+    // differentiated code, once on the whole program.
+    for phase in engine::PHASES.iter().chain(engine::PHASES) {
+        if expr.as_ref().len() > MAX_TERM {
+            // Graceful: a term too large to saturate is left as it is.
+            phases.push(engine::PhaseStats {
+                phase,
+                iterations: 0,
+                nodes: expr.as_ref().len(),
+                classes: 0,
+                time: std::time::Duration::ZERO,
+                stop: format!("skipped: the term has more than {MAX_TERM} nodes"),
+                applied: Default::default(),
+                cost_before: 0.0,
+                cost_after: 0.0,
+            });
+            continue;
+        }
         let group: Vec<&RuleDef> = rules
             .iter()
             .filter(|r| {

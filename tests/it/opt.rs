@@ -65,7 +65,7 @@ fn run(e: &pipeline::Entry, input: &str) -> (Value, u64) {
 
 /// Each derivation: the program, its entry, the expected optimised body
 /// (names canonicalised), and an input on which both must agree.
-const DERIVATIONS: [(&str, &str, &str, &str); 4] = [
+const DERIVATIONS: [(&str, &str, &str, &str); 5] = [
     (
         // Example 5: (Mᵀ)ᵀ = M.
         "let f = fun (M: Matrix) -> matrixTranspose (matrixTranspose M)",
@@ -95,6 +95,13 @@ const DERIVATIONS: [(&str, &str, &str, &str); 4] = [
         "f",
         "let anf'entry = fun (m'1: Array<Array<Double>>) -> build (length m'1) (fun i'1 -> build (length m'1[i'1]) (fun j'1 -> if i'1 = j'1 then 1.0 else 0.0))",
         "[[1.0, 2.0], [3.0, 4.0]]",
+    ),
+    (
+        // §5.2: ∂tr(MA)/∂M = Aᵀ, A independent of M.
+        "let f = fun (M: Matrix) (A: Matrix) -> matrixMap (deriv (matrixTrace (matrixMul M A)) M) (fun r -> vectorMap r snd)",
+        "f",
+        "let anf'entry = fun (m'1: Array<Array<Double>>) (a'1: Array<Array<Double>>) -> build (length m'1) (fun i'1 -> build (length m'1[i'1]) (fun j'1 -> a'1[j'1][i'1]))",
+        "[[[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [7.0, 8.0]]]",
     ),
 ];
 

@@ -328,3 +328,35 @@ fn optimisation_is_deterministic() {
     let b = print_program(&optimised(src, "f").1.entry.program);
     assert_eq!(a, b);
 }
+
+/// eval(opt(p)) = eval(p) on every example program's `main` (ρ ≤ 1e-12,
+/// as some rules are exact only over the reals).
+#[test]
+fn optimisation_preserves_every_example() {
+    let inputs = [("hello.fsm", "[[1, 2, 3], [4, 5, 6]]")];
+    let mut checked = 0;
+    let mut paths: Vec<_> = std::fs::read_dir(crate::common::root().join("examples"))
+        .expect("examples")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "fsm"))
+        .collect();
+    paths.sort();
+    for p in paths {
+        let src = std::fs::read_to_string(&p).expect("readable");
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let input = inputs
+            .iter()
+            .find(|(f, _)| *f == name)
+            .map(|(_, i)| *i)
+            .unwrap_or("[]");
+        let (e, o) = optimised(&src, "main");
+        let (a, _) = run(&e, input);
+        let (b, _) = run(&o.entry, input);
+        assert!(
+            a.max_rho(&b).is_some_and(|r| r <= 1e-12),
+            "{name}: {a} vs {b}"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 4, "only {checked} examples");
+}

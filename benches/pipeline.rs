@@ -1,0 +1,148 @@
+//! Criterion benchmarks of the pipeline's stages, on inputs built here so
+//! that the benchmarks need nothing outside the repository:
+//!
+//! - `frontend`: parse and type-check the prelude with a program;
+//! - `eval/gmm`: the reference evaluator on the ADBench GMM objective
+//!   (d = 2, K = 5, n = 10 / 100 / 1000);
+//! - `gradient/dot`: the gradient of `vectorDot` by every mode
+//!   (`fwd`, `fwd-opt`, `rev`, `tape`) at n = 10 / 100 / 1000 — forward
+//!   mode is quadratic, the others linear; this is the wall-clock side of
+//!   the operation counts `--stats` reports;
+//! - `opt`: equality saturation of the forward-mode dot gradient.
+//!
+//! Run with `cargo bench --bench pipeline`; `-- <filter>` picks a group.
+
+use std::hint::black_box;
+
+use criterion::{BenchmarkId, Criterion, Throughput};
+use fsmooth::adbench::gmm::{GMM_SOURCE, read_gmm};
+use fsmooth::eval::{Limits, Value};
+use fsmooth::pipeline::{self, OptOptions};
+
+const DOT: &str = "let f = fun (v1: Vector) (v2: Vector) -> vectorDot v1 v2";
+
+/// A deterministic pseudo-random sequence in [-1, 1) (an LCG: benchmarks
+/// need repeatable inputs, not good randomness).
+fn numbers(seed: u64) -> impl Iterator<Item = f64> {
+    let mut s = seed;
+    std::iter::repeat_with(move || {
+        s = s
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+    })
+}
+
+fn vector(n: usize, seed: u64) -> Value {
+    Value::array(numbers(seed).take(n).map(Value::Double).collect())
+}
+
+/// A GMM input in ADBench's text format.
+fn gmm_text(d: usize, k: usize, n: usize) -> String {
+    let mut xs = numbers(42);
+    let mut row = |len: usize| -> String {
+        let cells: Vec<String> = (0..len)
+            .map(|_| format!("{:.6}", xs.next().unwrap_or(0.0)))
+            .collect();
+        cells.join(" ") + "\n"
+    };
+    let mut t = format!("{d} {k} {n}\n");
+    for _ in 0..k {
+        t += &row(1);
+    }
+    for _ in 0..k {
+        t += &row(d);
+    }
+    for _ in 0..k {
+        t += &row(d * (d + 1) / 2);
+    }
+    for _ in 0..n {
+        t += &row(d);
+    }
+    t + "1.000000 0\n"
+}
+
+fn frontend(c: &mut Criterion) {
+    c.bench_function("frontend/load-gmm", |b| {
+        b.iter(|| pipeline::load(black_box(GMM_SOURCE)).expect("loads"))
+    });
+}
+
+fn eval_gmm(c: &mut Criterion) {
+    let loaded = pipeline::load(GMM_SOURCE).expect("gmm.fsm loads");
+    let entry = pipeline::entry(&loaded, "gmmObjective").expect("entry");
+    let mut g = c.benchmark_group("eval/gmm");
+    for n in [10, 100, 1000] {
+        let input = read_gmm(&gmm_text(2, 5, n)).expect("generated input reads");
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_with_input(BenchmarkId::from_parameter(n), &input.args(), |b, args| {
+            b.iter(|| {
+                entry
+                    .run(args.clone(), Limits::default(), &mut |_, _| {})
+                    .expect("evaluates")
+            })
+        });
+    }
+    g.finish();
+}
+
+fn gradient_dot(c: &mut Criterion) {
+    let fwd = pipeline::derivative(DOT, "f", "v1").expect("fwd");
+    let rev = pipeline::reverse_derivative(DOT, "f", "v1").expect("rev");
+    let t = pipeline::tangent_derivative(DOT, "f", "v1").expect("tangent");
+    let opt = pipeline::optimise_entry(&t.wrapper, &OptOptions::default()).expect("optimises");
+    let fwd_opt = pipeline::Derivative {
+        wrapper: opt.entry,
+        ..t
+    };
+    let limits = Limits::default();
+    let mut g = c.benchmark_group("gradient/dot");
+    g.sample_size(10);
+    for n in [10, 100, 1000] {
+        let args = vec![vector(n, 1), vector(n, 2)];
+        g.throughput(Throughput::Elements(n as u64));
+        if n <= 100 {
+            // Forward mode is O(n²): 15 M operations at n = 1000.
+            g.bench_with_input(BenchmarkId::new("fwd", n), &args, |b, a| {
+                b.iter(|| fsmooth::gradient::forward(&fwd, a.clone(), limits).expect("fwd"))
+            });
+        }
+        g.bench_with_input(BenchmarkId::new("fwd-opt", n), &args, |b, a| {
+            b.iter(|| fsmooth::gradient::forward(&fwd_opt, a.clone(), limits).expect("fwd-opt"))
+        });
+        g.bench_with_input(BenchmarkId::new("rev", n), &args, |b, a| {
+            b.iter(|| fsmooth::gradient::reverse(&rev, a.clone(), limits).expect("rev"))
+        });
+        g.bench_with_input(BenchmarkId::new("tape", n), &args, |b, a| {
+            b.iter(|| fsmooth::gradient::tape(&rev.base, 0, a.clone(), limits).expect("tape"))
+        });
+    }
+    g.finish();
+}
+
+fn optimise(c: &mut Criterion) {
+    let t = pipeline::tangent_derivative(DOT, "f", "v1").expect("tangent");
+    let mut g = c.benchmark_group("opt");
+    g.sample_size(10);
+    g.bench_function("dot-gradient", |b| {
+        b.iter(|| pipeline::optimise_entry(&t.wrapper, &OptOptions::default()).expect("optimises"))
+    });
+    g.finish();
+}
+
+fn main() {
+    // The evaluator and the transformations recurse on the program's
+    // nesting; give them the binary's stack.
+    let run = std::thread::Builder::new()
+        .stack_size(1 << 30)
+        .spawn(|| {
+            let mut c = Criterion::default().configure_from_args();
+            frontend(&mut c);
+            eval_gmm(&mut c);
+            gradient_dot(&mut c);
+            optimise(&mut c);
+            c.final_summary();
+        })
+        .expect("benchmark thread starts");
+    run.join().expect("benchmarks finish");
+}

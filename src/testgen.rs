@@ -77,6 +77,38 @@ pub fn program(choices: &[u32], max_depth: u32) -> (Program, GenType) {
     (g.prog, ty)
 }
 
+/// Decodes `choices` into `let main = fun (p: Double) -> e` with `e` of
+/// type Double over the parameter `p`: a differentiable function for
+/// comparing the AD modes (`p` is never shadowed: generated names are
+/// `x1`, `x2`, …).
+pub fn function(choices: &[u32], max_depth: u32) -> Program {
+    let mut g = Gen {
+        choices,
+        pos: 0,
+        prog: Program::new(),
+        names: 0,
+    };
+    let p: Name = Rc::from("p");
+    let body = g.expr(
+        GenType::Double,
+        max_depth,
+        &mut vec![(p.clone(), GenType::Double)],
+    );
+    let lam = g.add(Expr::Lam {
+        param: p,
+        ann: Some(Type::Double),
+        body,
+    });
+    g.prog.defs.push(Def {
+        name: Rc::from("main"),
+        span: Span::default(),
+        ann: None,
+        body: lam,
+        prelude: false,
+    });
+    g.prog
+}
+
 struct Gen<'a> {
     choices: &'a [u32],
     pos: usize,

@@ -124,3 +124,53 @@ fn shape_changes_and_huge_arrays_are_errors() {
     assert_eq!(o.status.code(), Some(1));
     assert!(err(&o).contains("error[out-of-fuel]"), "{}", err(&o));
 }
+
+/// Found by `props::forward_reverse_and_tape_gradients_agree` at depth 7:
+/// `x ** x` overflows on a path `fst` discards. Over the reals its
+/// contribution is 0; fwd, tape and fd agree on a finite derivative. The
+/// reverse program multiplies the zero cotangent by the infinite partial
+/// (spec/ad-reverse.md §8, "Zero cotangents are materialised"): it must
+/// still give the right value, and its derivative is either right or the
+/// documented NaN. The test's overflow detector must see the ∞.
+#[test]
+fn rev_of_a_discarded_overflow() {
+    let src = "let main = fun (p: Double) ->\n  fst (sin (sin p), ifold (fun x i -> x ** x) ((p * p) ** p ** p) 1)\n";
+    let f = temp_file("discarded_overflow.fsm", src);
+    let f = f.to_str().expect("utf-8 path");
+    let grad = |mode: &str| -> serde_json::Value {
+        let o = cli(&[
+            "grad", f, "--entry", "main", "--wrt", "p", "--mode", mode, "--input", "[2.9]",
+        ]);
+        assert!(o.status.success(), "{mode}: {}", err(&o));
+        serde_json::from_str(&out(&o)).expect("JSON")
+    };
+    let exact = (2.9f64).sin().cos() * (2.9f64).cos();
+    for mode in ["fwd", "tape", "fd"] {
+        let g = grad(mode)["gradient"].as_f64().expect("a number");
+        assert!(
+            fsmooth::numeric::rho(g, exact) <= 1e-6,
+            "{mode}: {g} vs {exact}"
+        );
+    }
+    let rev = grad("rev");
+    let value = rev["value"].as_f64().expect("a number");
+    assert!(fsmooth::numeric::rho(value, (2.9f64).sin().sin()) <= 1e-12);
+    match &rev["gradient"] {
+        serde_json::Value::String(s) => assert_eq!(s, "NaN"),
+        g => {
+            let g = g.as_f64().expect("a number");
+            assert!(
+                fsmooth::numeric::rho(g, exact) <= 1e-9,
+                "rev: {g} vs {exact}"
+            );
+        }
+    }
+    let loaded = fsmooth::pipeline::load(src).expect("loads");
+    let entry = fsmooth::pipeline::entry(&loaded, "main").expect("entry");
+    let args = vec![fsmooth::eval::Value::Double(2.9)];
+    assert!(crate::common::overflows(
+        &entry,
+        args,
+        fsmooth::eval::Limits::default()
+    ));
+}

@@ -512,6 +512,8 @@ impl<'b, 'a> Reverse<'b, 'a> {
     ) -> Result<ExprId, AdError> {
         let mut lets = Lets(Vec::new());
         let mut adj: HashMap<Name, Name> = HashMap::new();
+        // Which parts of each adjoint are structural zeros.
+        let mut masks: HashMap<Name, Zero> = HashMap::new();
         if let (Some(s), Atom::Var(r, t)) = (seed, &blk.result)
             && has_doubles(t)
         {
@@ -521,19 +523,22 @@ impl<'b, 'a> Reverse<'b, 'a> {
             let Some(xb) = adj.get(&bd.name).cloned() else {
                 continue;
             };
-            for (y, ty, c) in self.contributions(bd, &xb, &mut lets)? {
+            let mask = masks.get(&bd.name).cloned().unwrap_or(Zero::No);
+            for (y, ty, c, m) in self.contributions(bd, &xb, &mask, &mut lets)? {
                 if !has_doubles(&ty) || !self.active.contains(&y) {
                     continue;
                 }
-                let v = match adj.get(&y).cloned() {
+                let (v, m) = match adj.get(&y).cloned() {
                     Some(old) => {
                         let o = self.b.var(&old, cotangent_type(&ty));
-                        self.add_ct(o, c, &ty)
+                        let om = masks.get(&y).cloned().unwrap_or(Zero::No);
+                        (self.add_ct(o, c, &ty), om.meet(&m))
                     }
-                    None => c,
+                    None => (c, m),
                 };
                 let (n, _) = self.bind(&mut lets, "adj", v);
-                adj.insert(y, n);
+                adj.insert(y.clone(), n);
+                masks.insert(y, m);
             }
         }
         let mut items = Vec::new();
@@ -553,8 +558,9 @@ impl<'b, 'a> Reverse<'b, 'a> {
         &mut self,
         bd: &Binding,
         xb: &Name,
+        mask: &Zero,
         lets: &mut Lets,
-    ) -> Result<Vec<(Name, Type, ExprId)>, AdError> {
+    ) -> Result<Vec<(Name, Type, ExprId, Zero)>, AdError> {
         let ct = cotangent_type(&bd.ty);
         let mut out = Vec::new();
         match &bd.rhs {
@@ -575,17 +581,22 @@ impl<'b, 'a> Reverse<'b, 'a> {
                         && self.active.contains(n)
                     {
                         let c = contract(vec![p], &[Some(BAtom::Var(xb.clone()))], self.b);
-                        out.push((n.clone(), t.clone(), c));
+                        out.push((n.clone(), t.clone(), c, Zero::No));
                     }
                 }
             }
             Rhs::Prim(Prim::Pair, args) => {
                 // R-Pair
+                // A component whose cotangent is a structural zero
+                // contributes nothing (spec/ad-reverse.md §5.4).
                 for (k, a) in args.iter().enumerate() {
-                    if let Atom::Var(n, t) = a {
+                    let part = mask.component(k);
+                    if let Atom::Var(n, t) = a
+                        && part != Zero::Yes
+                    {
                         let v = self.b.var(xb, ct.clone());
                         let c = if k == 0 { self.b.fst(v) } else { self.b.snd(v) };
-                        out.push((n.clone(), t.clone(), c));
+                        out.push((n.clone(), t.clone(), c, part));
                     }
                 }
             }
@@ -596,14 +607,14 @@ impl<'b, 'a> Reverse<'b, 'a> {
                         unreachable!("projection of a pair")
                     };
                     let v = self.b.var(xb, ct.clone());
-                    let c = if *op == Prim::Fst {
+                    let (c, m) = if *op == Prim::Fst {
                         let z = self.zero_ct(b);
-                        self.b.pair(v, z)
+                        (self.b.pair(v, z), Zero::pair(mask.clone(), Zero::Yes))
                     } else {
                         let z = self.zero_ct(a);
-                        self.b.pair(z, v)
+                        (self.b.pair(z, v), Zero::pair(Zero::Yes, mask.clone()))
                     };
-                    out.push((n.clone(), t.clone(), c));
+                    out.push((n.clone(), t.clone(), c, m));
                 }
             }
             Rhs::Prim(Prim::Get, args) => {
@@ -613,7 +624,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     let v = self.b.var(xb, ct.clone());
                     let p = self.b.pair(i, v);
                     let list = self.b.add(Expr::Array(Box::new([p])), cotangent_type(t));
-                    out.push((n.clone(), t.clone(), list));
+                    out.push((n.clone(), t.clone(), list, Zero::No));
                 }
             }
             Rhs::Prim(Prim::Concat | Prim::Accum, _) => {
@@ -642,7 +653,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                         let dv = self.b.var(&dn, dt.clone());
                         let jv = self.b.index(j as i64);
                         let c = self.b.get(dv, jv);
-                        out.push((n.clone(), t.clone(), c));
+                        out.push((n.clone(), t.clone(), c, Zero::No));
                     }
                 }
             }
@@ -673,7 +684,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 for (k, (n, t)) in fvs.iter().enumerate() {
                     let rv = self.b.var(&rn, rt.clone());
                     let c = self.proj(rv, k);
-                    out.push((n.clone(), t.clone(), c));
+                    out.push((n.clone(), t.clone(), c, Zero::No));
                 }
             }
             Rhs::Loop {
@@ -734,7 +745,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     } else {
                         self.reduce(&cn, &ctt, k, false, t)
                     };
-                    out.push((v.clone(), t.clone(), total));
+                    out.push((v.clone(), t.clone(), total, Zero::No));
                 }
             }
             Rhs::Loop {
@@ -836,11 +847,11 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     let nv = self.atom(n);
                     let last = self.b.get(bv, nv);
                     let c = self.b.fst(last);
-                    out.push((zn.clone(), zt.clone(), c));
+                    out.push((zn.clone(), zt.clone(), c, Zero::No));
                 }
                 for (k, (v, t)) in fvs.iter().enumerate() {
                     let total = self.reduce(&bn, &bt, k, true, t);
-                    out.push((v.clone(), t.clone(), total));
+                    out.push((v.clone(), t.clone(), total, Zero::No));
                 }
             }
             Rhs::Loop { .. } => unreachable!("folds have a state"),
@@ -1139,5 +1150,52 @@ pub(super) fn plain_program(b: &mut Builder<'_>, normal: &Normal, name: &str) ->
         ann: None,
         body: e,
         prelude: false,
+    }
+}
+
+/// Which parts of a cotangent are structural zeros: built by R-Fst/R-Snd
+/// (`(x̄, 0)`), read by R-Pair, which drops a zero component instead of
+/// multiplying it through the component's partials — exact over the reals,
+/// and it keeps `0 · ∞ = NaN` out of IEEE results (§8).
+#[derive(Clone, Debug, PartialEq)]
+enum Zero {
+    /// Not known to be zero.
+    No,
+    /// Exactly the zero cotangent.
+    Yes,
+    Pair(Box<Zero>, Box<Zero>),
+}
+
+impl Zero {
+    fn pair(a: Zero, b: Zero) -> Zero {
+        match (a, b) {
+            (Zero::Yes, Zero::Yes) => Zero::Yes,
+            (Zero::No, Zero::No) => Zero::No,
+            (a, b) => Zero::Pair(Box::new(a), Box::new(b)),
+        }
+    }
+
+    /// Component `k` (0 or 1) of a pair cotangent.
+    fn component(&self, k: usize) -> Zero {
+        match self {
+            Zero::No => Zero::No,
+            Zero::Yes => Zero::Yes,
+            Zero::Pair(a, b) => {
+                if k == 0 {
+                    (**a).clone()
+                } else {
+                    (**b).clone()
+                }
+            }
+        }
+    }
+
+    /// The mask of a sum: zero only where both are.
+    fn meet(&self, other: &Zero) -> Zero {
+        match (self, other) {
+            (Zero::Yes, z) | (z, Zero::Yes) => z.clone(),
+            (Zero::Pair(a, b), Zero::Pair(c, d)) => Zero::pair(a.meet(c), b.meet(d)),
+            _ => Zero::No,
+        }
     }
 }

@@ -214,3 +214,64 @@ fn forward_reverse_and_tape_gradients_agree() {
         "only {c} of {d} defined points compared"
     );
 }
+
+/// Property (c) of issue 6 on random programs: optimisation refines.
+/// Where `p` evaluates to a value, `opt(p)` evaluates to the same value
+/// (ρ ≤ 1e-9: some rules are exact only over the reals); where `p` is ⊥,
+/// `opt(p)` may be anything. Equality saturation is the slow part, so CI
+/// runs few programs; `FSMOOTH_OPTTEST_CASES=N` runs more.
+#[test]
+fn optimisation_refines_random_programs() {
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let cases = std::env::var("FSMOOTH_OPTTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(24);
+    let compared = AtomicUsize::new(0);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        ..Config::default()
+    });
+    let limits = Limits { fuel: 200_000 };
+    let result = runner.run(&prop::collection::vec(any::<u32>(), 0..200), |cs| {
+        let p = testgen::function(&cs, 4);
+        let src = print_program(&p);
+        let loaded = pipeline::load(&src)
+            .map_err(|d| TestCaseError::fail(format!("load: {}\n{src}", d.message)))?;
+        let e = pipeline::entry(&loaded, "main")
+            .map_err(|d| TestCaseError::fail(format!("entry: {}\n{src}", d.message)))?;
+        let o = pipeline::optimise_entry(&e, &pipeline::OptOptions::default())
+            .map_err(|d| TestCaseError::fail(format!("opt: {}\n{src}", d.message)))?;
+        for x in [0.7, -1.3, 2.9] {
+            let args = vec![fsmooth::eval::Value::Double(x)];
+            let Ok((a, _)) = e.run(args.clone(), limits, &mut |_, _| {}) else {
+                continue;
+            };
+            let b = o.entry.run(args, limits, &mut |_, _| {});
+            prop_assert!(
+                b.is_ok(),
+                "p = {x}: {a} became ⊥ ({:?})\n{src}\noptimised:\n{}",
+                b.err(),
+                print_program(&o.entry.program)
+            );
+            let b = b
+                .map(|(b, _)| b)
+                .unwrap_or(fsmooth::eval::Value::Double(f64::NAN));
+            prop_assert!(
+                a.max_rho(&b).is_some_and(|r| r <= 1e-9),
+                "p = {x}: {a} became {b}\n{src}\noptimised:\n{}",
+                print_program(&o.entry.program)
+            );
+            compared.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    let c = compared.into_inner();
+    eprintln!("optimised and original compared at {c} points ({cases} programs)");
+    assert!(c >= cases as usize, "only {c} points compared");
+}

@@ -99,11 +99,12 @@ proptest! {
     }
 }
 
-/// Differential testing of the AD modes (the seed of issue 6's property
-/// (a)): on random differentiable functions `fun (p: Double) -> e`, forward
-/// mode (D[[·]]), source-to-source reverse mode and the tape agree on the
-/// value and the derivative at several points wherever all three are
-/// defined (ρ ≤ 1e-9). Where the primal is defined but a mode is not, the
+/// Differential testing of the AD modes (issue 6's property (a)): on random
+/// differentiable functions `fun (p: Double) -> e`, forward mode (D[[·]]),
+/// source-to-source reverse mode and the tape agree on the value and the
+/// derivative at several points wherever all three are defined (ρ ≤ 1e-9),
+/// and central finite differences agree within their error bound wherever
+/// no branch boundary lies within the step. Where the primal is defined but a mode is not, the
 /// mode may only fail with a ⊥ of the semantics at a non-differentiable
 /// point of a primitive (division by zero, a domain error), never with an
 /// internal error. Points where the primal overflows are skipped, and a
@@ -118,6 +119,7 @@ fn forward_reverse_and_tape_gradients_agree() {
     let compared = AtomicUsize::new(0);
     let defined = AtomicUsize::new(0);
     let ieee = AtomicUsize::new(0);
+    let fd_compared = AtomicUsize::new(0);
     // FSMOOTH_DIFFTEST_CASES=N (and FSMOOTH_DIFFTEST_DEPTH=D) run a longer
     // campaign.
     let cases = std::env::var("FSMOOTH_DIFFTEST_CASES")
@@ -193,6 +195,25 @@ fn forward_reverse_and_tape_gradients_agree() {
                     "derivative fwd {a} vs {name} {b} at p = {x}\n{src}"
                 );
             }
+            // Central finite differences, where x ± h take the same path
+            // through the program as x (no branch boundary in between).
+            let d_ad = first.columns[0][0];
+            if let Some((fd, truncation)) = smooth_fd(&fwd.base, x, limits)
+                && d_ad.is_finite()
+            {
+                let f = primal.as_f64().unwrap_or(0.0);
+                let h = f64::EPSILON.cbrt() * x.abs().max(1.0);
+                // Twice the estimated truncation error, plus rounding
+                // (ε·|f|/h at the half step), plus ρ ≤ 1e-6.
+                let bound = 1e-6 * (1.0f64).max(fd.abs() + d_ad.abs())
+                    + 2.0 * truncation
+                    + 256.0 * f64::EPSILON * (f.abs() + 1.0) / h;
+                prop_assert!(
+                    (fd - d_ad).abs() <= bound,
+                    "derivative fwd {d_ad} vs finite differences {fd} at p = {x}\n{src}"
+                );
+                fd_compared.fetch_add(1, Ordering::Relaxed);
+            }
             compared.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
@@ -200,6 +221,8 @@ fn forward_reverse_and_tape_gradients_agree() {
     if let Err(e) = result {
         panic!("{e}");
     }
+    let fd = fd_compared.into_inner();
+    eprintln!("finite differences compared at {fd} points");
     let (c, d, i) = (
         compared.into_inner(),
         defined.into_inner(),
@@ -274,4 +297,38 @@ fn optimisation_refines_random_programs() {
     let c = compared.into_inner();
     eprintln!("optimised and original compared at {c} points ({cases} programs)");
     assert!(c >= cases as usize, "only {c} points compared");
+}
+
+/// The central difference of `entry` (Double → Double) at `x` with its
+/// truncation error estimated from the difference at half the step (for a
+/// smooth function, E(h) ≈ Ch², so E(h) ≈ 4/3·|D(h) − D(h/2)|) — if the
+/// evaluations at x, x ± h and x ± h/2 all succeed and take the same path
+/// (the same sequence of reduction rules): then no branch boundary lies
+/// within ±h and the difference estimates the derivative.
+fn smooth_fd(entry: &pipeline::Entry, x: f64, limits: Limits) -> Option<(f64, f64)> {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let path = |at: f64| -> Option<(f64, u64)> {
+        let mut h = DefaultHasher::new();
+        let (v, _) = entry
+            .run(
+                vec![fsmooth::eval::Value::Double(at)],
+                limits,
+                &mut |ev, _| ev.rule.hash(&mut h),
+            )
+            .ok()?;
+        let v = v.as_f64()?;
+        v.is_finite().then_some((v, h.finish()))
+    };
+    let h = f64::EPSILON.cbrt() * x.abs().max(1.0);
+    let (_, at) = path(x)?;
+    let mut d = [0.0; 2];
+    for (k, step) in [h, h / 2.0].into_iter().enumerate() {
+        let (plus, p) = path(x + step)?;
+        let (minus, m) = path(x - step)?;
+        if p != at || m != at {
+            return None;
+        }
+        d[k] = (plus - minus) / (2.0 * step);
+    }
+    Some((d[0], 4.0 / 3.0 * (d[0] - d[1]).abs()))
 }

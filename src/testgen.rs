@@ -77,11 +77,13 @@ pub fn program(choices: &[u32], max_depth: u32) -> (Program, GenType) {
     (g.prog, ty)
 }
 
-/// Decodes `choices` into `let main = fun (p: Double) -> e` with `e` of
-/// type Double over the parameter `p`: a differentiable function for
-/// comparing the AD modes (`p` is never shadowed: generated names are
-/// `x1`, `x2`, …).
-pub fn function(choices: &[u32], max_depth: u32) -> Program {
+/// Decodes `choices` into `let main = fun (p: P) -> e` with `e` of type
+/// `result` over the parameter `p` of type `param` (Double or Vector): a
+/// differentiable function for comparing the AD modes (`p` is never
+/// shadowed: generated names are `x1`, `x2`, …). Indices are literals
+/// 0–3 or lengths, so a Vector argument of length ≥ 4 keeps every `get` of
+/// `p` in bounds.
+pub fn function(choices: &[u32], max_depth: u32, param: GenType, result: GenType) -> Program {
     let mut g = Gen {
         choices,
         pos: 0,
@@ -89,14 +91,10 @@ pub fn function(choices: &[u32], max_depth: u32) -> Program {
         names: 0,
     };
     let p: Name = Rc::from("p");
-    let body = g.expr(
-        GenType::Double,
-        max_depth,
-        &mut vec![(p.clone(), GenType::Double)],
-    );
+    let body = g.expr(result, max_depth, &mut vec![(p.clone(), param)]);
     let lam = g.add(Expr::Lam {
         param: p,
-        ann: Some(Type::Double),
+        ann: Some(param.to_type()),
         body,
     });
     g.prog.defs.push(Def {

@@ -136,7 +136,7 @@ fn forward_reverse_and_tape_gradients_agree() {
     });
     let limits = Limits { fuel: 200_000 };
     let result = runner.run(&prop::collection::vec(any::<u32>(), 0..(50 * depth as usize)), |cs| {
-        let p = testgen::function(&cs, depth);
+        let p = testgen::function(&cs, depth, testgen::GenType::Double, testgen::GenType::Double);
         let src = print_program(&p);
         let fwd = pipeline::derivative(&src, "main", "p")
             .map_err(|d| TestCaseError::fail(format!("fwd: {}\n{src}", d.message)))?;
@@ -259,7 +259,7 @@ fn optimisation_refines_random_programs() {
     });
     let limits = Limits { fuel: 200_000 };
     let result = runner.run(&prop::collection::vec(any::<u32>(), 0..200), |cs| {
-        let p = testgen::function(&cs, 4);
+        let p = testgen::function(&cs, 4, testgen::GenType::Double, testgen::GenType::Double);
         let src = print_program(&p);
         let loaded = pipeline::load(&src)
             .map_err(|d| TestCaseError::fail(format!("load: {}\n{src}", d.message)))?;
@@ -331,4 +331,90 @@ fn smooth_fd(entry: &pipeline::Entry, x: f64, limits: Limits) -> Option<(f64, f6
         d[k] = (plus - minus) / (2.0 * step);
     }
     Some((d[0], 4.0 / 3.0 * (d[0] - d[1]).abs()))
+}
+
+/// Property (e) of issue 6, the dot-product test: for random
+/// `f : Vector → Vector`, ⟨J u, w⟩ (forward mode's Jacobian applied to a
+/// direction u) equals ⟨u, Jᵀ w⟩ (one run of the source-to-source reverse
+/// program seeded with a dense cotangent w), ρ ≤ 1e-9; and the tape's
+/// Jacobian equals forward mode's.
+#[test]
+fn dot_product_test_of_forward_and_reverse() {
+    use fsmooth::eval::Value;
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let compared = AtomicUsize::new(0);
+    let mut runner = TestRunner::new(Config {
+        cases: 150,
+        ..Config::default()
+    });
+    let limits = Limits { fuel: 200_000 };
+    let vector = |xs: &[f64]| Value::array(xs.iter().map(|x| Value::Double(*x)).collect());
+    let result = runner.run(&prop::collection::vec(any::<u32>(), 0..200), |cs| {
+        let p = testgen::function(&cs, 4, testgen::GenType::Vector, testgen::GenType::Vector);
+        let src = print_program(&p);
+        let fwd = pipeline::derivative(&src, "main", "p")
+            .map_err(|d| TestCaseError::fail(format!("fwd: {}\n{src}", d.message)))?;
+        let rev = pipeline::reverse_derivative(&src, "main", "p")
+            .map_err(|d| TestCaseError::fail(format!("rev: {}\n{src}", d.message)))?;
+        let x = [0.7, -1.3, 2.9, 0.4];
+        let args = vec![vector(&x)];
+        let Ok((primal, _)) = fwd.base.run(args.clone(), limits, &mut |_, _| {}) else {
+            return Ok(());
+        };
+        let mut ys = Vec::new();
+        fsmooth::gradient::flatten(&primal, &mut ys);
+        if ys.iter().any(|y| !y.is_finite()) {
+            return Ok(());
+        }
+        let (Ok(j), Ok(t)) = (
+            fsmooth::gradient::forward(&fwd, args.clone(), limits),
+            fsmooth::gradient::tape(&rev.base, 0, args.clone(), limits),
+        ) else {
+            return Ok(());
+        };
+        let u = [0.3, -0.8, 1.1, 0.25];
+        let w: Vec<f64> = (0..ys.len()).map(|i| 1.0 - 0.37 * i as f64).collect();
+        let mut seed = w.iter().copied();
+        let seed = fsmooth::gradient::unflatten(&primal, &mut seed);
+        let Ok((r, _)) = rev.rev.run(vec![vector(&x), seed], limits, &mut |_, _| {}) else {
+            return Ok(());
+        };
+        let Value::Pair(r) = r else {
+            return Err(TestCaseError::fail(format!("rev returned {r}\n{src}")));
+        };
+        let mut jtw = Vec::new();
+        fsmooth::gradient::flatten(&r.1, &mut jtw);
+        prop_assert_eq!(jtw.len(), u.len());
+        // ⟨J u, w⟩ with J's columns from forward mode.
+        let ju_w: f64 = (0..ys.len())
+            .map(|i| (0..u.len()).map(|k| j.columns[k][i] * u[k]).sum::<f64>() * w[i])
+            .sum();
+        let u_jtw: f64 = u.iter().zip(&jtw).map(|(a, b)| a * b).sum();
+        if !(ju_w.is_finite() && u_jtw.is_finite()) {
+            return Ok(());
+        }
+        prop_assert!(
+            fsmooth::numeric::rho(ju_w, u_jtw) <= 1e-9,
+            "<Ju, w> = {ju_w} but <u, J^T w> = {u_jtw}\n{src}"
+        );
+        for k in 0..u.len() {
+            for i in 0..ys.len() {
+                let (a, b) = (j.columns[k][i], t.columns[k][i]);
+                prop_assert!(
+                    fsmooth::numeric::rho(a, b) <= 1e-9,
+                    "J[{i}][{k}]: fwd {a} vs tape {b}\n{src}"
+                );
+            }
+        }
+        compared.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    let c = compared.into_inner();
+    eprintln!("dot-product test passed on {c} of 150 programs");
+    assert!(c >= 75, "only {c} of 150 programs compared");
 }

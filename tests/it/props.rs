@@ -300,11 +300,13 @@ fn optimisation_refines_random_programs() {
 }
 
 /// The central difference of `entry` (Double → Double) at `x` with its
-/// truncation error estimated from the difference at half the step (for a
-/// smooth function, E(h) ≈ Ch², so E(h) ≈ 4/3·|D(h) − D(h/2)|) — if the
-/// evaluations at x, x ± h and x ± h/2 all succeed and take the same path
-/// (the same sequence of reduction rules): then no branch boundary lies
-/// within ±h and the difference estimates the derivative.
+/// truncation error, or None where finite differences do not estimate the
+/// derivative. Conditions: the evaluations at x and x ± h·2⁻ᵏ (k = 0, 1, 2)
+/// succeed and take the same path (the same sequence of reduction rules),
+/// so no branch boundary lies within the stencil; the function changes by
+/// less than its own scale over the step; and the estimates converge like
+/// a smooth function's (E(h) ≈ Ch²: successive differences shrink by a
+/// factor between 2 and 8). The truncation error is then ≈ 4/3·|D(h) − D(h/2)|.
 fn smooth_fd(entry: &pipeline::Entry, x: f64, limits: Limits) -> Option<(f64, f64)> {
     use std::hash::{DefaultHasher, Hash, Hasher};
     let path = |at: f64| -> Option<(f64, u64)> {
@@ -320,9 +322,9 @@ fn smooth_fd(entry: &pipeline::Entry, x: f64, limits: Limits) -> Option<(f64, f6
         v.is_finite().then_some((v, h.finish()))
     };
     let h = f64::EPSILON.cbrt() * x.abs().max(1.0);
-    let (_, at) = path(x)?;
-    let mut d = [0.0; 2];
-    for (k, step) in [h, h / 2.0].into_iter().enumerate() {
+    let (f, at) = path(x)?;
+    let mut d = [0.0; 3];
+    for (k, step) in [h, h / 2.0, h / 4.0].into_iter().enumerate() {
         let (plus, p) = path(x + step)?;
         let (minus, m) = path(x - step)?;
         if p != at || m != at {
@@ -330,7 +332,16 @@ fn smooth_fd(entry: &pipeline::Entry, x: f64, limits: Limits) -> Option<(f64, f6
         }
         d[k] = (plus - minus) / (2.0 * step);
     }
-    Some((d[0], 4.0 / 3.0 * (d[0] - d[1]).abs()))
+    if d[0].abs() * h > f.abs().max(1.0) {
+        return None;
+    }
+    let (e0, e1) = ((d[0] - d[1]).abs(), (d[1] - d[2]).abs());
+    // Differences at the rounding level say nothing about convergence.
+    let noise = 1e3 * f64::EPSILON * (f.abs() + 1.0) / h;
+    if e0 > noise && !(2.0 * e1 <= e0 && e0 <= 8.0 * e1) {
+        return None;
+    }
+    Some((d[0], 4.0 / 3.0 * e0))
 }
 
 /// Property (e) of issue 6, the dot-product test: for random

@@ -73,6 +73,25 @@ enum Command {
         #[arg(long)]
         stats: bool,
     },
+    /// Differential testing of the AD modes on random programs
+    /// `fun (p: Double) -> e`: fwd = rev = tape = finite differences (where
+    /// the stencil is smooth). Prints a JSON summary; a failure is shrunk,
+    /// printed, saved as a regression case under --save, and exits 1.
+    Difftest {
+        #[arg(long, default_value_t = 1000)]
+        cases: u64,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Maximum nesting depth of generated expressions.
+        #[arg(long, default_value_t = 4)]
+        max_size: u32,
+        /// Where a failing program is saved (`cargo test` replays it).
+        #[arg(long, default_value = "tests/difftest")]
+        save: PathBuf,
+        /// Evaluator fuel per run.
+        #[arg(long, default_value_t = 200_000)]
+        fuel: u64,
+    },
     /// ADBench workloads: objective and gradient from ADBench's input files.
     #[command(subcommand)]
     Adbench(AdbenchCmd),
@@ -364,6 +383,21 @@ fn run(cli: Cli) -> Result<(), Failure> {
             stats,
         } => opt_cmd(&file, &entry, rules, explain, stats),
         Command::Vjp { args, cotangent } => vjp_cmd(args, &cotangent),
+        Command::Difftest {
+            cases,
+            seed,
+            max_size,
+            save,
+            fuel,
+        } => difftest_cmd(
+            crate::difftest::Campaign {
+                cases,
+                seed,
+                max_size,
+                limits: Limits { fuel },
+            },
+            &save,
+        ),
         Command::Adbench(AdbenchCmd::Gmm {
             file,
             mode,
@@ -790,4 +824,44 @@ fn one_line(s: &str, max: usize) -> String {
     } else {
         flat
     }
+}
+
+fn difftest_cmd(c: crate::difftest::Campaign, save: &std::path::Path) -> Result<(), Failure> {
+    let start = Instant::now();
+    let s = crate::difftest::run(c);
+    println!(
+        "{{\"programs\": {}, \"seed\": {}, \"max_size\": {}, \"defined_points\": {}, \"compared\": {}, \"finite_differences\": {}, \"failures\": {}, \"seconds\": {:.3}}}",
+        s.programs,
+        c.seed,
+        c.max_size,
+        s.counts.defined,
+        s.counts.compared,
+        s.counts.fd,
+        usize::from(s.failure.is_some()),
+        start.elapsed().as_secs_f64()
+    );
+    let Some(f) = s.failure else {
+        return Ok(());
+    };
+    let name = format!("seed{}-case{}.fsm", c.seed, f.case);
+    let text = format!(
+        "// Found by `fsmooth difftest --seed {} --max-size {}` (case {}, {} shrinks):\n// {}\n{}",
+        c.seed,
+        c.max_size,
+        f.case,
+        f.shrinks,
+        f.message.replace('\n', "\n// "),
+        f.program.trim_end()
+    ) + "\n";
+    let saved = std::fs::create_dir_all(save)
+        .and_then(|()| std::fs::write(save.join(&name), &text))
+        .map(|()| format!("saved as {}", save.join(&name).display()))
+        .unwrap_or_else(|e| format!("not saved ({}: {e})", save.display()));
+    Err(Failure(format!(
+        "error[difftest-disagreement]: case {} of seed {}: {}\n{}\n{saved}\n",
+        f.case,
+        c.seed,
+        f.message,
+        f.program.trim_end()
+    )))
 }

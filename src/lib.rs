@@ -10,6 +10,7 @@ pub mod ad;
 pub mod adbench;
 pub mod cli;
 pub mod diagnostic;
+pub mod difftest;
 pub mod eval;
 pub mod gradient;
 pub mod interchange;

@@ -427,3 +427,20 @@ fn readme_hello_command() {
     let out = ok(&cli(&["run", p.to_str().unwrap(), "--input", input]));
     assert_eq!(out, "1024.0\n");
 }
+
+/// `fsmooth difftest` runs a reproducible campaign and prints its summary.
+#[test]
+fn difftest_runs_a_campaign() {
+    let dir = std::env::temp_dir().join(format!("fsmooth-difftest-{}", std::process::id()));
+    let save = dir.to_str().expect("utf-8");
+    let a = cli(&["difftest", "--cases", "40", "--seed", "7", "--save", save]);
+    assert!(a.status.success(), "{}", String::from_utf8_lossy(&a.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&a.stdout).expect("JSON summary");
+    assert_eq!(j["programs"], 40);
+    assert_eq!(j["failures"], 0);
+    assert!(j["compared"].as_u64().is_some_and(|c| c > 40), "{j}");
+    let b = cli(&["difftest", "--cases", "40", "--seed", "7", "--save", save]);
+    let k: serde_json::Value = serde_json::from_slice(&b.stdout).expect("JSON summary");
+    assert_eq!(j["compared"], k["compared"], "the seed fixes the campaign");
+    assert!(!dir.exists(), "nothing saved without a failure");
+}

@@ -99,143 +99,61 @@ proptest! {
     }
 }
 
-/// Differential testing of the AD modes (issue 6's property (a)): on random
-/// differentiable functions `fun (p: Double) -> e`, forward mode (D[[·]]),
-/// source-to-source reverse mode and the tape agree on the value and the
-/// derivative at several points wherever all three are defined (ρ ≤ 1e-9),
-/// and central finite differences agree within their error bound wherever
-/// no branch boundary lies within the step. Where the primal is defined but a mode is not, the
-/// mode may only fail with a ⊥ of the semantics at a non-differentiable
-/// point of a primitive (division by zero, a domain error), never with an
-/// internal error. Points where the primal overflows are skipped, and a
-/// non-finite derivative in one mode only is accepted when some
-/// intermediate of the primal overflowed (an IEEE effect, not a rule's).
-/// Enough cases must be compared for the test to mean something.
+/// Differential testing of the AD modes (issue 6's property (a),
+/// `fsmooth::difftest::check_scalar`): fwd = rev = tape (ρ ≤ 1e-9) and =
+/// finite differences within their error bound where the stencil is
+/// smooth, on random `fun (p: Double) -> e`, with proptest's shrinking.
+/// Enough points must be compared for the test to mean something.
+/// FSMOOTH_DIFFTEST_CASES=N (and FSMOOTH_DIFFTEST_DEPTH=D) run a longer
+/// campaign; `fsmooth difftest` runs one from the command line.
 #[test]
 fn forward_reverse_and_tape_gradients_agree() {
+    use fsmooth::difftest::{Counts, check_scalar};
     use proptest::test_runner::{Config, TestCaseError, TestRunner};
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
 
-    let compared = AtomicUsize::new(0);
-    let defined = AtomicUsize::new(0);
-    let ieee = AtomicUsize::new(0);
-    let fd_compared = AtomicUsize::new(0);
-    // FSMOOTH_DIFFTEST_CASES=N (and FSMOOTH_DIFFTEST_DEPTH=D) run a longer
-    // campaign.
-    let cases = std::env::var("FSMOOTH_DIFFTEST_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(200);
-    let depth = std::env::var("FSMOOTH_DIFFTEST_DEPTH")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(4);
+    let total = Mutex::new(Counts::default());
+    let env = |name: &str, default: u32| {
+        std::env::var(name)
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(default)
+    };
+    let (cases, depth) = (
+        env("FSMOOTH_DIFFTEST_CASES", 200),
+        env("FSMOOTH_DIFFTEST_DEPTH", 4),
+    );
     let mut runner = TestRunner::new(Config {
         cases,
         ..Config::default()
     });
     let limits = Limits { fuel: 200_000 };
-    let result = runner.run(&prop::collection::vec(any::<u32>(), 0..(50 * depth as usize)), |cs| {
-        let p = testgen::function(&cs, depth, testgen::GenType::Double, testgen::GenType::Double);
-        let src = print_program(&p);
-        let fwd = pipeline::derivative(&src, "main", "p")
-            .map_err(|d| TestCaseError::fail(format!("fwd: {}\n{src}", d.message)))?;
-        let rev = pipeline::reverse_derivative(&src, "main", "p")
-            .map_err(|d| TestCaseError::fail(format!("rev: {}\n{src}", d.message)))?;
-        for x in [0.7, -1.3, 2.9] {
-            let args = vec![fsmooth::eval::Value::Double(x)];
-            let Ok((primal, _)) = fwd.base.run(args.clone(), limits, &mut |_, _| {}) else {
-                continue;
-            };
-            // An overflowed primal is outside the contract (reals in the
-            // spec, IEEE in the implementation): there `inf·0` may be NaN
-            // in one mode and a skipped term in another.
-            if !primal.as_f64().is_some_and(f64::is_finite) {
-                continue;
-            }
-            defined.fetch_add(1, Ordering::Relaxed);
-            let modes = [
-                ("fwd", fsmooth::gradient::forward(&fwd, args.clone(), limits)),
-                ("rev", fsmooth::gradient::reverse(&rev, args.clone(), limits)),
-                ("tape", fsmooth::gradient::tape(&rev.base, 0, args.clone(), limits)),
-            ];
-            let mut ok = Vec::new();
-            for (name, r) in modes {
-                match r {
-                    Ok(c) => ok.push((name, c)),
-                    Err(e) => {
-                        let code = e.code();
-                        prop_assert!(
-                            matches!(code, "division-by-zero" | "domain-error" | "out-of-fuel"),
-                            "{name} at p = {x}: {e} ({code}) where the primal is {primal}\n{src}"
-                        );
-                    }
-                }
-            }
-            if ok.len() < 3 {
-                continue;
-            }
-            let (_, first) = &ok[0];
-            for (name, c) in &ok[1..] {
-                let v = first.value.max_rho(&c.value);
-                prop_assert!(v.is_some_and(|r| r <= 1e-9), "value fwd {} vs {name} {} at p = {x}\n{src}", first.value, c.value);
-                let (a, b) = (first.columns[0][0], c.columns[0][0]);
-                if fsmooth::numeric::rho(a, b) > 1e-9
-                    && !(a.is_finite() && b.is_finite())
-                    && crate::common::overflows(&fwd.base, args.clone(), limits)
-                {
-                    // Over the reals the modes agree; in IEEE arithmetic an
-                    // overflowed intermediate on a discarded path gives
-                    // `0·inf = NaN` in one mode and nothing in another.
-                    ieee.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                }
-                prop_assert!(
-                    fsmooth::numeric::rho(a, b) <= 1e-9,
-                    "derivative fwd {a} vs {name} {b} at p = {x}\n{src}"
-                );
-            }
-            // Central finite differences, where x ± h take the same path
-            // through the program as x (no branch boundary in between).
-            let d_ad = first.columns[0][0];
-            if let Some((fd, truncation)) = smooth_fd(&fwd.base, x, limits)
-                && d_ad.is_finite()
-            {
-                let f = primal.as_f64().unwrap_or(0.0);
-                let h = f64::EPSILON.cbrt() * x.abs().max(1.0);
-                // Twice the estimated truncation error, plus rounding
-                // (ε·|f|/h at the half step), plus ρ ≤ 1e-6.
-                let bound = 1e-6 * (1.0f64).max(fd.abs() + d_ad.abs())
-                    + 2.0 * truncation
-                    + 256.0 * f64::EPSILON * (f.abs() + 1.0) / h;
-                prop_assert!(
-                    (fd - d_ad).abs() <= bound,
-                    "derivative fwd {d_ad} vs finite differences {fd} at p = {x}\n{src}"
-                );
-                fd_compared.fetch_add(1, Ordering::Relaxed);
-            }
-            compared.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(())
-    });
+    let result = runner.run(
+        &prop::collection::vec(any::<u32>(), 0..(50 * depth as usize)),
+        |cs| {
+            let p = testgen::function(
+                &cs,
+                depth,
+                testgen::GenType::Double,
+                testgen::GenType::Double,
+            );
+            let src = print_program(&p);
+            let k = check_scalar(&src, limits)
+                .map_err(|m| TestCaseError::fail(format!("{m}\n{src}")))?;
+            *total.lock().expect("not poisoned") += k;
+            Ok(())
+        },
+    );
     if let Err(e) = result {
         panic!("{e}");
     }
-    let fd = fd_compared.into_inner();
-    eprintln!("finite differences compared at {fd} points");
-    let (c, d, i) = (
-        compared.into_inner(),
-        defined.into_inner(),
-        ieee.into_inner(),
-    );
+    let k = total.into_inner().expect("not poisoned");
     eprintln!(
-        "AD modes compared at {c} of {d} defined points ({cases} programs); \
-         {i} non-finite derivatives explained by an overflowed intermediate"
+        "AD modes compared at {} of {} defined points, finite differences at {} ({cases} programs)",
+        k.compared, k.defined, k.fd
     );
-    assert!(
-        c >= cases as usize,
-        "only {c} of {d} defined points compared"
-    );
+    assert!(k.compared >= cases as usize, "only {k:?}");
+    assert!(k.fd >= cases as usize, "only {k:?}");
 }
 
 /// Property (c) of issue 6 on random programs: optimisation refines.
@@ -297,51 +215,6 @@ fn optimisation_refines_random_programs() {
     let c = compared.into_inner();
     eprintln!("optimised and original compared at {c} points ({cases} programs)");
     assert!(c >= cases as usize, "only {c} points compared");
-}
-
-/// The central difference of `entry` (Double → Double) at `x` with its
-/// truncation error, or None where finite differences do not estimate the
-/// derivative. Conditions: the evaluations at x and x ± h·2⁻ᵏ (k = 0, 1, 2)
-/// succeed and take the same path (the same sequence of reduction rules),
-/// so no branch boundary lies within the stencil; the function changes by
-/// less than its own scale over the step; and the estimates converge like
-/// a smooth function's (E(h) ≈ Ch²: successive differences shrink by a
-/// factor between 2 and 8). The truncation error is then ≈ 4/3·|D(h) − D(h/2)|.
-fn smooth_fd(entry: &pipeline::Entry, x: f64, limits: Limits) -> Option<(f64, f64)> {
-    use std::hash::{DefaultHasher, Hash, Hasher};
-    let path = |at: f64| -> Option<(f64, u64)> {
-        let mut h = DefaultHasher::new();
-        let (v, _) = entry
-            .run(
-                vec![fsmooth::eval::Value::Double(at)],
-                limits,
-                &mut |ev, _| ev.rule.hash(&mut h),
-            )
-            .ok()?;
-        let v = v.as_f64()?;
-        v.is_finite().then_some((v, h.finish()))
-    };
-    let h = f64::EPSILON.cbrt() * x.abs().max(1.0);
-    let (f, at) = path(x)?;
-    let mut d = [0.0; 3];
-    for (k, step) in [h, h / 2.0, h / 4.0].into_iter().enumerate() {
-        let (plus, p) = path(x + step)?;
-        let (minus, m) = path(x - step)?;
-        if p != at || m != at {
-            return None;
-        }
-        d[k] = (plus - minus) / (2.0 * step);
-    }
-    if d[0].abs() * h > f.abs().max(1.0) {
-        return None;
-    }
-    let (e0, e1) = ((d[0] - d[1]).abs(), (d[1] - d[2]).abs());
-    // Differences at the rounding level say nothing about convergence.
-    let noise = 1e3 * f64::EPSILON * (f.abs() + 1.0) / h;
-    if e0 > noise && !(2.0 * e1 <= e0 && e0 <= 8.0 * e1) {
-        return None;
-    }
-    Some((d[0], 4.0 / 3.0 * e0))
 }
 
 /// Property (e) of issue 6, the dot-product test: for random
@@ -428,4 +301,28 @@ fn dot_product_test_of_forward_and_reverse() {
     let c = compared.into_inner();
     eprintln!("dot-product test passed on {c} of 150 programs");
     assert!(c >= 75, "only {c} of 150 programs compared");
+}
+
+/// Every program `fsmooth difftest` (or a property test) found and saved
+/// under `tests/difftest/` passes the check now: the regression suite of
+/// differential testing.
+#[test]
+fn saved_difftest_cases_pass() {
+    let dir = crate::common::root().join("tests/difftest");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).expect("tests/difftest exists") {
+        let path = entry.expect("readable").path();
+        if path.extension().is_none_or(|x| x != "fsm") {
+            continue;
+        }
+        let src = std::fs::read_to_string(&path).expect("readable");
+        let k = fsmooth::difftest::check_scalar(&src, Limits { fuel: 200_000 });
+        assert!(
+            k.as_ref().is_ok_and(|k| k.compared > 0),
+            "{}: {k:?}",
+            path.display()
+        );
+        n += 1;
+    }
+    assert!(n >= 1, "no saved cases in {}", dir.display());
 }

@@ -1,0 +1,277 @@
+//! Differential testing of the AD modes (`fsmooth difftest`, and the
+//! property tests of `tests/it/props.rs`): on a random differentiable
+//! function `fun (p: Double) -> e` (`testgen::function`), forward mode
+//! (D[[·]]), source-to-source reverse mode and the tape must agree on the
+//! value and the derivative (ρ ≤ 1e-9) wherever all three are defined,
+//! and central finite differences must agree within their error bound
+//! wherever the stencil is smooth.
+//!
+//! Where the primal is defined but a mode is not, the mode may only fail
+//! with a ⊥ of the semantics at a non-differentiable point of a primitive
+//! (`division-by-zero`, `domain-error`, `out-of-fuel`). Points where the
+//! primal overflows are outside the contract (reals in the specification,
+//! IEEE in the implementation) and are skipped.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use crate::diagnostic::Diagnose;
+use crate::eval::{Limits, Value};
+use crate::numeric::rho;
+use crate::pipeline::{self, Entry};
+use crate::syntax::print_program;
+use crate::testgen::{self, GenType};
+
+/// The points every generated function is differentiated at.
+pub const POINTS: [f64; 3] = [0.7, -1.3, 2.9];
+
+/// What one program's check compared.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Points where the primal is defined and finite.
+    pub defined: usize,
+    /// Points where fwd, rev and tape were all defined and compared.
+    pub compared: usize,
+    /// Points where finite differences were compared too.
+    pub fd: usize,
+}
+
+impl std::ops::AddAssign for Counts {
+    fn add_assign(&mut self, o: Counts) {
+        self.defined += o.defined;
+        self.compared += o.compared;
+        self.fd += o.fd;
+    }
+}
+
+/// Checks property (a) on the program `src` (an entry `main` of type
+/// Double → Double with parameter `p`). `Err` describes the disagreement.
+pub fn check_scalar(src: &str, limits: Limits) -> Result<Counts, String> {
+    let fwd = pipeline::derivative(src, "main", "p").map_err(|d| format!("fwd: {}", d.message))?;
+    let rev = pipeline::reverse_derivative(src, "main", "p")
+        .map_err(|d| format!("rev: {}", d.message))?;
+    let mut counts = Counts::default();
+    for x in POINTS {
+        let args = vec![Value::Double(x)];
+        let Ok((primal, _)) = fwd.base.run(args.clone(), limits, &mut |_, _| {}) else {
+            continue;
+        };
+        let Some(f) = primal.as_f64().filter(|f| f.is_finite()) else {
+            continue;
+        };
+        counts.defined += 1;
+        let modes = [
+            ("fwd", crate::gradient::forward(&fwd, args.clone(), limits)),
+            ("rev", crate::gradient::reverse(&rev, args.clone(), limits)),
+            (
+                "tape",
+                crate::gradient::tape(&rev.base, 0, args.clone(), limits),
+            ),
+        ];
+        let mut ok = Vec::new();
+        for (name, r) in modes {
+            match r {
+                Ok(c) => ok.push((name, c.value, c.columns[0][0])),
+                Err(e) => {
+                    let code = e.code();
+                    if !matches!(code, "division-by-zero" | "domain-error" | "out-of-fuel") {
+                        return Err(format!(
+                            "{name} at p = {x}: {e} ({code}) where the primal is {primal}"
+                        ));
+                    }
+                }
+            }
+        }
+        if ok.len() < 3 {
+            continue;
+        }
+        let (_, v0, d0) = &ok[0];
+        for (name, v, d) in &ok[1..] {
+            if !v0.max_rho(v).is_some_and(|r| r <= 1e-9) {
+                return Err(format!("value at p = {x}: fwd {v0}, {name} {v}"));
+            }
+            if rho(*d0, *d) > 1e-9 {
+                return Err(format!("derivative at p = {x}: fwd {d0}, {name} {d}"));
+            }
+        }
+        if let Some((fd, truncation)) = smooth_fd(&fwd.base, x, limits)
+            && d0.is_finite()
+        {
+            let h = step(x);
+            // Twice the estimated truncation error, plus rounding
+            // (ε·|f|/h at the smallest step), plus ρ ≤ 1e-6.
+            let bound = 1e-6 * (1.0f64).max(fd.abs() + d0.abs())
+                + 2.0 * truncation
+                + 256.0 * f64::EPSILON * (f.abs() + 1.0) / h;
+            if (fd - d0).abs() > bound {
+                return Err(format!(
+                    "derivative at p = {x}: fwd {d0}, finite differences {fd} (bound {bound:e})"
+                ));
+            }
+            counts.fd += 1;
+        }
+        counts.compared += 1;
+    }
+    Ok(counts)
+}
+
+/// The finite-difference step at `x`: ε^(1/3)·max(1, |x|).
+fn step(x: f64) -> f64 {
+    f64::EPSILON.cbrt() * x.abs().max(1.0)
+}
+
+/// The central difference of `entry` (Double → Double) at `x` with its
+/// truncation error, or None where finite differences do not estimate the
+/// derivative. Conditions: the evaluations at x and x ± h·2⁻ᵏ (k = 0, 1, 2)
+/// succeed and take the same path (the same sequence of reduction rules),
+/// so no branch boundary lies within the stencil; the function changes by
+/// less than its own scale over the step; and the estimates converge like
+/// a smooth function's (E(h) ≈ Ch²: successive differences shrink by a
+/// factor between 2 and 8). The truncation error is then ≈ 4/3·|D(h) − D(h/2)|.
+pub fn smooth_fd(entry: &Entry, x: f64, limits: Limits) -> Option<(f64, f64)> {
+    let path = |at: f64| -> Option<(f64, u64)> {
+        let mut h = DefaultHasher::new();
+        let (v, _) = entry
+            .run(vec![Value::Double(at)], limits, &mut |ev, _| {
+                ev.rule.hash(&mut h)
+            })
+            .ok()?;
+        let v = v.as_f64()?;
+        v.is_finite().then_some((v, h.finish()))
+    };
+    let h = step(x);
+    let (f, at) = path(x)?;
+    let mut d = [0.0; 3];
+    for (k, s) in [h, h / 2.0, h / 4.0].into_iter().enumerate() {
+        let (plus, p) = path(x + s)?;
+        let (minus, m) = path(x - s)?;
+        if p != at || m != at {
+            return None;
+        }
+        d[k] = (plus - minus) / (2.0 * s);
+    }
+    if d[0].abs() * h > f.abs().max(1.0) {
+        return None;
+    }
+    let (e0, e1) = ((d[0] - d[1]).abs(), (d[1] - d[2]).abs());
+    // Differences at the rounding level say nothing about convergence.
+    let noise = 1e3 * f64::EPSILON * (f.abs() + 1.0) / h;
+    if e0 > noise && !(2.0 * e1 <= e0 && e0 <= 8.0 * e1) {
+        return None;
+    }
+    Some((d[0], 4.0 / 3.0 * e0))
+}
+
+/// A campaign's settings (`fsmooth difftest`).
+#[derive(Copy, Clone, Debug)]
+pub struct Campaign {
+    pub cases: u64,
+    pub seed: u64,
+    /// Maximum nesting depth of generated expressions.
+    pub max_size: u32,
+    pub limits: Limits,
+}
+
+/// A failing program, shrunk.
+#[derive(Debug)]
+pub struct Failure {
+    /// Which case (0-based) of the campaign failed first.
+    pub case: u64,
+    pub program: String,
+    pub message: String,
+    /// Successful shrinking steps.
+    pub shrinks: usize,
+}
+
+/// A campaign's result.
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub programs: u64,
+    pub counts: Counts,
+    pub failure: Option<Failure>,
+}
+
+/// Runs `c.cases` random programs through [`check_scalar`]; stops at the
+/// first failure and shrinks it (fewer and smaller choices give smaller
+/// programs, see `testgen`).
+pub fn run(c: Campaign) -> Summary {
+    let mut rng = c.seed ^ 0x9e37_79b9_7f4a_7c15;
+    let mut summary = Summary::default();
+    for case in 0..c.cases {
+        let len = (next(&mut rng) % (50 * u64::from(c.max_size.max(1)))) as usize;
+        let choices: Vec<u32> = (0..len).map(|_| next(&mut rng) as u32).collect();
+        summary.programs += 1;
+        let src = source(&choices, c.max_size);
+        match check_scalar(&src, c.limits) {
+            Ok(k) => summary.counts += k,
+            Err(message) => {
+                let (choices, message, shrinks) = shrink(choices, message, c);
+                summary.failure = Some(Failure {
+                    case,
+                    program: source(&choices, c.max_size),
+                    message,
+                    shrinks,
+                });
+                break;
+            }
+        }
+    }
+    summary
+}
+
+fn source(choices: &[u32], depth: u32) -> String {
+    print_program(&testgen::function(
+        choices,
+        depth,
+        GenType::Double,
+        GenType::Double,
+    ))
+}
+
+/// Greedy shrinking: drop chunks of choices, then make single choices
+/// smaller, keeping any change after which the check still fails.
+fn shrink(mut cs: Vec<u32>, mut message: String, c: Campaign) -> (Vec<u32>, String, usize) {
+    let mut shrinks = 0;
+    let fails = |cs: &[u32]| check_scalar(&source(cs, c.max_size), c.limits).err();
+    let mut progress = true;
+    while progress && shrinks < 500 {
+        progress = false;
+        let mut chunk = cs.len().max(1);
+        while chunk >= 1 {
+            let mut i = 0;
+            while i + chunk <= cs.len() {
+                let mut t = cs.clone();
+                t.drain(i..i + chunk);
+                if let Some(m) = fails(&t) {
+                    (cs, message, shrinks, progress) = (t, m, shrinks + 1, true);
+                } else {
+                    i += chunk;
+                }
+            }
+            chunk /= 2;
+        }
+        for i in 0..cs.len() {
+            for smaller in [0, cs[i] / 2, cs[i].saturating_sub(1)] {
+                if smaller >= cs[i] {
+                    continue;
+                }
+                let mut t = cs.clone();
+                t[i] = smaller;
+                if let Some(m) = fails(&t) {
+                    (cs, message, shrinks, progress) = (t, m, shrinks + 1, true);
+                    break;
+                }
+            }
+        }
+    }
+    (cs, message, shrinks)
+}
+
+/// SplitMix64: a fixed, seedable sequence (campaigns are reproducible
+/// from `--seed`).
+fn next(s: &mut u64) -> u64 {
+    *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *s;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}

@@ -326,3 +326,69 @@ fn saved_difftest_cases_pass() {
     }
     assert!(n >= 1, "no saved cases in {}", dir.display());
 }
+
+/// Property (b) of issue 6, the property at the centre of dF̃: optimised
+/// forward-mode derivatives equal forward mode's (and so, by property (a),
+/// reverse mode's) on random `fun (p: Double) -> e`. Refinement: where
+/// forward mode is defined, the optimised derivative is defined and equal
+/// (ρ ≤ 1e-9). `FSMOOTH_OPTTEST_CASES=N` runs more programs.
+#[test]
+fn optimised_forward_derivatives_agree() {
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let cases = std::env::var("FSMOOTH_OPTTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(24);
+    let compared = AtomicUsize::new(0);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        ..Config::default()
+    });
+    let limits = Limits { fuel: 200_000 };
+    let result = runner.run(&prop::collection::vec(any::<u32>(), 0..200), |cs| {
+        let p = testgen::function(&cs, 4, testgen::GenType::Double, testgen::GenType::Double);
+        let src = print_program(&p);
+        let fail = |what: &str, d: fsmooth::diagnostic::Diagnostic| {
+            TestCaseError::fail(format!("{what}: {}\n{src}", d.message))
+        };
+        let fwd = pipeline::derivative(&src, "main", "p").map_err(|d| fail("fwd", d))?;
+        let t = pipeline::tangent_derivative(&src, "main", "p").map_err(|d| fail("tangent", d))?;
+        let o = pipeline::optimise_entry(&t.wrapper, &pipeline::OptOptions::default())
+            .map_err(|d| fail("opt", d))?;
+        let printed = print_program(&o.entry.program);
+        let opt = pipeline::Derivative {
+            wrapper: o.entry,
+            ..t
+        };
+        for x in fsmooth::difftest::POINTS {
+            let args = vec![fsmooth::eval::Value::Double(x)];
+            let Ok(a) = fsmooth::gradient::forward(&fwd, args.clone(), limits) else {
+                continue;
+            };
+            let b = fsmooth::gradient::forward(&opt, args, limits);
+            prop_assert!(
+                b.is_ok(),
+                "p = {x}: fwd-opt is ⊥ ({:?})\n{src}\noptimised:\n{printed}",
+                b.err()
+            );
+            let (da, db) = (
+                a.columns[0][0],
+                b.map(|b| b.columns[0][0]).unwrap_or(f64::NAN),
+            );
+            prop_assert!(
+                fsmooth::numeric::rho(da, db) <= 1e-9,
+                "p = {x}: fwd {da}, fwd-opt {db}\n{src}\noptimised:\n{printed}"
+            );
+            compared.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    let c = compared.into_inner();
+    eprintln!("fwd and fwd-opt compared at {c} points ({cases} programs)");
+    assert!(c >= cases as usize, "only {c} points compared");
+}

@@ -830,13 +830,14 @@ fn difftest_cmd(c: crate::difftest::Campaign, save: &std::path::Path) -> Result<
     let start = Instant::now();
     let s = crate::difftest::run(c);
     println!(
-        "{{\"programs\": {}, \"seed\": {}, \"max_size\": {}, \"defined_points\": {}, \"compared\": {}, \"finite_differences\": {}, \"failures\": {}, \"seconds\": {:.3}}}",
+        "{{\"programs\": {}, \"seed\": {}, \"max_size\": {}, \"defined_points\": {}, \"compared\": {}, \"finite_differences\": {}, \"ieee_overflow\": {}, \"failures\": {}, \"seconds\": {:.3}}}",
         s.programs,
         c.seed,
         c.max_size,
         s.counts.defined,
         s.counts.compared,
         s.counts.fd,
+        s.counts.ieee,
         usize::from(s.failure.is_some()),
         start.elapsed().as_secs_f64()
     );

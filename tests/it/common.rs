@@ -45,19 +45,3 @@ pub fn temp_file(name: &str, src: &str) -> std::path::PathBuf {
 pub fn root() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
-
-/// Whether some state of evaluating `entry` on `args` holds a non-finite
-/// Double (read back as a literal): an IEEE overflow the reals do not have.
-pub fn overflows(entry: &pipeline::Entry, args: Vec<Value>, limits: Limits) -> bool {
-    let mut found = false;
-    let _ = entry.run(args, limits, &mut |_, snap| {
-        if !found {
-            let rb = snap.readback("state'rb");
-            found = rb
-                .exprs
-                .values()
-                .any(|e| matches!(e, fsmooth::ir::Expr::Lit(fsmooth::ir::Lit::Double(x)) if !x.is_finite()));
-        }
-    });
-    found
-}

@@ -162,7 +162,7 @@ fn rev_of_a_discarded_overflow() {
     let loaded = fsmooth::pipeline::load(src).expect("loads");
     let entry = fsmooth::pipeline::entry(&loaded, "main").expect("entry");
     let args = vec![fsmooth::eval::Value::Double(2.9)];
-    assert!(crate::common::overflows(
+    assert!(fsmooth::difftest::overflows(
         &entry,
         args,
         fsmooth::eval::Limits::default()

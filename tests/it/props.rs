@@ -108,49 +108,20 @@ proptest! {
 /// campaign; `fsmooth difftest` runs one from the command line.
 #[test]
 fn forward_reverse_and_tape_gradients_agree() {
-    use fsmooth::difftest::{Counts, check_scalar};
-    use proptest::test_runner::{Config, TestCaseError, TestRunner};
-    use std::sync::Mutex;
+    use fsmooth::difftest::check_scalar;
+    use proptest::test_runner::TestCaseError;
 
-    let total = Mutex::new(Counts::default());
-    let env = |name: &str, default: u32| {
-        std::env::var(name)
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(default)
-    };
     let (cases, depth) = (
-        env("FSMOOTH_DIFFTEST_CASES", 200),
-        env("FSMOOTH_DIFFTEST_DEPTH", 4),
+        env_u32("FSMOOTH_DIFFTEST_CASES", 200),
+        env_u32("FSMOOTH_DIFFTEST_DEPTH", 4),
     );
-    let mut runner = TestRunner::new(Config {
-        cases,
-        ..Config::default()
-    });
     let limits = Limits { fuel: 200_000 };
-    let result = runner.run(
-        &prop::collection::vec(any::<u32>(), 0..(50 * depth as usize)),
-        |cs| {
-            let p = testgen::function(
-                &cs,
-                depth,
-                testgen::GenType::Double,
-                testgen::GenType::Double,
-            );
-            let src = print_program(&p);
-            let k = check_scalar(&src, limits)
-                .map_err(|m| TestCaseError::fail(format!("{m}\n{src}")))?;
-            *total.lock().expect("not poisoned") += k;
-            Ok(())
-        },
-    );
-    if let Err(e) = result {
-        panic!("{e}");
-    }
-    let k = total.into_inner().expect("not poisoned");
+    let k = scalar_campaign(cases, depth, |src| {
+        check_scalar(src, limits).map_err(|m| TestCaseError::fail(format!("{m}\n{src}")))
+    });
     eprintln!(
-        "AD modes compared at {} of {} defined points, finite differences at {} ({cases} programs)",
-        k.compared, k.defined, k.fd
+        "AD modes compared at {} of {} defined points, finite differences at {}, {} IEEE overflows ({cases} programs)",
+        k.compared, k.defined, k.fd, k.ieee
     );
     assert!(k.compared >= cases as usize, "only {k:?}");
     assert!(k.fd >= cases as usize, "only {k:?}");
@@ -163,29 +134,21 @@ fn forward_reverse_and_tape_gradients_agree() {
 /// runs few programs; `FSMOOTH_OPTTEST_CASES=N` runs more.
 #[test]
 fn optimisation_refines_random_programs() {
-    use proptest::test_runner::{Config, TestCaseError, TestRunner};
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use proptest::test_runner::TestCaseError;
 
-    let cases = std::env::var("FSMOOTH_OPTTEST_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(24);
-    let compared = AtomicUsize::new(0);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        ..Config::default()
-    });
+    let cases = env_u32("FSMOOTH_OPTTEST_CASES", 24);
     let limits = Limits { fuel: 200_000 };
-    let result = runner.run(&prop::collection::vec(any::<u32>(), 0..200), |cs| {
-        let p = testgen::function(&cs, 4, testgen::GenType::Double, testgen::GenType::Double);
-        let src = print_program(&p);
-        let loaded = pipeline::load(&src)
-            .map_err(|d| TestCaseError::fail(format!("load: {}\n{src}", d.message)))?;
-        let e = pipeline::entry(&loaded, "main")
-            .map_err(|d| TestCaseError::fail(format!("entry: {}\n{src}", d.message)))?;
+    let compared = scalar_campaign(cases, 4, |src| {
+        let fail = |what: &str, d: fsmooth::diagnostic::Diagnostic| {
+            TestCaseError::fail(format!("{what}: {}\n{src}", d.message))
+        };
+        let loaded = pipeline::load(src).map_err(|d| fail("load", d))?;
+        let e = pipeline::entry(&loaded, "main").map_err(|d| fail("entry", d))?;
         let o = pipeline::optimise_entry(&e, &pipeline::OptOptions::default())
-            .map_err(|d| TestCaseError::fail(format!("opt: {}\n{src}", d.message)))?;
-        for x in [0.7, -1.3, 2.9] {
+            .map_err(|d| fail("opt", d))?;
+        let printed = print_program(&o.entry.program);
+        let mut compared = 0usize;
+        for x in fsmooth::difftest::POINTS {
             let args = vec![fsmooth::eval::Value::Double(x)];
             let Ok((a, _)) = e.run(args.clone(), limits, &mut |_, _| {}) else {
                 continue;
@@ -193,28 +156,25 @@ fn optimisation_refines_random_programs() {
             let b = o.entry.run(args, limits, &mut |_, _| {});
             prop_assert!(
                 b.is_ok(),
-                "p = {x}: {a} became ⊥ ({:?})\n{src}\noptimised:\n{}",
-                b.err(),
-                print_program(&o.entry.program)
+                "p = {x}: {a} became ⊥ ({:?})\n{src}\noptimised:\n{printed}",
+                b.err()
             );
             let b = b
                 .map(|(b, _)| b)
                 .unwrap_or(fsmooth::eval::Value::Double(f64::NAN));
             prop_assert!(
                 a.max_rho(&b).is_some_and(|r| r <= 1e-9),
-                "p = {x}: {a} became {b}\n{src}\noptimised:\n{}",
-                print_program(&o.entry.program)
+                "p = {x}: {a} became {b}\n{src}\noptimised:\n{printed}"
             );
-            compared.fetch_add(1, Ordering::Relaxed);
+            compared += 1;
         }
-        Ok(())
+        Ok(compared)
     });
-    if let Err(e) = result {
-        panic!("{e}");
-    }
-    let c = compared.into_inner();
-    eprintln!("optimised and original compared at {c} points ({cases} programs)");
-    assert!(c >= cases as usize, "only {c} points compared");
+    eprintln!("optimised and original compared at {compared} points ({cases} programs)");
+    assert!(
+        compared >= cases as usize,
+        "only {compared} points compared"
+    );
 }
 
 /// Property (e) of issue 6, the dot-product test: for random
@@ -334,27 +294,16 @@ fn saved_difftest_cases_pass() {
 /// (ρ ≤ 1e-9). `FSMOOTH_OPTTEST_CASES=N` runs more programs.
 #[test]
 fn optimised_forward_derivatives_agree() {
-    use proptest::test_runner::{Config, TestCaseError, TestRunner};
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use proptest::test_runner::TestCaseError;
 
-    let cases = std::env::var("FSMOOTH_OPTTEST_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(24);
-    let compared = AtomicUsize::new(0);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        ..Config::default()
-    });
+    let cases = env_u32("FSMOOTH_OPTTEST_CASES", 24);
     let limits = Limits { fuel: 200_000 };
-    let result = runner.run(&prop::collection::vec(any::<u32>(), 0..200), |cs| {
-        let p = testgen::function(&cs, 4, testgen::GenType::Double, testgen::GenType::Double);
-        let src = print_program(&p);
+    let compared = scalar_campaign(cases, 4, |src| {
         let fail = |what: &str, d: fsmooth::diagnostic::Diagnostic| {
             TestCaseError::fail(format!("{what}: {}\n{src}", d.message))
         };
-        let fwd = pipeline::derivative(&src, "main", "p").map_err(|d| fail("fwd", d))?;
-        let t = pipeline::tangent_derivative(&src, "main", "p").map_err(|d| fail("tangent", d))?;
+        let fwd = pipeline::derivative(src, "main", "p").map_err(|d| fail("fwd", d))?;
+        let t = pipeline::tangent_derivative(src, "main", "p").map_err(|d| fail("tangent", d))?;
         let o = pipeline::optimise_entry(&t.wrapper, &pipeline::OptOptions::default())
             .map_err(|d| fail("opt", d))?;
         let printed = print_program(&o.entry.program);
@@ -362,6 +311,7 @@ fn optimised_forward_derivatives_agree() {
             wrapper: o.entry,
             ..t
         };
+        let mut compared = 0usize;
         for x in fsmooth::difftest::POINTS {
             let args = vec![fsmooth::eval::Value::Double(x)];
             let Ok(a) = fsmooth::gradient::forward(&fwd, args.clone(), limits) else {
@@ -381,14 +331,52 @@ fn optimised_forward_derivatives_agree() {
                 fsmooth::numeric::rho(da, db) <= 1e-9,
                 "p = {x}: fwd {da}, fwd-opt {db}\n{src}\noptimised:\n{printed}"
             );
-            compared.fetch_add(1, Ordering::Relaxed);
+            compared += 1;
         }
+        Ok(compared)
+    });
+    eprintln!("fwd and fwd-opt compared at {compared} points ({cases} programs)");
+    assert!(
+        compared >= cases as usize,
+        "only {compared} points compared"
+    );
+}
+
+/// `name` from the environment, or `default`: how long campaigns are asked for.
+fn env_u32(name: &str, default: u32) -> u32 {
+    std::env::var(name)
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Runs `check` on `cases` random `fun (p: Double) -> e` of nesting depth
+/// `depth` (printed as source), with proptest's shrinking, and returns the
+/// sum of what the checks report; panics with the shrunk failure.
+fn scalar_campaign<T: Default + std::ops::AddAssign>(
+    cases: u32,
+    depth: u32,
+    check: impl Fn(&str) -> Result<T, proptest::test_runner::TestCaseError>,
+) -> T {
+    use proptest::test_runner::{Config, TestRunner};
+    let total = std::sync::Mutex::new(T::default());
+    let mut runner = TestRunner::new(Config {
+        cases,
+        ..Config::default()
+    });
+    let strategy = prop::collection::vec(any::<u32>(), 0..(50 * depth as usize));
+    let result = runner.run(&strategy, |cs| {
+        let p = testgen::function(
+            &cs,
+            depth,
+            testgen::GenType::Double,
+            testgen::GenType::Double,
+        );
+        *total.lock().expect("not poisoned") += check(&print_program(&p))?;
         Ok(())
     });
     if let Err(e) = result {
         panic!("{e}");
     }
-    let c = compared.into_inner();
-    eprintln!("fwd and fwd-opt compared at {c} points ({cases} programs)");
-    assert!(c >= cases as usize, "only {c} points compared");
+    total.into_inner().expect("not poisoned")
 }

@@ -2,8 +2,9 @@
 //! run by the reference evaluator on inputs read by
 //! `fsmooth::adbench::gmm`, against ADBench's golden value, against an
 //! independent double-loop Rust implementation, and the reader's error
-//! codes on malformed files. Data files live in the shared ADBench
-//! snapshot next to the repository (`../shared/data/adbench/`).
+//! codes on malformed files. The data files are a copy of the ADBench
+//! files the tests need (`tests/data/adbench/`, MIT licence, LICENSE.txt
+//! there), so a clean clone tests without anything beside it.
 
 use std::path::PathBuf;
 
@@ -20,7 +21,7 @@ const TOLERANCE: f64 = 1e-8;
 
 fn adbench_file(rel: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data/adbench")
+        .join("tests/data/adbench")
         .join(rel);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
 }
@@ -328,16 +329,9 @@ fn gmm_golden_gradient_in_every_mode() {
     use fsmooth::adbench::gmm::{GMM_SOURCE, read_gmm};
     use fsmooth::eval::Limits;
     use fsmooth::gradient;
-    let text =
-        std::fs::read_to_string(common::root().join("../shared/data/adbench/data/gmm/test.txt"))
-            .expect("test.txt");
-    let golden: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            common::root().join("../shared/data/adbench/goldens/gmm_test.json"),
-        )
-        .expect("golden"),
-    )
-    .expect("golden json");
+    let text = adbench_file("data/gmm/test.txt");
+    let golden: serde_json::Value =
+        serde_json::from_str(&adbench_file("goldens/gmm_test.json")).expect("golden json");
     let want: Vec<f64> = golden["gradient"]
         .as_array()
         .expect("gradient")

@@ -13,7 +13,6 @@ use fsmooth::diagnostic::Diagnose;
 use fsmooth::eval::{Limits, Value};
 use fsmooth::numeric::rho;
 
-use crate::common;
 use fsmooth::pipeline;
 
 /// ADBench's tolerance on ρ.

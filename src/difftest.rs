@@ -254,20 +254,23 @@ pub fn run(c: Campaign) -> Summary {
     summary
 }
 
-fn source(choices: &[u32], depth: u32) -> String {
-    print_program(&testgen::function(
-        choices,
-        depth,
-        GenType::Double,
-        GenType::Double,
-    ))
+/// Greedy shrinking of a failing campaign case with [`check_scalar`].
+fn shrink(cs: Vec<u32>, message: String, c: Campaign) -> (Vec<u32>, String, usize) {
+    shrink_with(cs, message, |t| {
+        check_scalar(&source(t, c.max_size), c.limits).err()
+    })
 }
 
 /// Greedy shrinking: drop chunks of choices, then make single choices
-/// smaller, keeping any change after which the check still fails.
-fn shrink(mut cs: Vec<u32>, mut message: String, c: Campaign) -> (Vec<u32>, String, usize) {
+/// smaller, keeping any change after which `fails` still reports a
+/// failure. Returns the smallest failing choices found, its message, and
+/// the number of successful steps (at most about 500 rounds).
+pub fn shrink_with(
+    mut cs: Vec<u32>,
+    mut message: String,
+    fails: impl Fn(&[u32]) -> Option<String>,
+) -> (Vec<u32>, String, usize) {
     let mut shrinks = 0;
-    let fails = |cs: &[u32]| check_scalar(&source(cs, c.max_size), c.limits).err();
     let mut progress = true;
     while progress && shrinks < 500 {
         progress = false;
@@ -300,6 +303,16 @@ fn shrink(mut cs: Vec<u32>, mut message: String, c: Campaign) -> (Vec<u32>, Stri
         }
     }
     (cs, message, shrinks)
+}
+
+/// The source text of the campaign program decoded from `choices`.
+pub fn source(choices: &[u32], depth: u32) -> String {
+    print_program(&testgen::function(
+        choices,
+        depth,
+        GenType::Double,
+        GenType::Double,
+    ))
 }
 
 /// SplitMix64: a fixed, seedable sequence (campaigns are reproducible

@@ -380,3 +380,49 @@ fn scalar_campaign<T: Default + std::ops::AddAssign>(
     }
     total.into_inner().expect("not poisoned")
 }
+
+/// `fsmooth difftest`'s shrinker reduces a failing program to a small
+/// one: with "fails when the program applies `sin`" as the failure, random
+/// programs of 200+ characters that apply `sin` shrink to a few tokens
+/// around `sin` (greedy shrinking finds a local minimum such as
+/// `let x1 = p in sin x1`), from which no single choice can be dropped.
+#[test]
+fn difftest_shrinks_to_a_minimal_program() {
+    use fsmooth::difftest::{shrink_with, source};
+    let fails = |cs: &[u32]| {
+        source(cs, 5)
+            .contains("sin ")
+            .then(|| "uses sin".to_string())
+    };
+    let mut seed = 12345u64;
+    let mut found = 0;
+    for _ in 0..200 {
+        let cs: Vec<u32> = (0..250)
+            .map(|_| {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                (seed >> 33) as u32
+            })
+            .collect();
+        if fails(&cs).is_none() || source(&cs, 5).len() < 200 {
+            continue;
+        }
+        let (small, message, shrinks) = shrink_with(cs, "uses sin".into(), fails);
+        let program = source(&small, 5);
+        assert_eq!(message, "uses sin");
+        assert!(shrinks > 0);
+        assert!(program.len() <= 80, "not small:\n{program}");
+        for i in 0..small.len() {
+            let mut t = small.clone();
+            t.remove(i);
+            assert!(
+                fails(&t).is_none(),
+                "dropping choice {i} still fails:\n{program}"
+            );
+        }
+        found += 1;
+        if found == 3 {
+            break;
+        }
+    }
+    assert_eq!(found, 3, "too few large programs applying sin");
+}

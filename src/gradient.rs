@@ -75,6 +75,23 @@ pub struct Columns {
     pub stats: Stats,
 }
 
+/// The wrapper's result split into one entry per element of an
+/// independent variable of type `wt` (Double, Vector or Matrix, row-major).
+fn per_element(wt: &Type, res: &Value) -> Vec<Value> {
+    match (wt, res) {
+        (Type::Double, _) => vec![res.clone()],
+        (Type::Array(e), Value::Array(rows)) if **e == Type::Double => rows.to_vec(),
+        (_, Value::Array(rows)) => rows
+            .iter()
+            .flat_map(|r| match r {
+                Value::Array(cs) => cs.to_vec(),
+                other => vec![other.clone()],
+            })
+            .collect(),
+        _ => vec![res.clone()],
+    }
+}
+
 /// Forward mode: one run of the `deriv` wrapper.
 pub fn forward(d: &Derivative, args: Vec<Value>, limits: Limits) -> Result<Columns, EvalError> {
     let wt = d.base.params[d.wrt].1.clone();
@@ -82,18 +99,7 @@ pub fn forward(d: &Derivative, args: Vec<Value>, limits: Limits) -> Result<Colum
     let (res, mut stats) = d.wrapper.run(args.clone(), limits, &mut |_, _| {})?;
     if d.tangent_only {
         // One tangent (shaped like the result) per element of the variable.
-        let per: Vec<Value> = match (&wt, &res) {
-            (Type::Double, _) => vec![res.clone()],
-            (Type::Array(e), Value::Array(rows)) if **e == Type::Double => rows.to_vec(),
-            (_, Value::Array(rows)) => rows
-                .iter()
-                .flat_map(|r| match r {
-                    Value::Array(cs) => cs.to_vec(),
-                    other => vec![other.clone()],
-                })
-                .collect(),
-            _ => vec![res.clone()],
-        };
+        let per = per_element(&wt, &res);
         let (value, s) = d.base.run(args, limits, &mut |_, _| {})?;
         stats.steps += s.steps;
         stats.ops += s.ops;
@@ -112,18 +118,7 @@ pub fn forward(d: &Derivative, args: Vec<Value>, limits: Limits) -> Result<Colum
         });
     }
     // One dual result per element of the independent variable.
-    let duals: Vec<Value> = match (&wt, &res) {
-        (Type::Double, _) => vec![res.clone()],
-        (Type::Array(e), Value::Array(rows)) if **e == Type::Double => rows.to_vec(),
-        (_, Value::Array(rows)) => rows
-            .iter()
-            .flat_map(|r| match r {
-                Value::Array(cs) => cs.to_vec(),
-                other => vec![other.clone()],
-            })
-            .collect(),
-        _ => vec![res.clone()],
-    };
+    let duals = per_element(&wt, &res);
     let value = match duals.first() {
         Some(first) => primal(first, &rt),
         None => {

@@ -205,6 +205,34 @@ impl<'b, 'a> Reverse<'b, 'a> {
         self.default_of(&ct)
     }
 
+    /// `let l = u in let r = v in (f(fst l, fst r, t₁), f(snd l, snd r, t₂))`:
+    /// a pair-typed operation done component by component, with `u` and
+    /// `v` (named after the given bases) evaluated once.
+    fn pairwise(
+        &mut self,
+        (u, un): (ExprId, &str),
+        (v, vn): (ExprId, &str),
+        types: [&Type; 2],
+        mut f: impl FnMut(&mut Self, ExprId, ExprId, &Type) -> ExprId,
+    ) -> ExprId {
+        let (ln, rn) = (self.b.fresh(un), self.b.fresh(vn));
+        let (lt, rt) = (self.b.ty(u), self.b.ty(v));
+        let mut parts = Vec::with_capacity(2);
+        for (k, t) in types.into_iter().enumerate() {
+            let l = self.b.var(&ln, lt.clone());
+            let r = self.b.var(&rn, rt.clone());
+            let (l, r) = if k == 0 {
+                (self.b.fst(l), self.b.fst(r))
+            } else {
+                (self.b.snd(l), self.b.snd(r))
+            };
+            parts.push(f(self, l, r, t));
+        }
+        let p = self.b.pair(parts[0], parts[1]);
+        let inner = self.b.let_(rn, v, p);
+        self.b.let_(ln, u, inner)
+    }
+
     /// a ⊕ c for cotangents of values of type `t`.
     fn add_ct(&mut self, a: ExprId, c: ExprId, t: &Type) -> ExprId {
         match t {
@@ -217,21 +245,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 self.b.prim(Prim::Concat, vec![both], ty)
             }
             Type::Pair(x, y) => {
-                let (pa, pc) = (self.b.fresh("a"), self.b.fresh("c"));
-                let (ta, tc) = (self.b.ty(a), self.b.ty(c));
-                let va = self.b.var(&pa, ta.clone());
-                let fa = self.b.fst(va);
-                let vc = self.b.var(&pc, tc.clone());
-                let fc = self.b.fst(vc);
-                let first = self.add_ct(fa, fc, x);
-                let va = self.b.var(&pa, ta);
-                let sa = self.b.snd(va);
-                let vc = self.b.var(&pc, tc);
-                let sc = self.b.snd(vc);
-                let second = self.add_ct(sa, sc, y);
-                let p = self.b.pair(first, second);
-                let inner = self.b.let_(pc, c, p);
-                self.b.let_(pa, a, inner)
+                self.pairwise((a, "a"), (c, "c"), [x, y], |me, a, c, t| me.add_ct(a, c, t))
             }
             _ => a,
         }
@@ -993,23 +1007,9 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 let inner = self.b.let_(pn, primal, inner);
                 self.b.let_(cn, ct, inner)
             }
-            Type::Pair(x, y) => {
-                let (cn, pn) = (self.b.fresh("c"), self.b.fresh("p"));
-                let (ctt, pt) = (self.b.ty(ct), self.b.ty(primal));
-                let cv = self.b.var(&cn, ctt.clone());
-                let c1 = self.b.fst(cv);
-                let pv = self.b.var(&pn, pt.clone());
-                let p1 = self.b.fst(pv);
-                let d1 = self.dense(c1, p1, x);
-                let cv = self.b.var(&cn, ctt);
-                let c2 = self.b.snd(cv);
-                let pv = self.b.var(&pn, pt);
-                let p2 = self.b.snd(pv);
-                let d2 = self.dense(c2, p2, y);
-                let p = self.b.pair(d1, d2);
-                let inner = self.b.let_(pn, primal, p);
-                self.b.let_(cn, ct, inner)
-            }
+            Type::Pair(x, y) => self.pairwise((ct, "c"), (primal, "p"), [x, y], |me, c, p, t| {
+                me.dense(c, p, t)
+            }),
             _ => ct,
         }
     }

@@ -198,6 +198,14 @@ struct Files {
 }
 
 impl Files {
+    /// Reads the program at `path`.
+    fn read(path: &std::path::Path) -> Result<Files, Failure> {
+        Ok(Files {
+            main_path: path.display().to_string(),
+            main_src: read(path)?,
+        })
+    }
+
     fn get(&self, id: SourceId) -> Option<(&str, &str)> {
         match id {
             SourceId::PRELUDE => Some(("<prelude>", PRELUDE)),
@@ -317,7 +325,7 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn read(path: &PathBuf) -> Result<String, Failure> {
+fn read(path: &std::path::Path) -> Result<String, Failure> {
     let bytes = std::fs::read(path)
         .map_err(|e| Failure(format!("error[io]: cannot read {}: {e}\n", path.display())))?;
     match String::from_utf8(bytes) {
@@ -345,10 +353,7 @@ fn read(path: &PathBuf) -> Result<String, Failure> {
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Check { file, prelude } => {
-            let files = Files {
-                main_path: file.display().to_string(),
-                main_src: read(&file)?,
-            };
+            let files = Files::read(&file)?;
             let loaded =
                 pipeline::load(&files.main_src).map_err(|d| Failure(render(&d, &files)))?;
             let mut out = String::new();
@@ -365,10 +370,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             Ok(())
         }
         Command::Print { file } => {
-            let files = Files {
-                main_path: file.display().to_string(),
-                main_src: read(&file)?,
-            };
+            let files = Files::read(&file)?;
             let prog = pipeline::parse(&files.main_src).map_err(|d| Failure(render(&d, &files)))?;
             print!("{}", crate::syntax::print_program(&prog));
             Ok(())
@@ -412,10 +414,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             wrt,
             mode,
         } => {
-            let files = Files {
-                main_path: file.display().to_string(),
-                main_src: read(&file)?,
-            };
+            let files = Files::read(&file)?;
             let fail = |d: Diagnostic| Failure(render(&d, &files));
             let prog = match mode {
                 Mode::Rev => {
@@ -461,7 +460,7 @@ fn stats_json(s: Stats, elapsed: std::time::Duration) -> String {
 }
 
 fn gmm_cmd(
-    file: &PathBuf,
+    file: &std::path::Path,
     mode: Mode,
     replicate: bool,
     stats: bool,
@@ -519,16 +518,13 @@ fn gmm_cmd(
 }
 
 fn opt_cmd(
-    file: &PathBuf,
+    file: &std::path::Path,
     entry: &str,
     rules: Option<PathBuf>,
     explain: bool,
     stats: bool,
 ) -> Result<(), Failure> {
-    let files = Files {
-        main_path: file.display().to_string(),
-        main_src: read(file)?,
-    };
+    let files = Files::read(file)?;
     let fail = |d: Diagnostic| {
         if d.span == Span::generated() && d.message.contains(": error[") {
             // A rule-file error renders itself.
@@ -603,16 +599,18 @@ fn same_shape(a: &crate::eval::Value, b: &crate::eval::Value) -> bool {
     }
 }
 
+/// The `--input` text, or the contents of `--input-file`.
+fn input_text(input: &Option<String>, file: &Option<PathBuf>) -> Result<Option<String>, Failure> {
+    match file {
+        Some(p) => Ok(Some(read(p)?)),
+        None => Ok(input.clone()),
+    }
+}
+
 fn vjp_cmd(args: DerivArgs, cotangent: &str) -> Result<(), Failure> {
-    let files = Files {
-        main_path: args.file.display().to_string(),
-        main_src: read(&args.file)?,
-    };
+    let files = Files::read(&args.file)?;
     let fail = |d: Diagnostic| Failure(render(&d, &files));
-    let input = match &args.input_file {
-        Some(p) => Some(read(p)?),
-        None => args.input.clone(),
-    };
+    let input = input_text(&args.input, &args.input_file)?;
     let r = pipeline::reverse_derivative(&files.main_src, &args.entry, &args.wrt).map_err(fail)?;
     let values = r.base.read_input(input.as_deref()).map_err(fail)?;
     let like = values[r.wrt].clone();
@@ -705,15 +703,9 @@ fn vjp_cmd(args: DerivArgs, cotangent: &str) -> Result<(), Failure> {
 }
 
 fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
-    let files = Files {
-        main_path: args.file.display().to_string(),
-        main_src: read(&args.file)?,
-    };
+    let files = Files::read(&args.file)?;
     let fail = |d: Diagnostic| Failure(render(&d, &files));
-    let input = match &args.input_file {
-        Some(p) => Some(read(p)?),
-        None => args.input.clone(),
-    };
+    let input = input_text(&args.input, &args.input_file)?;
     let d = pipeline::derivative(&files.main_src, &args.entry, &args.wrt).map_err(fail)?;
     if !jacobian && d.base.result != crate::ir::Type::Double {
         return Err(fail(Diagnostic {
@@ -773,15 +765,9 @@ fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
 }
 
 fn run_cmd(args: RunArgs) -> Result<(), Failure> {
-    let files = Files {
-        main_path: args.file.display().to_string(),
-        main_src: read(&args.file)?,
-    };
+    let files = Files::read(&args.file)?;
     let fail = |d: Diagnostic| Failure(render(&d, &files));
-    let input = match &args.input_file {
-        Some(p) => Some(read(p)?),
-        None => args.input.clone(),
-    };
+    let input = input_text(&args.input, &args.input_file)?;
     let loaded = pipeline::load(&files.main_src).map_err(fail)?;
     let entry = pipeline::entry(&loaded, &args.entry).map_err(fail)?;
     let values = entry.read_input(input.as_deref()).map_err(fail)?;

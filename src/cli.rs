@@ -92,6 +92,9 @@ enum Command {
         #[arg(long, default_value_t = 200_000)]
         fuel: u64,
     },
+    /// The rewrite-rule set: listing and per-rule soundness checking.
+    #[command(subcommand)]
+    Rules(RulesCmd),
     /// ADBench workloads: objective and gradient from ADBench's input files.
     #[command(subcommand)]
     Adbench(AdbenchCmd),
@@ -107,6 +110,43 @@ enum Command {
         /// `fwd` prints D[[·]] of the entry; `rev` its reverse-mode program.
         #[arg(long, value_enum, default_value_t = Mode::Fwd)]
         mode: Mode,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum RulesCmd {
+    /// Check every rule against the reference evaluator: random well-typed
+    /// instances of its metavariables that satisfy its side conditions,
+    /// left and right side evaluated, refinement checked (exact unless the
+    /// rule is tagged `ieee-inexact`). Prints a table per rule; a failure
+    /// prints a shrunk counterexample and exits 1.
+    Check {
+        /// A directory of `*.rules` files adding to (or replacing, by
+        /// family name) the default rule set.
+        #[arg(long)]
+        rules: Option<PathBuf>,
+        /// Instances tried per rule.
+        #[arg(long, default_value_t = 300)]
+        cases: u64,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Only these rules (repeatable).
+        #[arg(long = "rule")]
+        only: Vec<String>,
+        /// Only the rules of these families (repeatable).
+        #[arg(long = "family")]
+        families: Vec<String>,
+        /// Nesting depth of generated metavariable instances.
+        #[arg(long, default_value_t = 3)]
+        depth: u32,
+        /// Evaluator fuel per side.
+        #[arg(long, default_value_t = 200_000)]
+        fuel: u64,
+    },
+    /// List the loaded rules: name, family, tags, identity.
+    List {
+        #[arg(long)]
+        rules: Option<PathBuf>,
     },
 }
 
@@ -400,6 +440,37 @@ fn run(cli: Cli) -> Result<(), Failure> {
             },
             &save,
         ),
+        Command::Rules(RulesCmd::Check {
+            rules,
+            cases,
+            seed,
+            only,
+            families,
+            depth,
+            fuel,
+        }) => rules_check_cmd(
+            rules.as_deref(),
+            &only,
+            &families,
+            crate::rulecheck::Options {
+                cases,
+                seed,
+                depth,
+                fuel,
+            },
+        ),
+        Command::Rules(RulesCmd::List { rules }) => {
+            for r in load_rules(rules.as_deref())? {
+                println!(
+                    "{:<22} {:<9} [{}]  {}",
+                    r.name,
+                    r.family,
+                    r.tags.join(", "),
+                    r.doc
+                );
+            }
+            Ok(())
+        }
         Command::Adbench(AdbenchCmd::Gmm {
             file,
             mode,
@@ -810,6 +881,64 @@ fn one_line(s: &str, max: usize) -> String {
     } else {
         flat
     }
+}
+
+fn load_rules(dir: Option<&std::path::Path>) -> Result<Vec<crate::opt::RuleDef>, Failure> {
+    crate::opt::load(dir).map_err(|r| Failure(r.render()))
+}
+
+fn rules_check_cmd(
+    dir: Option<&std::path::Path>,
+    only: &[String],
+    families: &[String],
+    opts: crate::rulecheck::Options,
+) -> Result<(), Failure> {
+    let all = load_rules(dir)?;
+    for name in only {
+        if !all.iter().any(|r| &r.name == name) {
+            return Err(Failure(format!(
+                "error[unknown-rule]: no rule named `{name}` in the loaded rule set\n"
+            )));
+        }
+    }
+    let rules: Vec<_> = all
+        .into_iter()
+        .filter(|r| only.is_empty() || only.contains(&r.name))
+        .filter(|r| families.is_empty() || families.contains(&r.family))
+        .collect();
+    let start = Instant::now();
+    let reports = crate::rulecheck::check_rules(&rules, &opts);
+    print!("{}", crate::rulecheck::table(&reports));
+    let failed: Vec<_> = reports.iter().filter(|r| r.failed > 0).collect();
+    println!(
+        "{} rule(s), {} instance(s) with conditions holding, {} failing rule(s), {:.1} s",
+        reports.len(),
+        reports.iter().map(|r| r.held).sum::<u64>(),
+        failed.len(),
+        start.elapsed().as_secs_f64()
+    );
+    if failed.is_empty() {
+        return Ok(());
+    }
+    let mut msg = String::new();
+    for r in failed {
+        let def = rules.iter().find(|d| d.name == r.name);
+        msg.push_str(&format!(
+            "error[rule-unsound]: rule `{}` (family `{}`, line {}) fails on {} of {} instance(s)\n",
+            r.name,
+            r.family,
+            def.map_or(0, |d| d.line),
+            r.failed,
+            r.held
+        ));
+        if let Some(d) = def {
+            msg.push_str(&format!("  {}\n", d.doc));
+        }
+        if let Some(c) = &r.counterexample {
+            msg.push_str(&format!("{c}\n"));
+        }
+    }
+    Err(Failure(msg))
 }
 
 fn difftest_cmd(c: crate::difftest::Campaign, save: &std::path::Path) -> Result<(), Failure> {

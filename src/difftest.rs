@@ -317,7 +317,7 @@ pub fn source(choices: &[u32], depth: u32) -> String {
 
 /// SplitMix64: a fixed, seedable sequence (campaigns are reproducible
 /// from `--seed`).
-fn next(s: &mut u64) -> u64 {
+pub fn next(s: &mut u64) -> u64 {
     *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
     let mut z = *s;
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

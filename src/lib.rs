@@ -18,6 +18,7 @@ pub mod ir;
 pub mod numeric;
 pub mod opt;
 pub mod pipeline;
+pub mod rulecheck;
 pub mod syntax;
 pub mod tape;
 pub mod testgen;

@@ -11,7 +11,7 @@
 //! definition, see `ad::normal_program`) and returns it optimised.
 
 pub mod analysis;
-mod convert;
+pub mod convert;
 pub mod engine;
 mod inline;
 pub mod lang;

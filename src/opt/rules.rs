@@ -522,8 +522,9 @@ pub fn load(dir: Option<&std::path::Path>) -> Result<Vec<RuleDef>, RuleError> {
     Ok(all)
 }
 
-/// Checks the conditions of a rule for one match, binding `fresh` ones.
-fn holds(
+/// Checks the conditions of a rule for one match, binding `fresh` ones
+/// (the engine's applier, and `fsmooth rules check`).
+pub fn holds(
     conds: &[Cond],
     egraph: &mut Graph,
     subst: &mut Subst,

@@ -199,6 +199,38 @@ impl Typing {
         }
     }
 
+    /// The type of definition `i` with every type variable replaced by
+    /// `pick(var, numeric, data)`; a variable is asked for once (the rule
+    /// checker instantiates rule patterns at random ground types with it).
+    pub fn def_type_with(&self, i: usize, pick: &mut dyn FnMut(u32, bool, bool) -> Type) -> Type {
+        fn go(
+            t: &Ty,
+            vars: &[VarInfo],
+            seen: &mut HashMap<u32, Type>,
+            pick: &mut dyn FnMut(u32, bool, bool) -> Type,
+        ) -> Type {
+            match t {
+                Ty::Double => Type::Double,
+                Ty::Index => Type::Index,
+                Ty::Bool => Type::Bool,
+                Ty::Array(e) => Type::array(go(e, vars, seen, pick)),
+                Ty::Pair(a, b) => Type::pair(go(a, vars, seen, pick), go(b, vars, seen, pick)),
+                Ty::Fun(a, b) => Type::fun(go(a, vars, seen, pick), go(b, vars, seen, pick)),
+                Ty::Var(v) => {
+                    if let Some(g) = seen.get(v) {
+                        return g.clone();
+                    }
+                    let info = &vars[*v as usize];
+                    let g = pick(*v, info.num, info.data.is_some());
+                    seen.insert(*v, g.clone());
+                    g
+                }
+            }
+        }
+        let ty = self.resolve(&self.schemes[i].ty);
+        go(&ty, &self.vars, &mut HashMap::new(), pick)
+    }
+
     /// The ground type of definition `i` (None when it is polymorphic).
     pub fn def_type(&self, i: usize) -> Option<Type> {
         ground(&self.resolve(&self.schemes[i].ty))

@@ -12,4 +12,5 @@ mod opt;
 mod props;
 mod regressions;
 mod reverse;
+mod rulecheck;
 mod tidy;

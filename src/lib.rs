@@ -9,6 +9,7 @@
 pub mod ad;
 pub mod adbench;
 pub mod cli;
+pub mod codegen;
 pub mod diagnostic;
 pub mod difftest;
 pub mod eval;

@@ -8,6 +8,7 @@ mod diagnostics;
 mod eval;
 mod forward;
 mod golden;
+mod native;
 mod opt;
 mod props;
 mod regressions;

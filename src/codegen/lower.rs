@@ -1,0 +1,816 @@
+//! Lowering of the first-order normal form (`ad::anf`) to Cranelift IR,
+//! one function per entry. A value is the vector of its slots' SSA values
+//! (Note [Native layout] in `codegen/mod.rs`); names are fresh across the
+//! whole normal form, so one map from names to slot values is the whole
+//! environment, and every use is dominated by its definition.
+//!
+//! Control flow: `if` becomes a branch whose join block takes the result
+//! as block parameters; `build`, `ifold` and `iscan` become counted loops
+//! whose header carries the index and the state as block parameters. No
+//! `Variable`s are used, so block sealing order does not matter. Every ⊥
+//! branches to one cold exit block (`fail`) that stores its details in the
+//! context and returns the status code.
+
+use std::collections::HashMap;
+
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{
+    Block, BlockArg, FuncRef, Function, InstBuilder, MemFlagsData, Value, types,
+};
+use cranelift_codegen::isa::TargetFrontendConfig;
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+
+use super::layout::{Leaf, SLOT, clif_types, elem_bytes, leaves, slots};
+use super::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH};
+use super::{CodegenError, compile_error, unsupported};
+use crate::ad::anf::{Atom, Binding, Block as AnfBlock, LoopKind, Normal, Rhs};
+use crate::ir::{Lit, Name, Prim, Type};
+
+type R<T> = Result<T, CodegenError>;
+type Vals = Vec<Value>;
+
+/// The helper functions, as references usable in the function.
+#[derive(Default)]
+pub struct Imports {
+    refs: HashMap<&'static str, FuncRef>,
+}
+
+impl Imports {
+    pub fn insert(&mut self, name: &'static str, f: FuncRef) {
+        self.refs.insert(name, f);
+    }
+
+    fn get(&self, name: &str) -> R<FuncRef> {
+        self.refs
+            .get(name)
+            .copied()
+            .ok_or_else(|| compile_error(format!("helper `{name}` not declared")))
+    }
+}
+
+/// Lowers `normal` into `func`, whose signature is
+/// `(ctx, args, out) -> status`.
+pub fn lower_function(
+    func: &mut Function,
+    fctx: &mut FunctionBuilderContext,
+    normal: &Normal,
+    imports: &Imports,
+    target: TargetFrontendConfig,
+) -> R<()> {
+    let mut b = FunctionBuilder::new(func, fctx);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let (ctx, args, out) = {
+        let p = b.block_params(entry);
+        (p[0], p[1], p[2])
+    };
+    let fail = b.create_block();
+    for _ in 0..3 {
+        b.append_block_param(fail, types::I64);
+    }
+    b.set_cold_block(fail);
+    let mut l = Lower {
+        b,
+        imports,
+        env: HashMap::new(),
+        ctx,
+        fail,
+    };
+    let mut off = 0i64;
+    for (name, ty) in &normal.params {
+        let v = l.load(ty, args, offset(off)?)?;
+        l.env.insert(name.clone(), v);
+        off += slots(ty)? as i64 * SLOT;
+    }
+    let r = l.block(&normal.body)?;
+    l.store(normal.body.result.ty(), &r, out, 0)?;
+    let ok = l.b.ins().iconst(types::I64, rt::OK);
+    l.b.ins().return_(&[ok]);
+    l.fail_block();
+    l.b.seal_all_blocks();
+    l.b.finalize(target);
+    Ok(())
+}
+
+fn offset(bytes: i64) -> R<i32> {
+    i32::try_from(bytes).map_err(|_| unsupported("values of more than 2 GiB of slots"))
+}
+
+fn args_of(vs: &[Value]) -> Vec<BlockArg> {
+    vs.iter().map(|v| BlockArg::from(*v)).collect()
+}
+
+struct Lower<'a, 'f> {
+    b: FunctionBuilder<'f>,
+    imports: &'a Imports,
+    env: HashMap<Name, Vals>,
+    ctx: Value,
+    fail: Block,
+}
+
+impl Lower<'_, '_> {
+    // ----- plumbing -----------------------------------------------------------
+
+    fn fail_block(&mut self) {
+        self.b.switch_to_block(self.fail);
+        let (code, a, bb) = {
+            let p = self.b.block_params(self.fail);
+            (p[0], p[1], p[2])
+        };
+        let flags = MemFlagsData::trusted();
+        self.b.ins().store(flags, a, self.ctx, CTX_A);
+        self.b.ins().store(flags, bb, self.ctx, CTX_B);
+        self.b.ins().return_(&[code]);
+    }
+
+    fn iconst(&mut self, v: i64) -> Value {
+        self.b.ins().iconst(types::I64, v)
+    }
+
+    /// Branches to the exit with status `code` when `cond` is non-zero.
+    fn fail_if(&mut self, cond: Value, code: i64, a: Value, b: Value) {
+        let code = self.iconst(code);
+        self.fail_if_dyn(cond, code, a, b);
+    }
+
+    fn fail_if_dyn(&mut self, cond: Value, code: Value, a: Value, b: Value) {
+        let cont = self.b.create_block();
+        let fail = self.fail;
+        self.b
+            .ins()
+            .brif(cond, fail, &args_of(&[code, a, b]), cont, &[]);
+        self.b.switch_to_block(cont);
+    }
+
+    fn call(&mut self, helper: &str, args: &[Value]) -> R<Option<Value>> {
+        let f = self.imports.get(helper)?;
+        let inst = self.b.ins().call(f, args);
+        Ok(self.b.inst_results(inst).first().copied())
+    }
+
+    fn call1(&mut self, helper: &str, args: &[Value]) -> R<Value> {
+        self.call(helper, args)?
+            .ok_or_else(|| compile_error(format!("helper `{helper}` returns nothing")))
+    }
+
+    fn load(&mut self, ty: &Type, base: Value, at: i32) -> R<Vals> {
+        let mut ls = Vec::new();
+        leaves(ty, at, &mut ls)?;
+        let flags = MemFlagsData::trusted();
+        let mut out = Vec::new();
+        for l in ls {
+            match l {
+                Leaf::Double(o) => out.push(self.b.ins().load(types::F64, flags, base, o)),
+                Leaf::Index(o) => out.push(self.b.ins().load(types::I64, flags, base, o)),
+                Leaf::Bool(o) => out.push(self.b.ins().load(types::I8, flags, base, o)),
+                Leaf::Array(o, _) => {
+                    out.push(self.b.ins().load(types::I64, flags, base, o));
+                    out.push(self.b.ins().load(types::I64, flags, base, o + SLOT as i32));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn store(&mut self, ty: &Type, vals: &[Value], base: Value, at: i32) -> R<()> {
+        let mut ls = Vec::new();
+        leaves(ty, at, &mut ls)?;
+        let flags = MemFlagsData::trusted();
+        let mut vs = vals.iter().copied();
+        let mut next = || {
+            vs.next()
+                .ok_or_else(|| compile_error("too few slot values"))
+        };
+        for l in ls {
+            match l {
+                Leaf::Double(o) | Leaf::Index(o) | Leaf::Bool(o) => {
+                    let v = next()?;
+                    self.b.ins().store(flags, v, base, o);
+                }
+                Leaf::Array(o, _) => {
+                    let (p, n) = (next()?, next()?);
+                    self.b.ins().store(flags, p, base, o);
+                    self.b.ins().store(flags, n, base, o + SLOT as i32);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `base + i · size`.
+    fn element(&mut self, base: Value, i: Value, size: i64) -> Value {
+        let off = self.b.ins().imul_imm_s(i, size);
+        self.b.ins().iadd(base, off)
+    }
+
+    /// A buffer for `count ≥ 0` elements of `size` bytes from the arena.
+    fn alloc(&mut self, count: Value, size: i64) -> R<Value> {
+        let too_big =
+            self.b
+                .ins()
+                .icmp_imm_s(IntCC::SignedGreaterThan, count, i64::MAX / size.max(1));
+        let (max, zero) = (self.iconst(i64::MAX), self.iconst(0));
+        self.fail_if(too_big, rt::OUT_OF_MEMORY, max, zero);
+        let bytes = self.b.ins().imul_imm_s(count, size);
+        let p = self.call1("fsmooth_alloc", &[self.ctx, bytes])?;
+        let null = self.b.ins().icmp_imm_s(IntCC::Equal, p, 0);
+        self.fail_if(null, rt::OUT_OF_MEMORY, bytes, zero);
+        Ok(p)
+    }
+
+    fn copy(&mut self, dst: Value, src: Value, count: Value, size: i64) -> R<()> {
+        let bytes = self.b.ins().imul_imm_s(count, size);
+        self.call("fsmooth_copy", &[dst, src, bytes])?;
+        Ok(())
+    }
+
+    /// `for i in 0..n` threading `init` through `body`; returns the final
+    /// state (`init` when `n ≤ 0`).
+    fn counted_loop(
+        &mut self,
+        n: Value,
+        init: &[Value],
+        body: impl FnOnce(&mut Self, Value, &[Value]) -> R<Vals>,
+    ) -> R<Vals> {
+        let tys: Vec<types::Type> = init
+            .iter()
+            .map(|v| self.b.func.dfg.value_type(*v))
+            .collect();
+        let (header, body_b, exit) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.append_block_param(header, types::I64);
+        for t in &tys {
+            self.b.append_block_param(header, *t);
+            self.b.append_block_param(exit, *t);
+        }
+        let zero = self.iconst(0);
+        let mut start = vec![zero];
+        start.extend_from_slice(init);
+        self.b.ins().jump(header, &args_of(&start));
+        self.b.switch_to_block(header);
+        let params = self.b.block_params(header).to_vec();
+        let (i, state) = (params[0], &params[1..]);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, i, n);
+        self.b.ins().brif(more, body_b, &[], exit, &args_of(state));
+        self.b.switch_to_block(body_b);
+        let next = body(self, i, state)?;
+        let i1 = self.b.ins().iadd_imm_s(i, 1);
+        let mut back = vec![i1];
+        back.extend(next);
+        self.b.ins().jump(header, &args_of(&back));
+        self.b.switch_to_block(exit);
+        Ok(self.b.block_params(exit).to_vec())
+    }
+
+    // ----- the normal form ------------------------------------------------------
+
+    fn block(&mut self, blk: &AnfBlock) -> R<Vals> {
+        for bind in &blk.binds {
+            let v = self.binding(bind)?;
+            self.env.insert(bind.name.clone(), v);
+        }
+        self.atom(&blk.result)
+    }
+
+    fn atom(&mut self, a: &Atom) -> R<Vals> {
+        Ok(match a {
+            Atom::Var(x, _) => self
+                .env
+                .get(x)
+                .cloned()
+                .ok_or_else(|| compile_error(format!("`{x}` is not bound")))?,
+            Atom::Lit(Lit::Int(n), Type::Double) => vec![self.b.ins().f64const(*n as f64)],
+            Atom::Lit(Lit::Int(n), _) => vec![self.iconst(*n)],
+            Atom::Lit(Lit::Double(x), _) => vec![self.b.ins().f64const(*x)],
+            Atom::Lit(Lit::Bool(v), _) => vec![self.b.ins().iconst(types::I8, i64::from(*v))],
+        })
+    }
+
+    fn scalar(&mut self, a: &Atom) -> R<Value> {
+        let v = self.atom(a)?;
+        match v.as_slice() {
+            [x] => Ok(*x),
+            _ => Err(compile_error(format!("{a:?} is not a scalar"))),
+        }
+    }
+
+    fn binding(&mut self, bind: &Binding) -> R<Vals> {
+        match &bind.rhs {
+            Rhs::Prim(op, args) => self.prim(*op, args, &bind.ty),
+            Rhs::Array(items) => self.array(items, &bind.ty),
+            Rhs::If(c, t, e) => self.if_(c, t, e, &bind.ty),
+            Rhs::Loop {
+                kind,
+                n,
+                state,
+                index,
+                body,
+            } => match (kind, state) {
+                (LoopKind::Build, None) => self.build(n, index, body, &bind.ty),
+                (LoopKind::IFold, Some((z, s, _))) => self.ifold(n, z, s, index, body),
+                (LoopKind::IScan, Some((z, s, st))) => self.iscan(n, z, s, st, index, body),
+                _ => Err(compile_error("a loop without its state")),
+            },
+        }
+    }
+
+    /// E-If-True / E-If-False: only the chosen branch runs.
+    fn if_(&mut self, c: &Atom, t: &AnfBlock, e: &AnfBlock, ty: &Type) -> R<Vals> {
+        let c = self.scalar(c)?;
+        let (tb, eb, join) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        for t in clif_types(ty)? {
+            self.b.append_block_param(join, t);
+        }
+        self.b.ins().brif(c, tb, &[], eb, &[]);
+        for (blk, body) in [(tb, t), (eb, e)] {
+            self.b.switch_to_block(blk);
+            let r = self.block(body)?;
+            self.b.ins().jump(join, &args_of(&r));
+        }
+        self.b.switch_to_block(join);
+        Ok(self.b.block_params(join).to_vec())
+    }
+
+    /// E-Array: one buffer, elements stored left to right.
+    fn array(&mut self, items: &[Atom], ty: &Type) -> R<Vals> {
+        let el = array_elem(ty)?;
+        let size = elem_bytes(el)?;
+        let n = self.iconst(items.len() as i64);
+        let p = self.alloc(n, size)?;
+        for (k, it) in items.iter().enumerate() {
+            let v = self.atom(it)?;
+            self.store(el, &v, p, offset(k as i64 * size)?)?;
+        }
+        Ok(vec![p, n])
+    }
+
+    /// E-Build, E-Build-Elem, E-Build-Bot.
+    fn build(&mut self, n: &Atom, index: &Name, body: &AnfBlock, ty: &Type) -> R<Vals> {
+        let n = self.scalar(n)?;
+        self.check_count(n, rt::NEGATIVE_SIZE);
+        let el = array_elem(ty)?;
+        let size = elem_bytes(el)?;
+        let p = self.alloc(n, size)?;
+        self.counted_loop(n, &[], |l, i, _| {
+            l.env.insert(index.clone(), vec![i]);
+            let v = l.block(body)?;
+            let at = l.element(p, i, size);
+            l.store(el, &v, at, 0)?;
+            Ok(Vec::new())
+        })?;
+        Ok(vec![p, n])
+    }
+
+    /// E-Build-Bot, E-IFold-Bot, E-Accum-Bot: `n < 0` is ⊥ with `code`.
+    fn check_count(&mut self, n: Value, code: i64) {
+        let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, n, 0);
+        let zero = self.iconst(0);
+        self.fail_if(neg, code, n, zero);
+    }
+
+    /// E-IFold-Zero, E-IFold-Succ, E-IFold-Done, E-IFold-Bot.
+    fn ifold(&mut self, n: &Atom, z: &Atom, s: &Name, index: &Name, body: &AnfBlock) -> R<Vals> {
+        let n = self.scalar(n)?;
+        self.check_count(n, rt::NEGATIVE_COUNT);
+        let z = self.atom(z)?;
+        self.counted_loop(n, &z, |l, i, st| {
+            l.env.insert(s.clone(), st.to_vec());
+            l.env.insert(index.clone(), vec![i]);
+            l.block(body)
+        })
+    }
+
+    /// E-IScan-Zero, E-IScan-Succ, E-IScan-Done, E-IScan-Bot: the n + 1
+    /// states in one buffer.
+    fn iscan(
+        &mut self,
+        n: &Atom,
+        z: &Atom,
+        s: &Name,
+        st_ty: &Type,
+        index: &Name,
+        body: &AnfBlock,
+    ) -> R<Vals> {
+        let n = self.scalar(n)?;
+        self.check_count(n, rt::NEGATIVE_COUNT);
+        let z = self.atom(z)?;
+        let size = elem_bytes(st_ty)?;
+        let count = self.b.ins().iadd_imm_s(n, 1);
+        let p = self.alloc(count, size)?;
+        self.store(st_ty, &z, p, 0)?;
+        self.counted_loop(n, &z, |l, i, st| {
+            l.env.insert(s.clone(), st.to_vec());
+            l.env.insert(index.clone(), vec![i]);
+            let v = l.block(body)?;
+            let i1 = l.b.ins().iadd_imm_s(i, 1);
+            let at = l.element(p, i1, size);
+            l.store(st_ty, &v, at, 0)?;
+            Ok(v)
+        })?;
+        Ok(vec![p, count])
+    }
+
+    // ----- primitives -------------------------------------------------------------
+
+    fn prim(&mut self, op: Prim, args: &[Atom], ty: &Type) -> R<Vals> {
+        if args.len() != op.arity() {
+            return Err(compile_error(format!(
+                "`{}` with {} arguments",
+                op.name(),
+                args.len()
+            )));
+        }
+        let at = args[0].ty().clone();
+        match op {
+            Prim::Add | Prim::Sub | Prim::Mul | Prim::Div | Prim::Pow => {
+                let (x, y) = (self.scalar(&args[0])?, self.scalar(&args[1])?);
+                let r = match at {
+                    Type::Double => self.arith_double(op, x, y)?,
+                    Type::Index => self.arith_index(op, x, y)?,
+                    _ => return Err(compile_error(format!("`{}` on {at}", op.name()))),
+                };
+                Ok(vec![r])
+            }
+            Prim::Neg => {
+                let x = self.scalar(&args[0])?;
+                Ok(vec![self.neg(x, &at)])
+            }
+            Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne => {
+                let (x, y) = (self.scalar(&args[0])?, self.scalar(&args[1])?);
+                Ok(vec![self.compare(op, x, y, &at)])
+            }
+            Prim::Not => {
+                // E-Not
+                let x = self.scalar(&args[0])?;
+                Ok(vec![self.b.ins().icmp_imm_s(IntCC::Equal, x, 0)])
+            }
+            Prim::Sin | Prim::Cos | Prim::Tan | Prim::Log | Prim::Exp | Prim::Sqrt => {
+                let x = self.scalar(&args[0])?;
+                Ok(vec![self.math(op, x)?])
+            }
+            Prim::ToDouble => {
+                // E-ToDouble: round to nearest, like Rust's `as`.
+                let x = self.scalar(&args[0])?;
+                Ok(vec![self.b.ins().fcvt_from_sint(types::F64, x)])
+            }
+            Prim::Pair => {
+                // E-Pair: a pair is its components' slots side by side.
+                let mut v = self.atom(&args[0])?;
+                v.extend(self.atom(&args[1])?);
+                Ok(v)
+            }
+            Prim::Fst | Prim::Snd => {
+                // E-Fst, E-Snd
+                let Type::Pair(a, _) = &at else {
+                    return Err(compile_error("projection of a non-pair"));
+                };
+                let k = slots(a)?;
+                let mut v = self.atom(&args[0])?;
+                Ok(if op == Prim::Fst {
+                    v.truncate(k);
+                    v
+                } else {
+                    v.split_off(k)
+                })
+            }
+            Prim::Length => {
+                // E-Length
+                let v = self.atom(&args[0])?;
+                Ok(vec![v[1]])
+            }
+            Prim::Get => self.get(&args[0], &args[1]),
+            Prim::Concat => self.concat(&args[0], ty),
+            Prim::Accum => self.accum(&args[0], &args[1], &args[2]),
+            Prim::Build | Prim::IFold | Prim::IScan => Err(compile_error(format!(
+                "`{}` outside a loop of the normal form",
+                op.name()
+            ))),
+        }
+    }
+
+    /// E-Arith / E-Arith-Bot on Doubles.
+    fn arith_double(&mut self, op: Prim, x: Value, y: Value) -> R<Value> {
+        Ok(match op {
+            Prim::Add => self.b.ins().fadd(x, y),
+            Prim::Sub => self.b.ins().fsub(x, y),
+            Prim::Mul => self.b.ins().fmul(x, y),
+            Prim::Div => {
+                let zero = self.b.ins().f64const(0.0);
+                let is_zero = self.b.ins().fcmp(FloatCC::Equal, y, zero);
+                let z = self.iconst(0);
+                self.fail_if(is_zero, rt::DIVISION_BY_ZERO, z, z);
+                self.b.ins().fdiv(x, y)
+            }
+            Prim::Pow => {
+                self.pow_domain(x, y);
+                self.call1("fsmooth_pow", &[x, y])?
+            }
+            _ => return Err(compile_error("not an arithmetic operator")),
+        })
+    }
+
+    /// E-Arith-Bot for Double `**`: defined when x > 0, or x = 0 and
+    /// y ≥ 0, or x < 0 and y is an integer (y − trunc y = 0, false for ±∞).
+    fn pow_domain(&mut self, x: Value, y: Value) {
+        let zero = self.b.ins().f64const(0.0);
+        let pos = self.b.ins().fcmp(FloatCC::GreaterThan, x, zero);
+        let x0 = self.b.ins().fcmp(FloatCC::Equal, x, zero);
+        let ynn = self.b.ins().fcmp(FloatCC::GreaterThanOrEqual, y, zero);
+        let zero_case = self.b.ins().band(x0, ynn);
+        let neg = self.b.ins().fcmp(FloatCC::LessThan, x, zero);
+        let t = self.b.ins().trunc(y);
+        let fract = self.b.ins().fsub(y, t);
+        let int = self.b.ins().fcmp(FloatCC::Equal, fract, zero);
+        let neg_case = self.b.ins().band(neg, int);
+        let ok = self.b.ins().bor(pos, zero_case);
+        let ok = self.b.ins().bor(ok, neg_case);
+        let bad = self.b.ins().icmp_imm_s(IntCC::Equal, ok, 0);
+        let xb = self.b.ins().bitcast(types::I64, MemFlagsData::new(), x);
+        let yb = self.b.ins().bitcast(types::I64, MemFlagsData::new(), y);
+        self.fail_if(bad, rt::DOMAIN_POW, xb, yb);
+    }
+
+    /// E-Arith / E-Arith-Bot on Indices: exact, or `integer-overflow`.
+    fn arith_index(&mut self, op: Prim, x: Value, y: Value) -> R<Value> {
+        let z = self.iconst(0);
+        let checked = |l: &mut Self, (r, of): (Value, Value), k: i64| {
+            let k = l.iconst(k);
+            l.fail_if(of, rt::OVERFLOW, k, z);
+            r
+        };
+        Ok(match op {
+            Prim::Add => {
+                let r = self.b.ins().sadd_overflow(x, y);
+                checked(self, r, 0)
+            }
+            Prim::Sub => {
+                let r = self.b.ins().ssub_overflow(x, y);
+                checked(self, r, 1)
+            }
+            Prim::Mul => {
+                let r = self.b.ins().smul_overflow(x, y);
+                checked(self, r, 2)
+            }
+            Prim::Div => {
+                // Division truncates toward zero (`sdiv`), which would trap
+                // on these two cases: test them first.
+                let y0 = self.b.ins().icmp_imm_s(IntCC::Equal, y, 0);
+                self.fail_if(y0, rt::DIVISION_BY_ZERO, z, z);
+                let xmin = self.b.ins().icmp_imm_s(IntCC::Equal, x, i64::MIN);
+                let ym1 = self.b.ins().icmp_imm_s(IntCC::Equal, y, -1);
+                let of = self.b.ins().band(xmin, ym1);
+                let k = self.iconst(3);
+                self.fail_if(of, rt::OVERFLOW, k, z);
+                self.b.ins().sdiv(x, y)
+            }
+            Prim::Pow => {
+                let status = self.call1("fsmooth_ipow", &[self.ctx, x, y])?;
+                let flags = MemFlagsData::trusted();
+                let a = self.b.ins().load(types::I64, flags, self.ctx, CTX_A);
+                let b = self.b.ins().load(types::I64, flags, self.ctx, CTX_B);
+                let bad = self.b.ins().icmp_imm_s(IntCC::NotEqual, status, 0);
+                self.fail_if_dyn(bad, status, a, b);
+                self.b.ins().load(types::I64, flags, self.ctx, CTX_SCRATCH)
+            }
+            _ => return Err(compile_error("not an arithmetic operator")),
+        })
+    }
+
+    /// E-Neg: the sign bit of a Double; exact negation of an Index.
+    fn neg(&mut self, x: Value, ty: &Type) -> Value {
+        if *ty == Type::Double {
+            return self.b.ins().fneg(x);
+        }
+        let min = self.b.ins().icmp_imm_s(IntCC::Equal, x, i64::MIN);
+        let (k, z) = (self.iconst(1), self.iconst(0));
+        self.fail_if(min, rt::OVERFLOW, k, z);
+        self.b.ins().ineg(x)
+    }
+
+    /// E-Cmp: IEEE comparisons (false on NaN except `<>`), integer order.
+    fn compare(&mut self, op: Prim, x: Value, y: Value, ty: &Type) -> Value {
+        if *ty == Type::Double {
+            let cc = match op {
+                Prim::Lt => FloatCC::LessThan,
+                Prim::Gt => FloatCC::GreaterThan,
+                Prim::Le => FloatCC::LessThanOrEqual,
+                Prim::Ge => FloatCC::GreaterThanOrEqual,
+                Prim::Eq => FloatCC::Equal,
+                _ => FloatCC::NotEqual,
+            };
+            return self.b.ins().fcmp(cc, x, y);
+        }
+        let cc = match op {
+            Prim::Lt => IntCC::SignedLessThan,
+            Prim::Gt => IntCC::SignedGreaterThan,
+            Prim::Le => IntCC::SignedLessThanOrEqual,
+            Prim::Ge => IntCC::SignedGreaterThanOrEqual,
+            Prim::Eq => IntCC::Equal,
+            _ => IntCC::NotEqual,
+        };
+        self.b.ins().icmp(cc, x, y)
+    }
+
+    /// E-Math / E-Math-Bot, with the evaluator's domain tests.
+    fn math(&mut self, op: Prim, x: Value) -> R<Value> {
+        let zero = self.b.ins().f64const(0.0);
+        let domain = |l: &mut Self, bad: Value, code: i64| {
+            let xb = l.b.ins().bitcast(types::I64, MemFlagsData::new(), x);
+            let z = l.iconst(0);
+            l.fail_if(bad, code, xb, z);
+        };
+        Ok(match op {
+            Prim::Sin => self.call1("fsmooth_sin", &[x])?,
+            Prim::Cos => self.call1("fsmooth_cos", &[x])?,
+            Prim::Exp => self.call1("fsmooth_exp", &[x])?,
+            Prim::Tan => {
+                // Defined where cos x ≠ 0 (a NaN cosine passes, as in the
+                // evaluator).
+                let c = self.call1("fsmooth_cos", &[x])?;
+                let bad = self.b.ins().fcmp(FloatCC::Equal, c, zero);
+                domain(self, bad, rt::DOMAIN_TAN);
+                self.call1("fsmooth_tan", &[x])?
+            }
+            Prim::Log => {
+                let bad = self
+                    .b
+                    .ins()
+                    .fcmp(FloatCC::UnorderedOrLessThanOrEqual, x, zero);
+                domain(self, bad, rt::DOMAIN_LOG);
+                self.call1("fsmooth_log", &[x])?
+            }
+            Prim::Sqrt => {
+                let bad = self.b.ins().fcmp(FloatCC::UnorderedOrLessThan, x, zero);
+                domain(self, bad, rt::DOMAIN_SQRT);
+                self.b.ins().sqrt(x)
+            }
+            _ => return Err(compile_error("not a math function")),
+        })
+    }
+
+    /// E-Get / E-Get-Bot: one unsigned comparison covers i < 0 and i ≥ n.
+    fn get(&mut self, arr: &Atom, i: &Atom) -> R<Vals> {
+        let el = array_elem(arr.ty())?.clone();
+        let a = self.atom(arr)?;
+        let i = self.scalar(i)?;
+        let (p, n) = (a[0], a[1]);
+        let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, n);
+        self.fail_if(out, rt::INDEX_OUT_OF_BOUNDS, i, n);
+        let size = elem_bytes(&el)?;
+        let at = self.element(p, i, size);
+        self.load(&el, at, 0)
+    }
+
+    /// E-Concat: sum the lengths, then copy each part's buffer.
+    fn concat(&mut self, parts: &Atom, ty: &Type) -> R<Vals> {
+        let size = elem_bytes(array_elem(ty)?)?;
+        let a = self.atom(parts)?;
+        let (pp, pn) = (a[0], a[1]);
+        let desc = 2 * SLOT;
+        let flags = MemFlagsData::trusted();
+        let zero = self.iconst(0);
+        let total = self.counted_loop(pn, &[zero], |l, k, st| {
+            let d = l.element(pp, k, desc);
+            let len = l.b.ins().load(types::I64, flags, d, SLOT as i32);
+            Ok(vec![l.b.ins().iadd(st[0], len)])
+        })?[0];
+        let dst = self.alloc(total, size)?;
+        self.counted_loop(pn, &[zero], |l, k, st| {
+            let d = l.element(pp, k, desc);
+            let src = l.b.ins().load(types::I64, flags, d, 0);
+            let len = l.b.ins().load(types::I64, flags, d, SLOT as i32);
+            let to = l.element(dst, st[0], size);
+            l.copy(to, src, len, size)?;
+            Ok(vec![l.b.ins().iadd(st[0], len)])
+        })?;
+        Ok(vec![dst, total])
+    }
+
+    /// E-Accum / E-Accum-Bot: every slot starts as `zero`; contributions
+    /// are added in order (Doubles add, Index and Bool keep `zero`'s,
+    /// arrays concatenate: counted first, then copied).
+    fn accum(&mut self, zero: &Atom, n: &Atom, cs: &Atom) -> R<Vals> {
+        let zt = zero.ty().clone();
+        let z = self.atom(zero)?;
+        let n = self.scalar(n)?;
+        let c = self.atom(cs)?;
+        let (cp, cn) = (c[0], c[1]);
+        self.check_count(n, rt::NEGATIVE_SIZE);
+        let size = elem_bytes(&zt)?;
+        let rsize = SLOT + size;
+        let out = self.alloc(n, size)?;
+        self.counted_loop(n, &[], |l, j, _| {
+            let at = l.element(out, j, size);
+            l.store(&zt, &z, at, 0)?;
+            Ok(Vec::new())
+        })?;
+        let mut ls = Vec::new();
+        leaves(&zt, 0, &mut ls)?;
+        let flags = MemFlagsData::trusted();
+        // Pass 1: bounds, Double sums, array lengths.
+        self.counted_loop(cn, &[], |l, k, _| {
+            let rec = l.element(cp, k, rsize);
+            let j = l.b.ins().load(types::I64, flags, rec, 0);
+            let bad = l.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, j, n);
+            l.fail_if(bad, rt::INDEX_OUT_OF_BOUNDS, j, n);
+            let dst = l.element(out, j, size);
+            for leaf in &ls {
+                match *leaf {
+                    Leaf::Double(o) => {
+                        let x = l.b.ins().load(types::F64, flags, dst, o);
+                        let y = l.b.ins().load(types::F64, flags, rec, o + SLOT as i32);
+                        let s = l.b.ins().fadd(x, y);
+                        l.b.ins().store(flags, s, dst, o);
+                    }
+                    Leaf::Array(o, _) => {
+                        let len = o + SLOT as i32;
+                        let x = l.b.ins().load(types::I64, flags, dst, len);
+                        let y = l.b.ins().load(types::I64, flags, rec, len + SLOT as i32);
+                        let s = l.b.ins().iadd(x, y);
+                        l.b.ins().store(flags, s, dst, len);
+                    }
+                    Leaf::Index(_) | Leaf::Bool(_) => {}
+                }
+            }
+            Ok(Vec::new())
+        })?;
+        if ls.iter().any(|l| matches!(l, Leaf::Array(..))) {
+            self.accum_arrays(&ls, &z, out, n, size, cp, cn)?;
+        }
+        Ok(vec![out, n])
+    }
+
+    /// Pass 2 of `accum` for array leaves: allocate each slot's buffer,
+    /// copy `zero`'s elements, then append every contribution in order.
+    #[allow(clippy::too_many_arguments, reason = "the loop state of one pass")]
+    fn accum_arrays(
+        &mut self,
+        ls: &[Leaf],
+        z: &[Value],
+        out: Value,
+        n: Value,
+        size: i64,
+        cp: Value,
+        cn: Value,
+    ) -> R<()> {
+        let flags = MemFlagsData::trusted();
+        // The zero's (ptr, len) for each array leaf, by its slot index.
+        let mut arrays = Vec::new();
+        let mut slot = 0;
+        for leaf in ls {
+            if let Leaf::Array(o, e) = *leaf {
+                arrays.push((o, e, z[slot], z[slot + 1]));
+                slot += 2;
+            } else {
+                slot += 1;
+            }
+        }
+        let arrays_ref = &arrays;
+        self.counted_loop(n, &[], |l, j, _| {
+            let dst = l.element(out, j, size);
+            for &(o, e, zp, zl) in arrays_ref {
+                let total = l.b.ins().load(types::I64, flags, dst, o + SLOT as i32);
+                let p = l.alloc(total, e)?;
+                l.copy(p, zp, zl, e)?;
+                l.b.ins().store(flags, p, dst, o);
+                l.b.ins().store(flags, zl, dst, o + SLOT as i32);
+            }
+            Ok(Vec::new())
+        })?;
+        self.counted_loop(cn, &[], |l, k, _| {
+            let rec = l.element(cp, k, SLOT + size);
+            let j = l.b.ins().load(types::I64, flags, rec, 0);
+            let dst = l.element(out, j, size);
+            for &(o, e, _, _) in arrays_ref {
+                let len_at = o + SLOT as i32;
+                let src = l.b.ins().load(types::I64, flags, rec, o + SLOT as i32);
+                let cl = l.b.ins().load(types::I64, flags, rec, len_at + SLOT as i32);
+                let dp = l.b.ins().load(types::I64, flags, dst, o);
+                let cur = l.b.ins().load(types::I64, flags, dst, len_at);
+                let to = l.element(dp, cur, e);
+                l.copy(to, src, cl, e)?;
+                let s = l.b.ins().iadd(cur, cl);
+                l.b.ins().store(flags, s, dst, len_at);
+            }
+            Ok(Vec::new())
+        })?;
+        Ok(())
+    }
+}
+
+fn array_elem(t: &Type) -> R<&Type> {
+    match t {
+        Type::Array(e) => Ok(e),
+        other => Err(compile_error(format!(
+            "expected an array type, found {other}"
+        ))),
+    }
+}

@@ -1,0 +1,129 @@
+//! Native code: the first-order normal form (`ad::anf`) lowered to
+//! Cranelift IR and compiled in memory by cranelift-jit. Only `codegen/`
+//! names Cranelift.
+//!
+//! Input: an [`Entry`] (normalised here) or an [`anf::Normal`] directly:
+//! every function is already inlined and every bound name is fresh, so
+//! the lowering never sees a closure and needs no scoping. Output: a
+//! [`Native`] whose [`Native::call`] takes and returns evaluator
+//! [`Value`]s and agrees with the evaluator (spec/semantics.md), ⊥ codes
+//! included, with three differences: it has no fuel (E-Fuel never fires);
+//! it can run out of memory (`out-of-memory`, see [`NativeLimits`]); and,
+//! like every pass built on the normal form, it computes only the data
+//! definitions the entry uses, so a ⊥ in an unused top-level definition
+//! is not reached (native code refines the evaluator there, §9).
+//!
+//! # Representation (Note [Native layout])
+//!
+//! A value of type `T` is a fixed number of machine words, its *slots*
+//! (see `codegen/layout.rs`): Double is one `f64`, Index one `i64`, Bool one `i8`
+//! (kept in an 8-byte slot in memory), an array two (`ptr`, `len`), and a
+//! pair the slots of its first component followed by those of its second.
+//! Tuples are therefore never boxed: in registers they are just several
+//! SSA values.
+//!
+//! An array of `n` elements of type `T` is one contiguous buffer of
+//! `n × slots(T)` words, element `i` at `ptr + 8·slots(T)·i` (an array of
+//! structures). So an array of scalars is a plain `f64`/`i64` buffer; an
+//! array of pairs interleaves their components; an array of arrays is a
+//! buffer of (`ptr`, `len`) descriptors, each pointing to its own buffer.
+//! Arrays are immutable once built, so descriptors may share buffers.
+//!
+//! # Memory
+//!
+//! Every buffer comes from an arena owned by the Rust wrapper of one call
+//! (`runtime::Arena`): the compiled code calls `fsmooth_alloc` once per
+//! array, never per element, and the whole arena is freed when the call
+//! returns, after the result has been copied out into [`Value`]s.
+//!
+//! # Errors
+//!
+//! Compiled code never traps and never panics. Every ⊥ of the semantics
+//! (E-Get-Bot, E-Build-Bot, E-IFold-Bot, E-Arith-Bot, E-Math-Bot, E-Accum-Bot)
+//! is an explicit test that branches to one exit block, which stores the
+//! details in the call context and returns a non-zero status; the wrapper
+//! turns it into a [`CodegenError`] with the evaluator's error code.
+
+mod jit;
+mod layout;
+mod lower;
+mod runtime;
+
+use thiserror::Error;
+
+use crate::diagnostic::{Diagnose, Span};
+
+pub use jit::{Native, NativeLimits};
+
+/// Why native compilation or a native call failed. The run-time variants
+/// carry the same stable codes as `eval::EvalError`.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum CodegenError {
+    #[error("native code generation does not support {what} yet")]
+    Unsupported { what: String },
+    #[error("native code generation failed: {message} (please report this)")]
+    Compile { message: String },
+    #[error("bad argument for the native entry: {message}")]
+    Argument { message: String },
+    #[error("index {index} is out of bounds for an array of length {len}")]
+    IndexOutOfBounds { index: i64, len: i64 },
+    #[error("`build` with negative size {n}")]
+    NegativeSize { n: i64 },
+    #[error("`ifold` with negative iteration count {n}")]
+    NegativeCount { n: i64 },
+    #[error("division by zero")]
+    DivisionByZero,
+    #[error("{op} is undefined at {arg}")]
+    Domain { op: &'static str, arg: String },
+    #[error("integer overflow in `{op}`")]
+    Overflow { op: &'static str },
+    #[error("native code ran out of memory asking for {bytes} bytes (limit {limit} bytes)")]
+    OutOfMemory { bytes: i64, limit: usize },
+}
+
+impl Diagnose for CodegenError {
+    fn code(&self) -> &'static str {
+        match self {
+            CodegenError::Unsupported { .. } => "native-unsupported",
+            CodegenError::Compile { .. } => "internal-error",
+            CodegenError::Argument { .. } => "native-argument",
+            CodegenError::IndexOutOfBounds { .. } => "index-out-of-bounds",
+            CodegenError::NegativeSize { .. } => "negative-size",
+            CodegenError::NegativeCount { .. } => "negative-count",
+            CodegenError::DivisionByZero => "division-by-zero",
+            CodegenError::Domain { .. } => "domain-error",
+            CodegenError::Overflow { .. } => "integer-overflow",
+            CodegenError::OutOfMemory { .. } => "out-of-memory",
+        }
+    }
+
+    fn span(&self) -> Span {
+        // The normal form keeps no source positions.
+        Span::generated()
+    }
+
+    fn notes(&self) -> Vec<String> {
+        match self {
+            CodegenError::Unsupported { .. } => {
+                vec!["run the program with the reference evaluator instead".to_string()]
+            }
+            CodegenError::OutOfMemory { .. } => {
+                vec!["raise the limit with `NativeLimits::memory_bytes`".to_string()]
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn unsupported(what: impl Into<String>) -> CodegenError {
+    CodegenError::Unsupported { what: what.into() }
+}
+
+fn compile_error(message: impl std::fmt::Display) -> CodegenError {
+    CodegenError::Compile {
+        message: message.to_string(),
+    }
+}
+
+#[cfg(doc)]
+use crate::{ad::anf, eval::Value, pipeline::Entry};

@@ -1,0 +1,835 @@
+//! The native backend (`fsmooth::codegen`) against the reference
+//! evaluator: examples, golden files, the prelude, ⊥ codes, random
+//! programs from `testgen`, forward- and reverse-mode gradient programs,
+//! and the ADBench GMM objective. Values must agree to ρ ≤ 1e-12
+//! (exactly for Index and Bool); where the evaluator reaches ⊥ the native
+//! code must report the same error code.
+
+use std::path::{Path, PathBuf};
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+use fsmooth::adbench::gmm::read_gmm;
+use fsmooth::codegen::{CodegenError, Native};
+use fsmooth::diagnostic::Diagnose;
+use fsmooth::eval::{EvalError, Limits, Value};
+use fsmooth::ir::Type;
+use fsmooth::numeric::rho;
+use fsmooth::pipeline::{self, Entry};
+use fsmooth::syntax::print_program;
+use fsmooth::testgen;
+
+use crate::common;
+
+const TOLERANCE: f64 = 1e-12;
+
+/// Enough fuel for every test program; runs that exhaust it are skipped
+/// (native code has no fuel and would run to the end).
+const FUEL: Limits = Limits { fuel: 20_000_000 };
+
+/// How one comparison ended.
+#[derive(Debug, PartialEq)]
+enum Outcome {
+    /// Both produced a value, and the values agree.
+    Value,
+    /// Both reached ⊥ with the same code.
+    Bottom,
+    /// The evaluator ran out of fuel: not compared.
+    Skipped,
+}
+
+/// Runs `entry` on `args` with the evaluator and `native`, and compares.
+fn compare(entry: &Entry, native: &Native, args: &[Value]) -> Result<Outcome, String> {
+    let expected = entry.run(args.to_vec(), FUEL, &mut |_, _| {});
+    if let Err(EvalError::OutOfFuel { .. }) = expected {
+        return Ok(Outcome::Skipped);
+    }
+    let got = native.call(args);
+    match (expected, got) {
+        (Ok((a, _)), Ok(b)) => match a.max_rho(&b) {
+            Some(r) if r <= TOLERANCE => Ok(Outcome::Value),
+            _ => Err(format!("evaluator {a}, native {b}")),
+        },
+        (Err(a), Err(b)) if a.code() == b.code() => Ok(Outcome::Bottom),
+        (a, b) => Err(format!(
+            "evaluator {}, native {}",
+            show(a.map(|(v, _)| v), |e| e.code()),
+            show(b, |e: &CodegenError| e.code())
+        )),
+    }
+}
+
+fn show<E>(r: Result<Value, E>, code: impl Fn(&E) -> &'static str) -> String {
+    match r {
+        Ok(v) => v.to_string(),
+        Err(e) => format!("error[{}]", code(&e)),
+    }
+}
+
+fn load_entry(src: &str, name: &str) -> Entry {
+    let loaded = pipeline::load(src).unwrap_or_else(|d| panic!("load: {d}\n{src}"));
+    pipeline::entry(&loaded, name).unwrap_or_else(|d| panic!("entry {name}: {d}"))
+}
+
+fn compile(entry: &Entry) -> Native {
+    Native::compile(entry).unwrap_or_else(|e| panic!("native compile of {}: {e}", entry.name))
+}
+
+fn compare_src(src: &str, name: &str, args: &[Value]) -> Outcome {
+    let e = load_entry(src, name);
+    let n = compile(&e);
+    compare(&e, &n, args).unwrap_or_else(|m| panic!("{name}: {m}\n{src}"))
+}
+
+fn vector(xs: &[f64]) -> Value {
+    Value::array(xs.iter().map(|x| Value::Double(*x)).collect())
+}
+
+/// Deterministic arguments of type `t`: small positive sizes, arrays of
+/// three elements, doubles in (−2, 2).
+fn sample(t: &Type, seed: &mut u64) -> Value {
+    *seed = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let r = (*seed >> 33) as f64 / (1u64 << 31) as f64;
+    match t {
+        Type::Double => Value::Double(4.0 * r - 2.0),
+        Type::Index => Value::Index(1 + (*seed >> 40) as i64 % 3),
+        Type::Bool => Value::Bool(r < 0.5),
+        Type::Array(e) => Value::array((0..3).map(|_| sample(e, seed)).collect()),
+        Type::Pair(a, b) => Value::pair(sample(a, seed), sample(b, seed)),
+        Type::Fun(..) => unreachable!("entries take data"),
+    }
+}
+
+fn files_under(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .expect("directory exists")
+        .map(|e| e.expect("dir entry").path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            files_under(&p, ext, out);
+        } else if p.extension().is_some_and(|e| e == ext) {
+            out.push(p);
+        }
+    }
+}
+
+// ----- whole programs ---------------------------------------------------------
+
+/// Every user definition of every example that is an entry (data in,
+/// data out) runs natively on sampled arguments, with the evaluator's
+/// result.
+#[test]
+fn native_examples_agree_with_the_evaluator() {
+    let mut files = Vec::new();
+    files_under(&common::root().join("examples"), "fsm", &mut files);
+    let (mut values, mut entries) = (0, 0);
+    for f in &files {
+        let src = std::fs::read_to_string(f).expect("example readable");
+        let loaded = pipeline::load(&src).expect("examples load");
+        let names: Vec<String> = loaded
+            .program
+            .defs
+            .iter()
+            .filter(|d| !d.prelude)
+            .map(|d| d.name.to_string())
+            .collect();
+        for name in names {
+            let Ok(e) = pipeline::entry(&loaded, &name) else {
+                continue; // higher-order or polymorphic: not an entry
+            };
+            entries += 1;
+            let n = compile(&e);
+            let mut seed = 7;
+            for _ in 0..3 {
+                let args: Vec<Value> = e.params.iter().map(|(_, t)| sample(t, &mut seed)).collect();
+                match compare(&e, &n, &args) {
+                    Ok(Outcome::Value) => values += 1,
+                    Ok(_) => {}
+                    Err(m) => panic!("{} `{name}`: {m}", f.display()),
+                }
+            }
+        }
+    }
+    assert!(entries >= 15, "only {entries} entries in examples/");
+    assert!(values >= 30, "only {values} values compared");
+}
+
+/// `// run: EXPR => …` lines of the golden files: EXPR compiled natively
+/// gives the evaluator's value or ⊥.
+#[test]
+fn native_golden_run_lines_agree_with_the_evaluator() {
+    let mut files = Vec::new();
+    files_under(&common::root().join("tests/golden"), "fsm", &mut files);
+    let (mut values, mut bottoms) = (0, 0);
+    for f in &files {
+        let src = std::fs::read_to_string(f).expect("golden readable");
+        if pipeline::load(&src).is_err() {
+            continue; // the error goldens
+        }
+        for line in src.lines() {
+            let Some((expr, _)) = line
+                .strip_prefix("// run:")
+                .and_then(|r| r.rsplit_once(" => "))
+            else {
+                continue;
+            };
+            let full = format!("{src}\nlet golden'expr = {}\n", expr.trim());
+            let Ok(e) = pipeline::load(&full).and_then(|l| pipeline::entry(&l, "golden'expr"))
+            else {
+                continue; // golden lines that fail to type-check
+            };
+            let n = compile(&e);
+            match compare(&e, &n, &[]) {
+                Ok(Outcome::Value) => values += 1,
+                Ok(Outcome::Bottom) => bottoms += 1,
+                Ok(Outcome::Skipped) => {}
+                Err(m) => panic!("{}: `{}`: {m}", f.display(), expr.trim()),
+            }
+        }
+    }
+    assert!(values >= 100, "only {values} golden values compared");
+    assert!(bottoms >= 5, "only {bottoms} golden ⊥ compared");
+}
+
+/// One call of every prelude function, at the types the benchmarks use.
+const PRELUDE_CALLS: &[&str] = &[
+    "pi",
+    "square 1.5",
+    "max 2.0 3.0",
+    "min 2 3",
+    "abs (0.0 - 2.5)",
+    "vectorRange 4",
+    "vectorFill 3 2.5",
+    "vectorAdd (vectorZeros 3) v",
+    "vectorAdd (vectorOnes 3) v",
+    "vectorEMul (vectorHot 3 1) v",
+    "vectorMap v (fun a -> a * a)",
+    "vectorMap2 v w (fun a b -> a - b)",
+    "vectorZip v w",
+    "vectorAdd v w",
+    "vectorSub v w",
+    "vectorEMul v w",
+    "vectorEDiv v w",
+    "vectorSMul v 3.0",
+    "vectorNeg v",
+    "vectorSum v",
+    "vectorDot v w",
+    "vectorNorm v",
+    "vectorNormSq v",
+    "vectorMax v",
+    "vectorMin v",
+    "vectorLogSumExp v",
+    "vectorSlice v 1 2",
+    "vectorConcat v w",
+    "vectorCross v w",
+    "vectorToMatrix v",
+    "matrixRows m",
+    "matrixCols m",
+    "matrixAdd (matrixZeros 2 3) m",
+    "matrixAdd (matrixOnes 2 3) m",
+    "matrixMul (matrixEye 2) m",
+    "matrixAdd (matrixHot 2 3 1 2) m",
+    "matrixMap m vectorNeg",
+    "matrixMap2 m m vectorAdd",
+    "matrixZip m m",
+    "matrixAdd m m",
+    "matrixSub m m",
+    "matrixSMul m 2.0",
+    "matrixTranspose m",
+    "matrixMul m (matrixTranspose m)",
+    "matrixMult m (matrixTranspose m)",
+    "matrixVectorMul m w",
+    "matrixTrace (matrixMul m (matrixTranspose m))",
+    "matrixSum m",
+    "vectorOutProd v w",
+];
+
+#[test]
+fn native_prelude_functions_agree_with_the_evaluator() {
+    // Every prelude definition is called at least once above.
+    let prelude = pipeline::parse("").expect("prelude parses");
+    for d in &prelude.defs {
+        assert!(
+            PRELUDE_CALLS.iter().any(|c| c
+                .split(|ch: char| !ch.is_alphanumeric())
+                .any(|w| w == &*d.name)),
+            "prelude function `{}` has no native test call",
+            d.name
+        );
+    }
+    let mut values = 0;
+    for call in PRELUDE_CALLS {
+        let src = format!("let prelude'call (v: Vector) (w: Vector) (m: Matrix) = {call}\n");
+        let args = [
+            vector(&[0.5, -1.25, 2.0]),
+            vector(&[1.5, 0.75, -3.0]),
+            Value::array(vec![vector(&[1.0, 2.0, -0.5]), vector(&[0.25, -4.0, 3.0])]),
+        ];
+        if compare_src(&src, "prelude'call", &args) == Outcome::Value {
+            values += 1;
+        }
+    }
+    assert_eq!(
+        values,
+        PRELUDE_CALLS.len(),
+        "every prelude call gives a value"
+    );
+}
+
+// ----- ⊥ ------------------------------------------------------------------------
+
+fn native_error(src: &str, name: &str, args: &[Value]) -> CodegenError {
+    let e = load_entry(src, name);
+    let n = compile(&e);
+    let expected = e.run(args.to_vec(), FUEL, &mut |_, _| {});
+    let got = n.call(args);
+    match (expected, got) {
+        (Err(a), Err(b)) => {
+            assert_eq!(a.code(), b.code(), "{src}: evaluator {a}, native {b}");
+            b
+        }
+        (a, b) => panic!("{src}: expected ⊥ from both, got {a:?} and {b:?}"),
+    }
+}
+
+/// E-Get-Bot: an index outside the array is `index-out-of-bounds` with the
+/// index and the length, never a crash, for every element layout.
+#[test]
+fn native_get_out_of_bounds_is_an_error_not_a_crash() {
+    let src = "let at (v: Vector) (i: Index) = v[i]\n\
+               let atPair (v: Vector) (i: Index) = (vectorZip v v)[i]\n\
+               let atRow (m: Matrix) (i: Index) = m[i]\n";
+    let v = vector(&[1.0, 2.0, 3.0]);
+    for i in [3, -1, i64::MAX, i64::MIN] {
+        for f in ["at", "atPair"] {
+            let e = native_error(src, f, &[v.clone(), Value::Index(i)]);
+            assert_eq!(e, CodegenError::IndexOutOfBounds { index: i, len: 3 });
+        }
+    }
+    let m = Value::array(vec![v.clone()]);
+    let e = native_error(src, "atRow", &[m.clone(), Value::Index(1)]);
+    assert_eq!(e, CodegenError::IndexOutOfBounds { index: 1, len: 1 });
+    assert_eq!(
+        compare_src(src, "atRow", &[m, Value::Index(0)]),
+        Outcome::Value
+    );
+    assert_eq!(
+        compare_src(src, "at", &[v, Value::Index(2)]),
+        Outcome::Value
+    );
+}
+
+/// Every ⊥ code of spec/semantics.md §5 but `out-of-fuel`, natively.
+#[test]
+fn native_bottoms_have_the_evaluators_codes() {
+    let d = |x: f64| Value::Double(x);
+    let i = Value::Index;
+    let cases: Vec<(&str, Vec<Value>, &str)> = vec![
+        (
+            "fun (x: Double) (y: Double) -> x / y",
+            vec![d(1.0), d(0.0)],
+            "division-by-zero",
+        ),
+        (
+            "fun (x: Double) (y: Double) -> x / y",
+            vec![d(0.0), d(-0.0)],
+            "division-by-zero",
+        ),
+        (
+            "fun (x: Index) (y: Index) -> x / y",
+            vec![i(7), i(0)],
+            "division-by-zero",
+        ),
+        (
+            "fun (x: Index) (y: Index) -> x / y",
+            vec![i(i64::MIN), i(-1)],
+            "integer-overflow",
+        ),
+        (
+            "fun (x: Index) (y: Index) -> x + y",
+            vec![i(i64::MAX), i(1)],
+            "integer-overflow",
+        ),
+        (
+            "fun (x: Index) (y: Index) -> x - y",
+            vec![i(i64::MIN), i(1)],
+            "integer-overflow",
+        ),
+        (
+            "fun (x: Index) (y: Index) -> x * y",
+            vec![i(1 << 40), i(1 << 40)],
+            "integer-overflow",
+        ),
+        (
+            "fun (x: Index) -> -x",
+            vec![i(i64::MIN)],
+            "integer-overflow",
+        ),
+        (
+            "fun (x: Index) (y: Index) -> x ** y",
+            vec![i(3), i(-1)],
+            "domain-error",
+        ),
+        (
+            "fun (x: Index) (y: Index) -> x ** y",
+            vec![i(3), i(50)],
+            "integer-overflow",
+        ),
+        (
+            "fun (x: Double) (y: Double) -> x ** y",
+            vec![d(-2.0), d(0.5)],
+            "domain-error",
+        ),
+        (
+            "fun (x: Double) (y: Double) -> x ** y",
+            vec![d(f64::NAN), d(1.0)],
+            "domain-error",
+        ),
+        (
+            "fun (x: Double) (y: Double) -> x ** y",
+            vec![d(-2.0), d(f64::INFINITY)],
+            "domain-error",
+        ),
+        (
+            "fun (x: Double) (y: Double) -> x ** y",
+            vec![d(0.0), d(-1.0)],
+            "domain-error",
+        ),
+        ("fun (x: Double) -> log x", vec![d(0.0)], "domain-error"),
+        (
+            "fun (x: Double) -> log x",
+            vec![d(f64::NAN)],
+            "domain-error",
+        ),
+        (
+            "fun (x: Double) -> sqrt x",
+            vec![d(-1e-300)],
+            "domain-error",
+        ),
+        (
+            "fun (n: Index) -> build n (fun i -> toDouble i)",
+            vec![i(-1)],
+            "negative-size",
+        ),
+        (
+            "fun (n: Index) -> ifold (fun s i -> s + 1.0) 0.0 n",
+            vec![i(-2)],
+            "negative-count",
+        ),
+        (
+            "fun (n: Index) -> iscan (fun s i -> s + 1.0) 0.0 n",
+            vec![i(-2)],
+            "negative-count",
+        ),
+        (
+            "fun (n: Index) -> accum 0.0 n [(0, 1.0)]",
+            vec![i(-1)],
+            "negative-size",
+        ),
+        (
+            "fun (n: Index) -> accum 0.0 n [(0, 1.0), (n, 2.0)]",
+            vec![i(2)],
+            "index-out-of-bounds",
+        ),
+    ];
+    for (f, args, code) in cases {
+        let src = format!("let bottom'case = {f}\n");
+        let e = native_error(&src, "bottom'case", &args);
+        assert_eq!(e.code(), code, "{f}");
+    }
+    // And the edges of those domains are values.
+    let values: Vec<(&str, Vec<Value>)> = vec![
+        (
+            "fun (x: Double) (y: Double) -> x ** y",
+            vec![d(0.0), d(0.0)],
+        ),
+        (
+            "fun (x: Double) (y: Double) -> x ** y",
+            vec![d(-2.0), d(3.0)],
+        ),
+        (
+            "fun (x: Double) (y: Double) -> x ** y",
+            vec![d(2.0), d(f64::NAN)],
+        ),
+        (
+            "fun (x: Index) (y: Index) -> x ** y",
+            vec![i(-1), i(1 << 40)],
+        ),
+        ("fun (x: Index) (y: Index) -> x ** y", vec![i(3), i(39)]),
+        ("fun (x: Index) (y: Index) -> x / y", vec![i(-7), i(2)]),
+        ("fun (x: Double) -> sqrt x", vec![d(-0.0)]),
+        ("fun (x: Double) -> tan x", vec![d(f64::INFINITY)]),
+        (
+            "fun (x: Double) (y: Double) -> (x < y, x <> y, x = y, x >= y)",
+            vec![d(f64::NAN), d(1.0)],
+        ),
+        (
+            "fun (x: Double) (y: Double) -> (x < y, x <> y, x = y, x <= y)",
+            vec![d(0.0), d(-0.0)],
+        ),
+        (
+            "fun (n: Index) -> (build n (fun i -> i), iscan (fun s i -> s + i) 0 n)",
+            vec![i(0)],
+        ),
+        ("fun (x: Index) -> toDouble x", vec![i((1 << 53) + 1)]),
+    ];
+    for (f, args) in values {
+        let src = format!("let value'case = {f}\n");
+        assert_eq!(
+            compare_src(&src, "value'case", &args),
+            Outcome::Value,
+            "{f}"
+        );
+    }
+}
+
+/// Arrays of pairs, of arrays and of Bools, `iscan` over a pair state,
+/// `concat` and `accum` with pair and array cotangents: the layouts of
+/// Note [Native layout].
+#[test]
+fn native_nested_layouts_agree_with_the_evaluator() {
+    let src = "\
+let nested (v: Vector) (n: Index) =
+  let ps = build n (fun i -> (v[i], (i, v[i] > 0.0)))
+  let rows = build n (fun i -> build (i + 1) (fun j -> toDouble (i * j) + v[j]))
+  let st = iscan (fun s i -> (snd s, fst s + v[i])) (0.0, 1.0) n
+  let flat = concat rows
+  let acc = accum (0.0, (n, true)) n [(1, (2.0, (7, false))), (0, (0.5, (8, false))), (1, (0.25, (9, false)))]
+  let lists = accum [(0, 1.0)] n [(1, [(3, 2.0)]), (1, [(4, 3.0), (5, 4.0)])]
+  (ps, (rows, (st, (flat, (acc, (lists, [[true], [false, true]]))))))
+";
+    let args = [vector(&[0.5, -1.5, 2.0]), Value::Index(3)];
+    assert_eq!(compare_src(src, "nested", &args), Outcome::Value);
+    let args = [vector(&[0.5, -1.5, 2.0]), Value::Index(0)];
+    let e = native_error(src, "nested", &args);
+    assert_eq!(e.code(), "index-out-of-bounds", "accum index 1 of 0 slots");
+}
+
+// ----- random programs ------------------------------------------------------------
+
+fn env_u32(name: &str, default: u32) -> u32 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Closed random programs of every generated type: native = evaluator
+/// (value, or ⊥ with the same code). FSMOOTH_NATIVE_CASES=N runs more.
+#[test]
+fn native_random_programs_agree_with_the_evaluator() {
+    use std::cell::Cell;
+    let (values, bottoms) = (Cell::new(0usize), Cell::new(0usize));
+    let cases = env_u32("FSMOOTH_NATIVE_CASES", 300);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(&prop::collection::vec(any::<u32>(), 0..400), |cs| {
+        let (p, ty) = testgen::program(&cs, 6);
+        let src = format!(
+            "{}let typed'check = (fun (x: {}) -> x) main\n",
+            print_program(&p),
+            ty.to_type()
+        );
+        let e = load_entry(&src, "typed'check");
+        let n = Native::compile(&e).map_err(|m| TestCaseError::fail(format!("{m}\n{src}")))?;
+        match compare(&e, &n, &[]) {
+            Ok(Outcome::Value) => values.set(values.get() + 1),
+            Ok(Outcome::Bottom) => bottoms.set(bottoms.get() + 1),
+            Ok(Outcome::Skipped) => {}
+            Err(m) => return Err(TestCaseError::fail(format!("{m}\n{src}"))),
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    eprintln!(
+        "native random programs: {} values, {} ⊥ ({cases} programs)",
+        values.get(),
+        bottoms.get()
+    );
+    assert!(
+        values.get() >= cases as usize / 2,
+        "only {} values",
+        values.get()
+    );
+    assert!(bottoms.get() >= 1, "no ⊥ compared");
+}
+
+/// Random `fun (p: P) -> e`: the function itself, its forward-mode
+/// derivative program and its reverse-mode program, native = evaluator at
+/// the difftest points (Double) or on a fixed vector.
+#[test]
+fn native_random_gradient_programs_agree_with_the_evaluator() {
+    use std::cell::Cell;
+    let compared = Cell::new(0usize);
+    let cases = env_u32("FSMOOTH_NATIVE_CASES", 300) / 3;
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(
+        &(prop::collection::vec(any::<u32>(), 0..200), any::<bool>()),
+        |(cs, vec_param)| {
+            let (param, result) = if vec_param {
+                (testgen::GenType::Vector, testgen::GenType::Vector)
+            } else {
+                (testgen::GenType::Double, testgen::GenType::Double)
+            };
+            let src = print_program(&testgen::function(&cs, 4, param, result));
+            let points: Vec<Value> = if vec_param {
+                vec![vector(&[0.7, -1.3, 2.9, 0.4])]
+            } else {
+                fsmooth::difftest::POINTS
+                    .iter()
+                    .map(|x| Value::Double(*x))
+                    .collect()
+            };
+            let fail = |m: String| TestCaseError::fail(format!("{m}\n{src}"));
+            let rev =
+                pipeline::reverse_derivative(&src, "main", "p").map_err(|d| fail(d.to_string()))?;
+            let fwd = pipeline::derivative(&src, "main", "p").map_err(|d| fail(d.to_string()))?;
+            let programs = [
+                (&rev.base, false),
+                (&fwd.wrapper, false),
+                (&rev.rev, rev.seeded),
+            ];
+            for (entry, seeded) in programs {
+                let n = Native::compile(entry).map_err(|e| fail(format!("{}: {e}", entry.name)))?;
+                for x in &points {
+                    let mut args = vec![x.clone()];
+                    if seeded {
+                        // A dense cotangent shaped like the result.
+                        let Ok((out, _)) = rev.base.run(args.clone(), FUEL, &mut |_, _| {}) else {
+                            continue;
+                        };
+                        args.push(seed_like(&out));
+                    }
+                    match compare(entry, &n, &args) {
+                        Ok(Outcome::Value) => compared.set(compared.get() + 1),
+                        Ok(_) => {}
+                        Err(m) => return Err(fail(format!("{} at {x}: {m}", entry.name))),
+                    }
+                }
+            }
+            Ok(())
+        },
+    );
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    eprintln!(
+        "native gradient programs: {} values compared",
+        compared.get()
+    );
+    assert!(
+        compared.get() >= cases as usize,
+        "only {} values",
+        compared.get()
+    );
+}
+
+/// A cotangent shaped like `v`: its doubles replaced by 1, -0.5, 0.25, …
+fn seed_like(v: &Value) -> Value {
+    let mut k = 0;
+    fsmooth::gradient::unflatten(
+        v,
+        &mut std::iter::from_fn(|| {
+            k += 1;
+            Some((-0.5f64).powi(k - 1))
+        }),
+    )
+}
+
+// ----- gradients of the examples and goldens ---------------------------------
+
+/// Native reverse- and forward-mode programs of an entry agree with the
+/// evaluator on `args`; returns how many values were compared.
+fn gradient_programs_agree(src: &str, f: &str, p: &str, args: &[Value]) -> usize {
+    let rev = pipeline::reverse_derivative(src, f, p).unwrap_or_else(|d| panic!("{f}/{p}: {d}"));
+    let fwd = pipeline::derivative(src, f, p).unwrap_or_else(|d| panic!("{f}/{p}: {d}"));
+    let mut rev_args = args.to_vec();
+    if rev.seeded {
+        let (out, _) = rev
+            .base
+            .run(args.to_vec(), FUEL, &mut |_, _| {})
+            .expect("the base runs");
+        rev_args.push(seed_like(&out));
+    }
+    let mut compared = 0;
+    for (entry, a) in [(&rev.rev, &rev_args[..]), (&fwd.wrapper, args)] {
+        let n = compile(entry);
+        match compare(entry, &n, a) {
+            Ok(Outcome::Value) => compared += 1,
+            Ok(o) => panic!("{f}/{p} {}: {o:?}", entry.name),
+            Err(m) => panic!("{f}/{p} {}: {m}", entry.name),
+        }
+    }
+    compared
+}
+
+fn example(rel: &str) -> String {
+    std::fs::read_to_string(common::root().join("examples").join(rel)).expect("example exists")
+}
+
+#[test]
+fn native_gradients_of_the_examples_agree_with_the_evaluator() {
+    let v = vector(&[0.5, -1.25, 2.0]);
+    let w = vector(&[1.5, 0.75, -3.0]);
+    let mut n = 0;
+    n += gradient_programs_agree(&example("hello.fsm"), "main", "v1", &[v.clone(), w.clone()]);
+    n += gradient_programs_agree(&example("dot.fsm"), "dot", "v", &[v.clone(), w.clone()]);
+    let cam = vector(&[
+        0.1, -0.2, 0.3, 0.5, -0.4, -3.0, 2.0, 0.25, -0.125, 0.01, -0.002,
+    ]);
+    let x = vector(&[0.7, 1.1, 2.2]);
+    let ba = example("ba_project.fsm");
+    n += gradient_programs_agree(&ba, "project", "cam", &[cam.clone(), x.clone()]);
+    n += gradient_programs_agree(&ba, "project", "x", &[cam, x]);
+    let m = Value::array(vec![v.clone(), w.clone()]);
+    n += gradient_programs_agree(&example("transpose.fsm"), "transpose", "m", &[m]);
+    assert_eq!(n, 10);
+}
+
+/// `// grad: F P INPUT` lines of the golden files: the native reverse and
+/// forward programs give the evaluator's results.
+#[test]
+fn native_golden_gradients_agree_with_the_evaluator() {
+    let mut files = Vec::new();
+    files_under(&common::root().join("tests/golden"), "fsm", &mut files);
+    let mut compared = 0;
+    for f in &files {
+        let src = std::fs::read_to_string(f).expect("golden readable");
+        for line in src.lines() {
+            let Some((spec, _)) = line
+                .strip_prefix("// grad:")
+                .and_then(|r| r.rsplit_once(" => "))
+            else {
+                continue;
+            };
+            let mut parts = spec.trim().splitn(3, ' ');
+            let (Some(fun), Some(p), Some(input)) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            let Ok(rev) = pipeline::reverse_derivative(&src, fun, p) else {
+                continue; // goldens of AD errors
+            };
+            let Ok(args) = rev.base.read_input(Some(input)) else {
+                continue;
+            };
+            if rev.base.run(args.clone(), FUEL, &mut |_, _| {}).is_err() {
+                continue;
+            }
+            compared += gradient_programs_agree(&src, fun, p, &args);
+        }
+    }
+    assert!(
+        compared >= 40,
+        "only {compared} golden gradient programs compared"
+    );
+}
+
+// ----- ADBench GMM --------------------------------------------------------------
+
+fn adbench_file(rel: &str) -> String {
+    std::fs::read_to_string(common::root().join("tests/data/adbench").join(rel))
+        .expect("ADBench data file")
+}
+
+fn gmm_native() -> (Entry, Native) {
+    let e = load_entry(&example("adbench/gmm.fsm"), "gmmObjective");
+    let n = compile(&e);
+    (e, n)
+}
+
+#[test]
+fn native_gmm_objective_matches_the_adbench_golden() {
+    let input = read_gmm(&adbench_file("data/gmm/test.txt")).expect("test.txt reads");
+    let golden: serde_json::Value =
+        serde_json::from_str(&adbench_file("goldens/gmm_test.json")).expect("golden JSON");
+    let expected = golden["objective"].as_f64().expect("objective");
+    let (e, n) = gmm_native();
+    let got = n.call(&input.args()).expect("native GMM runs");
+    let got = got.as_f64().expect("a Double");
+    assert!(
+        rho(got, expected) <= 1e-8,
+        "native {got}, golden {expected}"
+    );
+    assert_eq!(compare(&e, &n, &input.args()), Ok(Outcome::Value));
+}
+
+#[test]
+fn native_gmm_1k_agrees_with_the_evaluator() {
+    let input = read_gmm(&adbench_file("data/gmm/1k/gmm_d2_K5.txt")).expect("file reads");
+    let (e, n) = gmm_native();
+    assert_eq!(compare(&e, &n, &input.args()), Ok(Outcome::Value));
+}
+
+/// The GMM gradient programs (reverse and forward mode, with respect to
+/// each parameter block) natively, on ADBench's test.txt.
+#[test]
+fn native_gmm_gradients_agree_with_the_evaluator() {
+    let input = read_gmm(&adbench_file("data/gmm/test.txt")).expect("test.txt reads");
+    let src = example("adbench/gmm.fsm");
+    let mut n = 0;
+    for p in ["alphas", "means", "icf"] {
+        n += gradient_programs_agree(&src, "gmmObjective", p, &input.args());
+    }
+    n += gradient_programs_agree(&src, "gmmObjectiveFlat", "theta", &input.flat_args());
+    assert_eq!(n, 8);
+}
+
+// ----- what the backend refuses -------------------------------------------------
+
+/// What the backend cannot compile is a clean `native-unsupported`; a call
+/// with arguments of the wrong shape is `native-argument`; an array beyond
+/// the memory limit is `out-of-memory`. None of them panics.
+#[test]
+fn native_unsupported_bad_arguments_and_memory_limits_are_errors() {
+    use fsmooth::ad::anf::{Atom, Block, Normal};
+    let f = Type::fun(Type::Double, Type::Double);
+    let normal = Normal {
+        params: vec![("f'n1".into(), f.clone())],
+        body: Block {
+            binds: Vec::new(),
+            result: Atom::Var("f'n1".into(), f),
+        },
+    };
+    let e = Native::compile_normal(&normal).expect_err("a function parameter");
+    assert_eq!(e.code(), "native-unsupported", "{e}");
+
+    let n = compile(&load_entry("let f (v: Vector) = vectorSum v\n", "f"));
+    for bad in [
+        vec![],
+        vec![Value::Double(1.0)],
+        vec![Value::array(vec![Value::Index(1)])],
+    ] {
+        let e = n.call(&bad).expect_err("wrong arguments");
+        assert_eq!(e.code(), "native-argument", "{e}");
+    }
+    assert_eq!(
+        n.call(&[vector(&[1.0, 2.0])]).ok().and_then(|v| v.as_f64()),
+        Some(3.0)
+    );
+
+    let mut n = compile(&load_entry(
+        "let f (n: Index) = build n (fun i -> toDouble i)\n",
+        "f",
+    ));
+    n.limits.memory_bytes = 1 << 20;
+    for size in [1 << 20, i64::MAX] {
+        let e = n.call(&[Value::Index(size)]).expect_err("too large");
+        assert_eq!(e.code(), "out-of-memory", "{e}");
+    }
+    assert!(n.call(&[Value::Index(1000)]).is_ok());
+}

@@ -72,6 +72,11 @@ enum Command {
         /// phase to stderr.
         #[arg(long)]
         stats: bool,
+        /// Replay egg's explanation of every phase and verify that each
+        /// step is an instance of a loaded rule whose side conditions hold;
+        /// prints a summary to stderr, exits 1 on a step that is not.
+        #[arg(long)]
+        check: bool,
     },
     /// Differential testing of the AD modes on random programs
     /// `fun (p: Double) -> e`: fwd = rev = tape = finite differences (where
@@ -423,7 +428,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
             rules,
             explain,
             stats,
-        } => opt_cmd(&file, &entry, rules, explain, stats),
+            check,
+        } => opt_cmd(&file, &entry, rules, explain, stats, check),
         Command::Vjp { args, cotangent } => vjp_cmd(args, &cotangent),
         Command::Difftest {
             cases,
@@ -503,7 +509,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 Mode::FwdOpt => {
                     let d = pipeline::tangent_derivative(&files.main_src, &entry, &wrt)
                         .map_err(fail)?;
-                    pipeline::optimise_entry(&d.wrapper, &pipeline::OptOptions::default())
+                    pipeline::optimise_entry(&d.wrapper, &opt_options())
                         .map_err(fail)?
                         .entry
                         .program
@@ -560,8 +566,7 @@ fn gmm_cmd(
         Mode::Fwd => crate::gradient::forward(&d, args.clone(), limits),
         Mode::FwdOpt => {
             let t = pipeline::tangent_derivative(src, "gmmObjectiveFlat", "theta").map_err(fail)?;
-            let o = pipeline::optimise_entry(&t.wrapper, &pipeline::OptOptions::default())
-                .map_err(fail)?;
+            let o = pipeline::optimise_entry(&t.wrapper, &opt_options()).map_err(fail)?;
             let d = pipeline::Derivative {
                 wrapper: o.entry,
                 ..t
@@ -588,12 +593,23 @@ fn gmm_cmd(
     Ok(())
 }
 
+/// Optimiser options for the commands that optimise implicitly
+/// (`--mode fwd-opt`): `FSMOOTH_OPT_CHECK=1` turns on `opt --check` for
+/// every optimisation (the test suite sets it).
+fn opt_options() -> pipeline::OptOptions {
+    pipeline::OptOptions {
+        check: std::env::var_os("FSMOOTH_OPT_CHECK").is_some_and(|v| v == "1"),
+        ..Default::default()
+    }
+}
+
 fn opt_cmd(
     file: &std::path::Path,
     entry: &str,
     rules: Option<PathBuf>,
     explain: bool,
     stats: bool,
+    check: bool,
 ) -> Result<(), Failure> {
     let files = Files::read(file)?;
     let fail = |d: Diagnostic| {
@@ -609,9 +625,36 @@ fn opt_cmd(
     let opts = pipeline::OptOptions {
         rules_dir: rules,
         explain,
+        check: check || opt_options().check,
         ..Default::default()
     };
     let o = pipeline::optimise_entry(&e, &opts).map_err(fail)?;
+    // The summary is printed for an explicit --check (FSMOOTH_OPT_CHECK
+    // only turns the verification on).
+    if let Some(c) = o.report.check.as_ref().filter(|_| check) {
+        eprintln!(
+            "// check: {} rewrite step(s) verified against the rules, {} constant fold(s) re-evaluated, {} fold(s) of open terms trusted",
+            c.verified, c.folds, c.trusted_folds
+        );
+        for why in &c.skipped {
+            eprintln!("// note: not verified: {why}");
+        }
+        if !c.class_conditions.is_empty() {
+            eprintln!(
+                "// note: {} verified step(s) have side conditions that hold only as judged on e-classes, not on the explained terms",
+                c.class_conditions.len()
+            );
+        }
+        if !c.backward_refines.is_empty() {
+            eprintln!(
+                "// note: {} verified step(s) use a `refines` rule right to left, so egg's chain does not by itself show that the output refines the input (spec/rules-format.md §7.3):",
+                c.backward_refines.len()
+            );
+            for b in &c.backward_refines {
+                eprintln!("//   {b}");
+            }
+        }
+    }
     print!("{}", crate::syntax::print_program(&o.entry.program));
     if explain {
         for (phase, steps) in &o.report.explanation {
@@ -805,8 +848,7 @@ fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
         Mode::FwdOpt => {
             let t = pipeline::tangent_derivative(&files.main_src, &args.entry, &args.wrt)
                 .map_err(fail)?;
-            let o = pipeline::optimise_entry(&t.wrapper, &pipeline::OptOptions::default())
-                .map_err(fail)?;
+            let o = pipeline::optimise_entry(&t.wrapper, &opt_options()).map_err(fail)?;
             let d = pipeline::Derivative {
                 wrapper: o.entry,
                 ..t

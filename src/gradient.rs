@@ -8,9 +8,91 @@
 //! J[i][j] = ∂outᵢ/∂inⱼ over the elements of the independent variable
 //! (row-major for a Matrix variable).
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use thiserror::Error;
+
+use crate::codegen::{CodegenError, Native};
+use crate::diagnostic::{Diagnose, Span};
 use crate::eval::{EvalError, Limits, Stats, Value};
 use crate::ir::Type;
 use crate::pipeline::{Derivative, Entry};
+
+/// What runs the programs of a derivative: the reference evaluator, or
+/// native code (each entry compiled once, on first use).
+pub enum Engine {
+    Eval(Limits),
+    Native(RefCell<HashMap<usize, Native>>),
+}
+
+impl Engine {
+    pub fn native() -> Engine {
+        Engine::Native(RefCell::new(HashMap::new()))
+    }
+
+    /// Runs `entry` on `args`. Native runs report no steps or ops.
+    pub fn run(&self, entry: &Entry, args: Vec<Value>) -> Result<(Value, Stats), RunError> {
+        match self {
+            Engine::Eval(limits) => Ok(entry.run(args, *limits, &mut |_, _| {})?),
+            Engine::Native(cache) => {
+                // Keyed by address: the entries of one derivative outlive
+                // the engine's use.
+                let key = entry as *const Entry as usize;
+                let mut cache = cache.borrow_mut();
+                let native = match cache.entry(key) {
+                    std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(Native::compile(entry)?)
+                    }
+                };
+                let v = native.call(&args)?;
+                Ok((v, Stats::default()))
+            }
+        }
+    }
+}
+
+/// An error of either engine, with its own stable code.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum RunError {
+    #[error(transparent)]
+    Eval(#[from] EvalError),
+    #[error(transparent)]
+    Native(#[from] CodegenError),
+}
+
+impl Diagnose for RunError {
+    fn code(&self) -> &'static str {
+        match self {
+            RunError::Eval(e) => e.code(),
+            RunError::Native(e) => e.code(),
+        }
+    }
+    fn span(&self) -> Span {
+        match self {
+            RunError::Eval(e) => e.span(),
+            RunError::Native(e) => e.span(),
+        }
+    }
+    fn notes(&self) -> Vec<String> {
+        match self {
+            RunError::Eval(e) => e.notes(),
+            RunError::Native(e) => e.notes(),
+        }
+    }
+}
+
+/// The evaluator's error back from a run on [`Engine::Eval`].
+fn eval_error(e: RunError) -> EvalError {
+    match e {
+        RunError::Eval(e) => e,
+        RunError::Native(n) => EvalError::Internal {
+            message: n.to_string(),
+            span: Span::generated(),
+        },
+    }
+}
 
 /// The primal part of a value of type DT[`t`].
 pub fn primal(v: &Value, t: &Type) -> Value {
@@ -94,13 +176,18 @@ fn per_element(wt: &Type, res: &Value) -> Vec<Value> {
 
 /// Forward mode: one run of the `deriv` wrapper.
 pub fn forward(d: &Derivative, args: Vec<Value>, limits: Limits) -> Result<Columns, EvalError> {
+    forward_on(d, args, &Engine::Eval(limits)).map_err(eval_error)
+}
+
+/// [`forward`] on either engine.
+pub fn forward_on(d: &Derivative, args: Vec<Value>, engine: &Engine) -> Result<Columns, RunError> {
     let wt = d.base.params[d.wrt].1.clone();
     let rt = d.base.result.clone();
-    let (res, mut stats) = d.wrapper.run(args.clone(), limits, &mut |_, _| {})?;
+    let (res, mut stats) = engine.run(&d.wrapper, args.clone())?;
     if d.tangent_only {
         // One tangent (shaped like the result) per element of the variable.
         let per = per_element(&wt, &res);
-        let (value, s) = d.base.run(args, limits, &mut |_, _| {})?;
+        let (value, s) = engine.run(&d.base, args)?;
         stats.steps += s.steps;
         stats.ops += s.ops;
         let columns = per
@@ -123,7 +210,7 @@ pub fn forward(d: &Derivative, args: Vec<Value>, limits: Limits) -> Result<Colum
         Some(first) => primal(first, &rt),
         None => {
             // An empty independent variable: evaluate the function itself.
-            let (v, s) = d.base.run(args, limits, &mut |_, _| {})?;
+            let (v, s) = engine.run(&d.base, args)?;
             stats.steps += s.steps;
             stats.ops += s.ops;
             v
@@ -264,16 +351,25 @@ pub fn reverse(
     args: Vec<Value>,
     limits: Limits,
 ) -> Result<Columns, EvalError> {
-    let run = |extra: Option<Value>| -> Result<(Value, Value, Stats), EvalError> {
+    reverse_on(d, args, &Engine::Eval(limits)).map_err(eval_error)
+}
+
+/// [`reverse`] on either engine.
+pub fn reverse_on(
+    d: &crate::pipeline::ReverseDerivative,
+    args: Vec<Value>,
+    engine: &Engine,
+) -> Result<Columns, RunError> {
+    let run = |extra: Option<Value>| -> Result<(Value, Value, Stats), RunError> {
         let mut a = args.clone();
         a.extend(extra);
-        let (r, s) = d.rev.run(a, limits, &mut |_, _| {})?;
+        let (r, s) = engine.run(&d.rev, a)?;
         match r {
             Value::Pair(p) => Ok((p.0.clone(), p.1.clone(), s)),
-            other => Err(EvalError::Internal {
+            other => Err(RunError::Eval(EvalError::Internal {
                 message: format!("reverse program returned {other}"),
                 span: d.rev.span,
-            }),
+            })),
         }
     };
     if !d.seeded {
@@ -286,7 +382,7 @@ pub fn reverse(
             stats,
         });
     }
-    let (value, mut stats) = d.base.run(args.clone(), limits, &mut |_, _| {})?;
+    let (value, mut stats) = engine.run(&d.base, args.clone())?;
     let mut outs = Vec::new();
     flatten(&value, &mut outs);
     let mut rows = Vec::new();

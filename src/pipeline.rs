@@ -495,6 +495,10 @@ pub struct OptOptions {
     pub rules_dir: Option<std::path::PathBuf>,
     pub limits: crate::opt::OptLimits,
     pub explain: bool,
+    /// Replay egg's explanation of every phase and verify each step against
+    /// the rules (`opt --check`, spec/rules-format.md §13); a step that
+    /// fails is an `opt-check-failed` error.
+    pub check: bool,
 }
 
 /// An optimised entry, with the optimiser's report.
@@ -516,7 +520,21 @@ pub fn optimise_entry(e: &Entry, opts: &OptOptions) -> Result<OptimisedEntry, Di
     let types: Vec<Type> = e.params.iter().map(|(_, t)| t.clone()).collect();
     let normal = crate::ad::normal_program(&e.program, &e.types, &e.name_in_program(), &types)
         .map_err(|err| Diagnostic::from(&err))?;
-    let report = crate::opt::optimise(&normal, &rules, opts.limits, opts.explain);
+    let report = crate::opt::optimise(&normal, &rules, opts.limits, opts.explain, opts.check);
+    if let Some(c) = &report.check
+        && !c.failures.is_empty()
+    {
+        return Err(Diagnostic {
+            code: "opt-check-failed",
+            message: format!(
+                "{} optimisation step(s) are not instances of the loaded rules:\n{}",
+                c.failures.len(),
+                c.failures.join("\n")
+            ),
+            span: Span::generated(),
+            notes: vec!["this is a bug in the optimiser or a rule; please report it".to_string()],
+        });
+    }
     // The optimiser's output is ordinary code: type-check it again, then
     // re-normalise, which binds repeated subterms to `let`s once per scope
     // (extraction produced a tree; this restores the sharing).

@@ -9,12 +9,14 @@
 //! compile time, and any large constant orders programs by their
 //! asymptotic cost.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use egg::{CostFunction, Extractor, Id, Language, RecExpr, Runner, StopReason};
+use egg::{CostFunction, Extractor, Id, Language, RecExpr, Runner, StopReason, TreeTerm};
 
 use super::analysis::{FsmAnalysis, Graph};
+use super::check::{CheckReport, check_chain};
 use super::lang::Fsm;
 use super::rules::{RuleDef, rewrite};
 
@@ -83,6 +85,32 @@ impl CostFunction<Fsm> for LoopCost {
     }
 }
 
+/// The most term nodes a flat explanation may hold (all its steps' terms).
+const MAX_FLAT_EXPLANATION: u64 = 5_000_000;
+
+/// The number of rewrite steps of an explanation once flattened (shared
+/// sub-proofs counted once per use), saturating.
+fn flat_steps(proof: &[Rc<TreeTerm<Fsm>>], memo: &mut HashMap<*const TreeTerm<Fsm>, u64>) -> u64 {
+    let mut n: u64 = 0;
+    for t in proof {
+        let key = Rc::as_ptr(t);
+        let k = match memo.get(&key) {
+            Some(k) => *k,
+            None => {
+                let own = u64::from(t.forward_rule.is_some() || t.backward_rule.is_some());
+                let k = t
+                    .child_proofs
+                    .iter()
+                    .fold(own, |acc, c| acc.saturating_add(flat_steps(c, memo)));
+                memo.insert(key, k);
+                k
+            }
+        };
+        n = n.saturating_add(k);
+    }
+    n
+}
+
 /// One phase: saturate `expr` with `rules` and extract the best term.
 pub fn run_phase(
     phase: &'static str,
@@ -91,11 +119,12 @@ pub fn run_phase(
     rules: &[&RuleDef],
     limits: OptLimits,
     explain: bool,
-) -> (RecExpr<Fsm>, PhaseStats, Vec<String>) {
+    check: bool,
+) -> (RecExpr<Fsm>, PhaseStats, Vec<String>, CheckReport) {
     let start = Instant::now();
     let rewrites: Vec<_> = rules.iter().map(|r| rewrite(r)).collect();
     let mut egraph = Graph::new(FsmAnalysis::default());
-    if explain {
+    if explain || check {
         egraph = egraph.with_explanations_enabled();
     }
     let root = egraph.add_expr(expr);
@@ -130,9 +159,30 @@ pub fn run_phase(
         None => "not run".to_string(),
     };
     let mut steps = Vec::new();
-    if explain && cost_after < cost_before {
+    let mut checked = CheckReport::default();
+    if (explain && cost_after < cost_before) || (check && best != *expr) {
         let mut ex = runner.explain_equivalence(expr, &best);
-        steps = ex.get_flat_strings();
+        // The flat form copies the whole term once per step, and shared
+        // sub-proofs are copied once per use: bound it before making it.
+        let n = flat_steps(&ex.explanation_trees, &mut HashMap::new());
+        let size = n.saturating_mul((expr.as_ref().len() + best.as_ref().len()) as u64);
+        if size > MAX_FLAT_EXPLANATION {
+            let why = format!(
+                "phase {phase}: explanation of {n} steps over terms of {} nodes is too large to replay",
+                expr.as_ref().len()
+            );
+            if explain && cost_after < cost_before {
+                steps = vec![format!("({why})")];
+            }
+            checked.skipped.push(why);
+        } else {
+            if explain && cost_after < cost_before {
+                steps = ex.get_flat_strings();
+            }
+            if check {
+                checked = check_chain(ex.make_flat_explanation(), rules);
+            }
+        }
     }
     let stats = PhaseStats {
         phase,
@@ -145,7 +195,7 @@ pub fn run_phase(
         cost_before,
         cost_after,
     };
-    (best, stats, steps)
+    (best, stats, steps, checked)
 }
 
 /// The subterm rooted at `id` as its own RecExpr.

@@ -11,6 +11,7 @@
 //! definition, see `ad::normal_program`) and returns it optimised.
 
 pub mod analysis;
+pub mod check;
 pub mod convert;
 pub mod engine;
 mod inline;
@@ -40,6 +41,8 @@ pub struct Optimised {
     pub phases: Vec<PhaseStats>,
     /// The rewrite steps, per phase, as egg's flat explanation lines.
     pub explanation: Vec<(String, Vec<String>)>,
+    /// With `check`: every step of every phase replayed against the rules.
+    pub check: Option<check::CheckReport>,
 }
 
 /// The largest term a phase saturates.
@@ -87,7 +90,13 @@ fn unbound(
 
 /// Optimises the single definition of `prog` (a function of its leading
 /// lambdas' parameters) with `rules`, phase by phase.
-pub fn optimise(prog: &Program, rules: &[RuleDef], limits: OptLimits, explain: bool) -> Optimised {
+pub fn optimise(
+    prog: &Program,
+    rules: &[RuleDef],
+    limits: OptLimits,
+    explain: bool,
+    check: bool,
+) -> Optimised {
     let def = prog.defs.last().expect("one definition").clone();
     let mut params = Vec::new();
     let mut body = def.body;
@@ -112,6 +121,7 @@ pub fn optimise(prog: &Program, rules: &[RuleDef], limits: OptLimits, explain: b
     bounds.sort_by_key(|(s, _)| s.to_string());
     let mut phases = Vec::new();
     let mut explanation = Vec::new();
+    let mut report = check::CheckReport::default();
     // Fig. 9 runs the sequence of phases twice: once focused on the
     // differentiated code, once on the whole program.
     for phase in engine::PHASES.iter().chain(engine::PHASES) {
@@ -137,8 +147,16 @@ pub fn optimise(prog: &Program, rules: &[RuleDef], limits: OptLimits, explain: b
                 ps.is_empty() || ps.contains(phase)
             })
             .collect();
-        let (best, mut stats, steps) =
-            engine::run_phase(phase, &expr, &bounds, &group, limits, explain);
+        let (best, mut stats, steps, mut checked) =
+            engine::run_phase(phase, &expr, &bounds, &group, limits, explain, check);
+        for f in checked
+            .failures
+            .iter_mut()
+            .chain(&mut checked.backward_refines)
+        {
+            *f = format!("phase {phase}: {f}");
+        }
+        report.add(checked);
         // Loop sizes are re-recorded on the new term. A result that mentions
         // a variable out of its scope is rejected, keeping the phase's input
         // (a defence in depth: the conditions should make it impossible).
@@ -185,5 +203,6 @@ pub fn optimise(prog: &Program, rules: &[RuleDef], limits: OptLimits, explain: b
         program: out,
         phases,
         explanation,
+        check: check.then_some(report),
     }
 }

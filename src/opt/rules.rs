@@ -15,7 +15,10 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use egg::{Applier, Id, Pattern, PatternAst, Rewrite, SearchMatches, Searcher, Subst, Symbol, Var};
+use egg::{
+    Applier, ENodeOrVar, Id, Pattern, PatternAst, Rewrite, SearchMatches, Searcher, Subst, Symbol,
+    Var,
+};
 use thiserror::Error;
 
 use super::analysis::{FsmAnalysis, Graph, symbol_of, var_symbol};
@@ -623,11 +626,39 @@ impl Applier<Fsm, FsmAnalysis> for RuleApplier {
         if !ok {
             return Vec::new();
         }
-        self.rhs
-            .apply_one(egraph, eclass, &s, searcher_ast, rule_name)
+        if !self.conds.iter().any(|c| matches!(c, Cond::Fresh(_))) {
+            return self
+                .rhs
+                .apply_one(egraph, eclass, &s, searcher_ast, rule_name);
+        }
+        // A `fresh` variable is not bound by the left side, so egg could
+        // not replay this step in an explanation: apply a right side with
+        // the fresh symbols written in.
+        let ast: Vec<ENodeOrVar<Fsm>> = self
+            .rhs
+            .ast
+            .as_ref()
+            .iter()
+            .map(|n| match n {
+                ENodeOrVar::Var(v) if self.conds.contains(&Cond::Fresh(*v)) => {
+                    match symbol_of(egraph, s[*v]) {
+                        Some(sym) => ENodeOrVar::ENode(Fsm::Symbol(sym)),
+                        None => n.clone(),
+                    }
+                }
+                other => other.clone(),
+            })
+            .collect();
+        Pattern::new(PatternAst::from(ast)).apply_one(egraph, eclass, &s, searcher_ast, rule_name)
     }
 
+    /// None for a rule with a `fresh` variable: its right pattern alone
+    /// does not determine the step (egg's own explanation check would find
+    /// the variable unbound); each application writes the symbol in.
     fn get_pattern_ast(&self) -> Option<&PatternAst<Fsm>> {
+        if self.conds.iter().any(|c| matches!(c, Cond::Fresh(_))) {
+            return None;
+        }
         <Pattern<Fsm> as Applier<Fsm, FsmAnalysis>>::get_pattern_ast(&self.rhs)
     }
 

@@ -24,10 +24,22 @@ pub fn run_text(src: &str, entry: &str, input: Option<&str>) -> String {
     }
 }
 
-/// Runs the `fsmooth` binary with `args`.
+/// Optimiser options for tests: `opt --check` is on, so every optimised
+/// program in the suite has each rewrite step verified against the rules
+/// (an unverifiable step is an `opt-check-failed` error).
+pub fn checked() -> pipeline::OptOptions {
+    pipeline::OptOptions {
+        check: true,
+        ..Default::default()
+    }
+}
+
+/// Runs the `fsmooth` binary with `args`, with `opt --check` on for every
+/// optimisation it performs (`FSMOOTH_OPT_CHECK=1`).
 pub fn cli(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_fsmooth"))
         .args(args)
+        .env("FSMOOTH_OPT_CHECK", "1")
         .output()
         .expect("fsmooth binary runs")
 }

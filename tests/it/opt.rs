@@ -4,10 +4,11 @@
 //! effect measured in operations.
 
 use fsmooth::eval::{Limits, Value};
-use fsmooth::pipeline::{self, OptOptions};
+use fsmooth::pipeline;
+
 use fsmooth::syntax::print_program;
 
-use crate::common::{cli, temp_file};
+use crate::common::{checked, cli, temp_file};
 
 /// Generated names (`p'n1`, `i'n45`, `s'f33`, ...) renamed in order of
 /// appearance, so expected programs do not depend on numbering.
@@ -51,7 +52,7 @@ fn canon(text: &str) -> String {
 fn optimised(src: &str, entry: &str) -> (pipeline::Entry, pipeline::OptimisedEntry) {
     let loaded = pipeline::load(src).expect("loads");
     let e = pipeline::entry(&loaded, entry).expect("entry");
-    let o = pipeline::optimise_entry(&e, &OptOptions::default()).expect("optimises");
+    let o = pipeline::optimise_entry(&e, &checked()).expect("optimises");
     (e, o)
 }
 
@@ -301,7 +302,18 @@ fn substitution_under_binders_avoids_capture() {
     let subst: Vec<_> = rules.iter().filter(|r| r.family == "subst").collect();
     let run = |src: &str| {
         let e: egg::RecExpr<fsmooth::opt::lang::Fsm> = src.parse().expect("parses");
-        let (best, _, _) = run_phase("simplify", &e, &[], &subst, OptLimits::default(), false);
+        let (best, _, _, check) = run_phase(
+            "simplify",
+            &e,
+            &[],
+            &subst,
+            OptLimits::default(),
+            false,
+            true,
+        );
+        // opt --check: every step is an instance of a subst rule.
+        assert!(check.failures.is_empty(), "{:?}", check.failures);
+        assert!(best.to_string() == src || check.verified > 0);
         best.to_string()
     };
     // A clash: the `y` of the bound value must not be captured.
@@ -359,4 +371,121 @@ fn optimisation_preserves_every_example() {
         checked += 1;
     }
     assert!(checked >= 4, "only {checked} examples");
+}
+
+/// A flat explanation term from an s-expression, with `rule` (forward or
+/// backward) on the node at `path` (child indices from the root).
+fn flat(src: &str, mark: Option<(&[usize], &str, bool)>) -> egg::FlatTerm<fsmooth::opt::lang::Fsm> {
+    use egg::{FlatTerm, Language};
+    fn go(
+        e: &egg::RecExpr<fsmooth::opt::lang::Fsm>,
+        id: egg::Id,
+        path: &mut Vec<usize>,
+        mark: Option<(&[usize], &str, bool)>,
+    ) -> FlatTerm<fsmooth::opt::lang::Fsm> {
+        let node = e[id].clone();
+        let children = node
+            .children()
+            .iter()
+            .enumerate()
+            .map(|(k, c)| {
+                path.push(k);
+                let t = go(e, *c, path, mark);
+                path.pop();
+                t
+            })
+            .collect();
+        let mut t = FlatTerm::new(node, children);
+        if let Some((p, rule, forward)) = mark
+            && p == path.as_slice()
+        {
+            if forward {
+                t.forward_rule = Some(rule.into());
+            } else {
+                t.backward_rule = Some(rule.into());
+            }
+        }
+        t
+    }
+    let e: egg::RecExpr<fsmooth::opt::lang::Fsm> = src.parse().expect("parses");
+    let root = egg::Id::from(e.as_ref().len() - 1);
+    go(&e, root, &mut Vec::new(), mark)
+}
+
+/// `opt --check` (fsmooth::opt::check): a step is accepted only when it is
+/// an instance of the named rule with its conditions holding.
+#[test]
+fn opt_check_rejects_steps_that_are_not_rule_instances() {
+    use fsmooth::opt::check::check_chain;
+    let rules = fsmooth::opt::load(None).expect("rules");
+    let all: Vec<_> = rules.iter().collect();
+    let start = "(* (+ (var x) 0.0) 2.0)";
+    let chain = |to: &str, rule: &str, forward: bool| {
+        check_chain(
+            &[flat(start, None), flat(to, Some((&[0], rule, forward)))],
+            &all,
+        )
+    };
+    // A real add-zero step.
+    let ok = chain("(* (var x) 2.0)", "add-zero", true);
+    assert_eq!(
+        (ok.verified, ok.failures.len()),
+        (1, 0),
+        "{:?}",
+        ok.failures
+    );
+    // The right rule name, the wrong result.
+    let wrong = chain("(* (var y) 2.0)", "add-zero", true);
+    assert!(
+        wrong.failures[0].contains("not the rule's right side"),
+        "{:?}",
+        wrong.failures
+    );
+    // A rule whose left side does not match there.
+    let nomatch = chain("(* (var x) 2.0)", "mul-one", true);
+    assert!(
+        nomatch.failures[0].contains("does not match"),
+        "{:?}",
+        nomatch.failures
+    );
+    // A name that is not a loaded rule.
+    let unknown = chain("(* (var x) 2.0)", "no-such-rule", true);
+    assert!(unknown.failures[0].contains("not a rule of the loaded set"));
+    // Matching, but a side condition fails: let-dead needs `x` not free.
+    let dead = check_chain(
+        &[
+            flat("(let x 1.0 (var x))", None),
+            flat("(var x)", Some((&[], "let-dead", true))),
+        ],
+        &all,
+    );
+    assert!(
+        dead.failures[0].contains("side conditions do not hold"),
+        "{:?}",
+        dead.failures
+    );
+    // A `refines` rule used right to left is verified but listed apart.
+    let back = check_chain(
+        &[
+            flat("(var z)", None),
+            flat("(let x 1.0 (var z))", Some((&[], "let-dead", false))),
+        ],
+        &all,
+    );
+    assert_eq!((back.verified, back.backward_refines.len()), (1, 1));
+}
+
+#[test]
+fn opt_check_cli_verifies_every_step() {
+    let p = crate::common::root().join("examples/dot.fsm");
+    let o = cli(&["opt", p.to_str().unwrap(), "--check"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let n: usize = err
+        .split("// check: ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("a check summary");
+    assert!(n > 0, "{err}");
 }

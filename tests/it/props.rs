@@ -144,8 +144,8 @@ fn optimisation_refines_random_programs() {
         };
         let loaded = pipeline::load(src).map_err(|d| fail("load", d))?;
         let e = pipeline::entry(&loaded, "main").map_err(|d| fail("entry", d))?;
-        let o = pipeline::optimise_entry(&e, &pipeline::OptOptions::default())
-            .map_err(|d| fail("opt", d))?;
+        let o =
+            pipeline::optimise_entry(&e, &crate::common::checked()).map_err(|d| fail("opt", d))?;
         let printed = print_program(&o.entry.program);
         let mut compared = 0usize;
         for x in fsmooth::difftest::POINTS {
@@ -304,7 +304,7 @@ fn optimised_forward_derivatives_agree() {
         };
         let fwd = pipeline::derivative(src, "main", "p").map_err(|d| fail("fwd", d))?;
         let t = pipeline::tangent_derivative(src, "main", "p").map_err(|d| fail("tangent", d))?;
-        let o = pipeline::optimise_entry(&t.wrapper, &pipeline::OptOptions::default())
+        let o = pipeline::optimise_entry(&t.wrapper, &crate::common::checked())
             .map_err(|d| fail("opt", d))?;
         let printed = print_program(&o.entry.program);
         let opt = pipeline::Derivative {

@@ -173,6 +173,16 @@ enum AdbenchCmd {
     },
 }
 
+/// What runs the program.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+enum EngineKind {
+    /// The reference evaluator (the semantics; has fuel, --trace, --stats).
+    #[default]
+    Eval,
+    /// Native code through Cranelift (JIT): same results and ⊥ codes.
+    Native,
+}
+
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
     /// Forward mode: D[[·]] of seed 001, one pass per input element.
@@ -211,6 +221,9 @@ struct DerivArgs {
     /// Maximum number of evaluator steps (per run).
     #[arg(long, default_value_t = Limits::default().fuel)]
     fuel: u64,
+    /// What runs the derivative programs (`native`: modes fwd, fwd-opt, rev).
+    #[arg(long, value_enum, default_value_t)]
+    engine: EngineKind,
 }
 
 #[derive(Args, Debug)]
@@ -234,6 +247,10 @@ struct RunArgs {
     /// Maximum number of evaluator steps.
     #[arg(long, default_value_t = Limits::default().fuel)]
     fuel: u64,
+    /// What runs the program. `native` compiles it with Cranelift first
+    /// (--stats then reports compile and run times).
+    #[arg(long, value_enum, default_value_t, conflicts_with = "trace")]
+    engine: EngineKind,
 }
 
 /// Source texts for rendering spans.
@@ -835,15 +852,28 @@ fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
     let values = d.base.read_input(input.as_deref()).map_err(fail)?;
     let like = values[d.wrt].clone();
     let limits = Limits { fuel: args.fuel };
+    let engine = match args.engine {
+        EngineKind::Eval => crate::gradient::Engine::Eval(limits),
+        EngineKind::Native => crate::gradient::Engine::native(),
+    };
+    if args.engine == EngineKind::Native && matches!(args.mode, Mode::Fd | Mode::Tape) {
+        return Err(Failure(format!(
+            "error[usage]: --engine native runs the derivative programs of modes fwd, fwd-opt and rev; `{}` is an interpreter on the evaluator\n",
+            if args.mode == Mode::Fd { "fd" } else { "tape" }
+        )));
+    }
     let start = Instant::now();
+    let run_fail = |e: crate::gradient::RunError| fail(Diagnostic::from(&e));
     let cols = match args.mode {
-        Mode::Fwd => crate::gradient::forward(&d, values, limits),
-        Mode::Fd => crate::gradient::finite_differences(&d.base, d.wrt, values, limits),
-        Mode::Tape => crate::gradient::tape(&d.base, d.wrt, values, limits),
+        Mode::Fwd => crate::gradient::forward_on(&d, values, &engine).map_err(run_fail)?,
+        Mode::Fd => crate::gradient::finite_differences(&d.base, d.wrt, values, limits)
+            .map_err(|e| fail(Diagnostic::from(&e)))?,
+        Mode::Tape => crate::gradient::tape(&d.base, d.wrt, values, limits)
+            .map_err(|e| fail(Diagnostic::from(&e)))?,
         Mode::Rev => {
             let r = pipeline::reverse_derivative(&files.main_src, &args.entry, &args.wrt)
                 .map_err(fail)?;
-            crate::gradient::reverse(&r, values, limits)
+            crate::gradient::reverse_on(&r, values, &engine).map_err(run_fail)?
         }
         Mode::FwdOpt => {
             let t = pipeline::tangent_derivative(&files.main_src, &args.entry, &args.wrt)
@@ -853,10 +883,9 @@ fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
                 wrapper: o.entry,
                 ..t
             };
-            crate::gradient::forward(&d, values, limits)
+            crate::gradient::forward_on(&d, values, &engine).map_err(run_fail)?
         }
-    }
-    .map_err(|e| fail(Diagnostic::from(&e)))?;
+    };
     let elapsed = start.elapsed();
     if jacobian {
         println!(
@@ -884,6 +913,9 @@ fn run_cmd(args: RunArgs) -> Result<(), Failure> {
     let loaded = pipeline::load(&files.main_src).map_err(fail)?;
     let entry = pipeline::entry(&loaded, &args.entry).map_err(fail)?;
     let values = entry.read_input(input.as_deref()).map_err(fail)?;
+    if args.engine == EngineKind::Native {
+        return run_native(&entry, values, args.stats).map_err(|e| fail(Diagnostic::from(&e)));
+    }
     let limits = Limits { fuel: args.fuel };
     let start = Instant::now();
     let result = if args.trace {
@@ -912,6 +944,28 @@ fn run_cmd(args: RunArgs) -> Result<(), Failure> {
         }
         Err(e) => Err(fail(Diagnostic::from(&e))),
     }
+}
+
+/// `run --engine native`: compile, call, print; with --stats, the compile
+/// and run times as one JSON line on stderr.
+fn run_native(
+    entry: &pipeline::Entry,
+    values: Vec<crate::eval::Value>,
+    stats: bool,
+) -> Result<(), crate::codegen::CodegenError> {
+    let native = crate::codegen::Native::compile(entry)?;
+    let start = Instant::now();
+    let v = native.call(&values)?;
+    let run = start.elapsed();
+    println!("{v}");
+    if stats {
+        eprintln!(
+            "{{\"engine\": \"native\", \"compile_ms\": {:.3}, \"run_ms\": {:.3}}}",
+            native.compile_time().as_secs_f64() * 1e3,
+            run.as_secs_f64() * 1e3
+        );
+    }
+    Ok(())
 }
 
 fn one_line(s: &str, max: usize) -> String {

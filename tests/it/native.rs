@@ -833,3 +833,67 @@ fn native_unsupported_bad_arguments_and_memory_limits_are_errors() {
     }
     assert!(n.call(&[Value::Index(1000)]).is_ok());
 }
+
+/// `run --engine native` and `grad --engine native` print what the
+/// evaluator prints, in every mode that runs a derivative program.
+#[test]
+fn native_engine_from_the_command_line_matches_the_evaluator() {
+    let dot = common::root().join("examples/dot.fsm");
+    let dot = dot.to_str().unwrap();
+    let out = |args: &[&str]| {
+        let o = common::cli(args);
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    assert_eq!(
+        out(&["run", dot, "--engine", "native"]),
+        out(&["run", dot, "--engine", "eval"])
+    );
+    let input = r#"{"u": [1.5, -2, 3], "v": [4, 0.25, -6]}"#;
+    for mode in ["fwd", "fwd-opt", "rev"] {
+        let grad = |engine: &str| {
+            out(&[
+                "grad", dot, "--entry", "dot", "--wrt", "u", "--mode", mode, "--engine", engine,
+                "--input", input,
+            ])
+        };
+        assert_eq!(grad("native"), grad("eval"), "mode {mode}");
+    }
+}
+
+#[test]
+fn native_engine_errors_from_the_command_line() {
+    let p = common::temp_file("oob.fsm", "let main = fun (v: Vector) -> v[5]\n");
+    let o = common::cli(&[
+        "run",
+        p.to_str().unwrap(),
+        "--engine",
+        "native",
+        "--input",
+        "[1, 2]",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("error[index-out-of-bounds]"));
+    // The tape and finite differences are interpreters: no native leg.
+    let dot = common::root().join("examples/dot.fsm");
+    let o = common::cli(&[
+        "grad",
+        dot.to_str().unwrap(),
+        "--entry",
+        "dot",
+        "--wrt",
+        "u",
+        "--mode",
+        "tape",
+        "--engine",
+        "native",
+        "--input",
+        "[[1], [2]]",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--engine native"));
+}

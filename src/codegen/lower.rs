@@ -632,10 +632,10 @@ impl Lower<'_, '_> {
             Prim::Cos => self.call1("fsmooth_cos", &[x])?,
             Prim::Exp => self.call1("fsmooth_exp", &[x])?,
             Prim::Tan => {
-                // Defined where cos x ≠ 0 (a NaN cosine passes, as in the
-                // evaluator).
+                // Dom(tan): x finite and cos x ≠ 0 (spec/semantics.md §4);
+                // cos x is NaN exactly when x is not finite.
                 let c = self.call1("fsmooth_cos", &[x])?;
-                let bad = self.b.ins().fcmp(FloatCC::Equal, c, zero);
+                let bad = self.b.ins().fcmp(FloatCC::UnorderedOrEqual, c, zero);
                 domain(self, bad, rt::DOMAIN_TAN);
                 self.call1("fsmooth_tan", &[x])?
             }

@@ -745,7 +745,8 @@ pub fn scalar(op: Prim, vals: &[Value], span: Span) -> Result<(Value, &'static s
                 Prim::Sin => x.sin(),
                 Prim::Cos => x.cos(),
                 Prim::Tan => {
-                    dom(x.cos() != 0.0)?;
+                    // Dom(tan): x finite and cos x ≠ 0 (spec §4).
+                    dom(x.is_finite() && x.cos() != 0.0)?;
                     x.tan()
                 }
                 Prim::Log => {

@@ -330,6 +330,17 @@ fn native_bottoms_have_the_evaluators_codes() {
     let d = |x: f64| Value::Double(x);
     let i = Value::Index;
     let cases: Vec<(&str, Vec<Value>, &str)> = vec![
+        // Dom(tan): x finite and cos x ≠ 0 (spec/semantics.md §4).
+        (
+            "fun (x: Double) -> tan x",
+            vec![d(f64::INFINITY)],
+            "domain-error",
+        ),
+        (
+            "fun (x: Double) -> tan x",
+            vec![d(f64::NAN)],
+            "domain-error",
+        ),
         (
             "fun (x: Double) (y: Double) -> x / y",
             vec![d(1.0), d(0.0)],
@@ -463,7 +474,6 @@ fn native_bottoms_have_the_evaluators_codes() {
         ("fun (x: Index) (y: Index) -> x ** y", vec![i(3), i(39)]),
         ("fun (x: Index) (y: Index) -> x / y", vec![i(-7), i(2)]),
         ("fun (x: Double) -> sqrt x", vec![d(-0.0)]),
-        ("fun (x: Double) -> tan x", vec![d(f64::INFINITY)]),
         (
             "fun (x: Double) (y: Double) -> (x < y, x <> y, x = y, x >= y)",
             vec![d(f64::NAN), d(1.0)],

@@ -5,7 +5,7 @@
 //! option.
 //!
 //! Generated programs are closed (`let main = e`), use every construct of
-//! the core language and a few prelude functions, keep array sizes and
+//! the core language (nested `deriv` included) and a few prelude functions, keep array sizes and
 //! loop counts small (literals 0–3 or `length` of an array), and never
 //! apply `-` to a literal (the parser folds that into a literal, which would
 //! break the printer round trip). They may evaluate to ⊥ (out-of-bounds
@@ -157,6 +157,26 @@ impl Gen<'_> {
         Some(self.add(Expr::Var(found[i].clone())))
     }
 
+    /// `snd (deriv e x)` (or `fst`) for a Double variable `x` in scope: a
+    /// derivative inside the program, so differentiating the program nests
+    /// AD (T-Deriv; the tests' perturbation-confusion cases at random).
+    fn nested_deriv(&mut self, d: u32, scope: &mut Scope) -> ExprId {
+        let Some(x) = self.var_of(GenType::Double, scope) else {
+            return self.leaf(GenType::Double, scope);
+        };
+        let Expr::Var(wrt) = self.prog.expr(x).clone() else {
+            return x;
+        };
+        let body = self.expr(GenType::Double, d, scope);
+        let dual = self.add(Expr::Deriv { body, wrt });
+        let op = if self.pick(4) == 0 {
+            Prim::Fst
+        } else {
+            Prim::Snd
+        };
+        self.prim(op, vec![dual])
+    }
+
     fn small_index(&mut self) -> ExprId {
         let n = self.pick(4) as i64;
         self.add(Expr::Lit(Lit::Int(n)))
@@ -269,7 +289,7 @@ impl Gen<'_> {
             _ => {}
         }
         match ty {
-            GenType::Double => match self.pick(12) {
+            GenType::Double => match self.pick(13) {
                 0..=3 => {
                     let op = [Prim::Add, Prim::Sub, Prim::Mul, Prim::Div][self.pick(4) as usize];
                     let a = self.expr(GenType::Double, d, scope);
@@ -344,11 +364,12 @@ impl Gen<'_> {
                     let v = self.expr(GenType::Vector, d, scope);
                     self.app(f, &[v])
                 }
-                _ => {
+                11 => {
                     let a = self.expr(GenType::Double, d, scope);
                     let b = self.expr(GenType::Double, d, scope);
                     self.prim(Prim::Pow, vec![a, b])
                 }
+                _ => self.nested_deriv(d, scope),
             },
             GenType::Index => match self.pick(3) {
                 0 => {

@@ -426,3 +426,24 @@ fn difftest_shrinks_to_a_minimal_program() {
     }
     assert_eq!(found, 3, "too few large programs applying sin");
 }
+
+/// The generator reaches nested AD: some random programs differentiate
+/// inside themselves (`deriv` in the program that every AD mode then
+/// differentiates again), and the campaign check passes on them.
+#[test]
+fn generated_programs_nest_deriv() {
+    let mut rng = 42u64;
+    let mut nested = 0;
+    for _ in 0..400 {
+        let cs: Vec<u32> = (0..200)
+            .map(|_| (fsmooth::difftest::next(&mut rng) >> 33) as u32)
+            .collect();
+        let src = fsmooth::difftest::source(&cs, 4);
+        if src.contains("deriv ") {
+            nested += 1;
+            fsmooth::difftest::check_scalar(&src, fsmooth::eval::Limits { fuel: 200_000 })
+                .unwrap_or_else(|e| panic!("{e}\n{src}"));
+        }
+    }
+    assert!(nested >= 10, "only {nested} of 400 programs nest deriv");
+}

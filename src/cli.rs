@@ -170,6 +170,15 @@ enum AdbenchCmd {
         stats: bool,
         #[arg(long, default_value_t = Limits::default().fuel)]
         fuel: u64,
+        /// What runs the objective and the derivative program (`native`:
+        /// modes fwd, fwd-opt, rev).
+        #[arg(long, value_enum, default_value_t)]
+        engine: EngineKind,
+        /// Time N runs of the objective and of the gradient (after one
+        /// warm-up run, which compiles native code) and add
+        /// `"timings": {…}` with the minimum times and their ratio J/F.
+        #[arg(long)]
+        repeat: Option<u32>,
     },
 }
 
@@ -500,7 +509,17 @@ fn run(cli: Cli) -> Result<(), Failure> {
             replicate_point,
             stats,
             fuel,
-        }) => gmm_cmd(&file, mode, replicate_point, stats, Limits { fuel }),
+            engine,
+            repeat,
+        }) => gmm_cmd(
+            &file,
+            mode,
+            replicate_point,
+            stats,
+            Limits { fuel },
+            engine,
+            repeat,
+        ),
         Command::Jacobian(args) => deriv_cmd(args, true),
         Command::Ad {
             file,
@@ -559,8 +578,11 @@ fn gmm_cmd(
     replicate: bool,
     stats: bool,
     limits: Limits,
+    engine_kind: EngineKind,
+    repeat: Option<u32>,
 ) -> Result<(), Failure> {
     use crate::adbench::gmm;
+    use crate::gradient::{Engine, RunError};
     let text = read(file)?;
     let input = if replicate {
         gmm::read_gmm_replicated(&text)
@@ -576,31 +598,87 @@ fn gmm_cmd(
     })?;
     let src = gmm::GMM_SOURCE;
     let fail = |d: Diagnostic| Failure(render_diagnostic(&d, "examples/adbench/gmm.fsm", src));
+    let run_fail = |e: RunError| fail(Diagnostic::from(&e));
+    if engine_kind == EngineKind::Native && matches!(mode, Mode::Fd | Mode::Tape) {
+        return Err(Failure(
+            "error[usage]: --engine native runs the derivative programs of modes fwd, fwd-opt and rev\n"
+                .to_string(),
+        ));
+    }
+    let engine = match engine_kind {
+        EngineKind::Eval => Engine::Eval(limits),
+        EngineKind::Native => Engine::native(),
+    };
     let d = pipeline::derivative(src, "gmmObjectiveFlat", "theta").map_err(fail)?;
     let args = input.flat_args();
-    let start = Instant::now();
-    let cols = match mode {
-        Mode::Fwd => crate::gradient::forward(&d, args.clone(), limits),
+    // The derivative program of the mode, built once.
+    let fwd_opt = match mode {
         Mode::FwdOpt => {
             let t = pipeline::tangent_derivative(src, "gmmObjectiveFlat", "theta").map_err(fail)?;
             let o = pipeline::optimise_entry(&t.wrapper, &opt_options()).map_err(fail)?;
-            let d = pipeline::Derivative {
+            Some(pipeline::Derivative {
                 wrapper: o.entry,
                 ..t
-            };
-            crate::gradient::forward(&d, args.clone(), limits)
+            })
         }
-        Mode::Fd => crate::gradient::finite_differences(&d.base, 0, args.clone(), limits),
-        Mode::Tape => crate::gradient::tape(&d.base, 0, args.clone(), limits),
+        _ => None,
+    };
+    let rev = match mode {
         Mode::Rev => {
-            let r = pipeline::reverse_derivative(src, "gmmObjectiveFlat", "theta").map_err(fail)?;
-            crate::gradient::reverse(&r, args.clone(), limits)
+            Some(pipeline::reverse_derivative(src, "gmmObjectiveFlat", "theta").map_err(fail)?)
         }
-    }
-    .map_err(|e| fail(Diagnostic::from(&e)))?;
+        _ => None,
+    };
+    let gradient = || -> Result<crate::gradient::Columns, Failure> {
+        let eval_fail = |e: crate::eval::EvalError| fail(Diagnostic::from(&e));
+        Ok(match (mode, &fwd_opt, &rev) {
+            (Mode::FwdOpt, Some(f), _) => {
+                crate::gradient::forward_on(f, args.clone(), &engine).map_err(run_fail)?
+            }
+            (Mode::Rev, _, Some(r)) => {
+                crate::gradient::reverse_on(r, args.clone(), &engine).map_err(run_fail)?
+            }
+            (Mode::Fd, ..) => crate::gradient::finite_differences(&d.base, 0, args.clone(), limits)
+                .map_err(eval_fail)?,
+            (Mode::Tape, ..) => {
+                crate::gradient::tape(&d.base, 0, args.clone(), limits).map_err(eval_fail)?
+            }
+            _ => crate::gradient::forward_on(&d, args.clone(), &engine).map_err(run_fail)?,
+        })
+    };
+    let start = Instant::now();
+    let cols = gradient()?;
     let elapsed = start.elapsed();
+    let mut timings = String::new();
+    if let Some(n) = repeat {
+        let n = n.max(1);
+        let min_ms = |f: &mut dyn FnMut() -> Result<(), Failure>| -> Result<f64, Failure> {
+            let mut best = f64::INFINITY;
+            for _ in 0..n {
+                let t = Instant::now();
+                f()?;
+                best = best.min(t.elapsed().as_secs_f64() * 1e3);
+            }
+            Ok(best)
+        };
+        engine.run(&d.base, args.clone()).map_err(run_fail)?; // warm-up
+        let f_ms = min_ms(&mut || {
+            engine.run(&d.base, args.clone()).map_err(run_fail)?;
+            Ok(())
+        })?;
+        let j_ms = min_ms(&mut || gradient().map(|_| ()))?;
+        timings = format!(
+            ", \"timings\": {{\"engine\": \"{}\", \"repeat\": {n}, \"objective_ms\": {f_ms:.4}, \"gradient_ms\": {j_ms:.4}, \"ratio\": {:.3}}}",
+            if engine_kind == EngineKind::Native {
+                "native"
+            } else {
+                "eval"
+            },
+            j_ms / f_ms
+        );
+    }
     println!(
-        "{{\"objective\": {}, \"gradient\": {}}}",
+        "{{\"objective\": {}, \"gradient\": {}{timings}}}",
         cols.value,
         cols.gradient(&args[0])
     );

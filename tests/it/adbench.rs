@@ -369,3 +369,56 @@ fn gmm_golden_gradient_in_every_mode() {
         }
     }
 }
+
+/// `adbench gmm --engine native` reproduces the ADBench golden with the
+/// forward and reverse derivative programs, and `--repeat` adds timings.
+/// (fwd-opt on native code is tested on the dot product in
+/// `native::native_engine_from_the_command_line_matches_the_evaluator`;
+/// optimising GMM under `opt --check` takes minutes in a debug build.)
+#[test]
+fn gmm_golden_from_the_command_line_with_native_code() {
+    let golden: serde_json::Value =
+        serde_json::from_str(&adbench_file("goldens/gmm_test.json")).expect("golden json");
+    let want = golden["gradient"].as_array().expect("gradient").clone();
+    let file =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/adbench/data/gmm/test.txt");
+    for mode in ["fwd", "rev"] {
+        let o = crate::common::cli(&[
+            "adbench",
+            "gmm",
+            file.to_str().unwrap(),
+            "--mode",
+            mode,
+            "--engine",
+            "native",
+            "--repeat",
+            "2",
+        ]);
+        assert!(
+            o.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let out: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        let v = out["objective"].as_f64().unwrap();
+        assert!(fsmooth::numeric::rho(v, golden["objective"].as_f64().unwrap()) <= 1e-8);
+        fn numbers(j: &serde_json::Value, out: &mut Vec<f64>) {
+            match j {
+                serde_json::Value::Array(items) => items.iter().for_each(|x| numbers(x, out)),
+                other => out.push(other.as_f64().expect("a number")),
+            }
+        }
+        let mut got = Vec::new();
+        numbers(&out["gradient"], &mut got);
+        assert_eq!(got.len(), want.len(), "{mode}");
+        for (a, b) in got.iter().zip(&want) {
+            assert!(
+                fsmooth::numeric::rho(*a, b.as_f64().unwrap()) <= 1e-8,
+                "{mode}"
+            );
+        }
+        let t = &out["timings"];
+        assert_eq!(t["engine"], "native");
+        assert!(t["objective_ms"].as_f64().unwrap() > 0.0 && t["ratio"].as_f64().unwrap() > 0.0);
+    }
+}

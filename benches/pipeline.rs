@@ -8,7 +8,12 @@
 //!   (`fwd`, `fwd-opt`, `rev`, `tape`) at n = 10 / 100 / 1000 — forward
 //!   mode is quadratic, the others linear; this is the wall-clock side of
 //!   the operation counts `--stats` reports;
-//! - `opt`: equality saturation of the forward-mode dot gradient.
+//! - `opt`: equality saturation of the forward-mode dot gradient;
+//! - `native/dot`: the dot gradient as native code (`fwd-opt`, `rev`) at
+//!   n = 10³ … 10⁶, with the objective for J/F;
+//! - `native/gmm`: the GMM objective and its `rev` and `fwd` gradients as
+//!   native code (d = 2, K = 5, n = 1000: ADBench's `1k/gmm_d2_K5` shape),
+//!   and the time to compile the reverse program (parse → native code).
 //!
 //! Run with `cargo bench --bench pipeline`; `-- <filter>` picks a group.
 
@@ -17,6 +22,7 @@ use std::hint::black_box;
 use criterion::{BenchmarkId, Criterion, Throughput};
 use fsmooth::adbench::gmm::{GMM_SOURCE, read_gmm};
 use fsmooth::eval::{Limits, Value};
+use fsmooth::gradient::Engine;
 use fsmooth::pipeline::{self, OptOptions};
 
 const DOT: &str = "let f = fun (v1: Vector) (v2: Vector) -> vectorDot v1 v2";
@@ -130,6 +136,62 @@ fn optimise(c: &mut Criterion) {
     g.finish();
 }
 
+fn native_dot(c: &mut Criterion) {
+    let loaded = pipeline::load(DOT).expect("loads");
+    let base = pipeline::entry(&loaded, "f").expect("entry");
+    let rev = pipeline::reverse_derivative(DOT, "f", "v1").expect("rev");
+    let t = pipeline::tangent_derivative(DOT, "f", "v1").expect("tangent");
+    let opt = pipeline::optimise_entry(&t.wrapper, &OptOptions::default()).expect("optimises");
+    let fwd_opt = pipeline::Derivative {
+        wrapper: opt.entry,
+        ..t
+    };
+    let engine = Engine::native();
+    let mut g = c.benchmark_group("native/dot");
+    g.sample_size(10);
+    for n in [1_000, 10_000, 100_000, 1_000_000] {
+        let args = vec![vector(n, 1), vector(n, 2)];
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_with_input(BenchmarkId::new("objective", n), &args, |b, a| {
+            b.iter(|| engine.run(&base, a.clone()).expect("objective"))
+        });
+        g.bench_with_input(BenchmarkId::new("fwd-opt", n), &args, |b, a| {
+            b.iter(|| fsmooth::gradient::forward_on(&fwd_opt, a.clone(), &engine).expect("fwd-opt"))
+        });
+        g.bench_with_input(BenchmarkId::new("rev", n), &args, |b, a| {
+            b.iter(|| fsmooth::gradient::reverse_on(&rev, a.clone(), &engine).expect("rev"))
+        });
+    }
+    g.finish();
+}
+
+fn native_gmm(c: &mut Criterion) {
+    let input = read_gmm(&gmm_text(2, 5, 1000)).expect("generated input reads");
+    let args = input.flat_args();
+    let fwd = pipeline::derivative(GMM_SOURCE, "gmmObjectiveFlat", "theta").expect("fwd");
+    let rev = pipeline::reverse_derivative(GMM_SOURCE, "gmmObjectiveFlat", "theta").expect("rev");
+    let engine = Engine::native();
+    let mut g = c.benchmark_group("native/gmm");
+    g.sample_size(10);
+    g.bench_function("objective", |b| {
+        b.iter(|| engine.run(&fwd.base, args.clone()).expect("objective"))
+    });
+    g.bench_function("rev", |b| {
+        b.iter(|| fsmooth::gradient::reverse_on(&rev, args.clone(), &engine).expect("rev"))
+    });
+    g.bench_function("fwd", |b| {
+        b.iter(|| fsmooth::gradient::forward_on(&fwd, args.clone(), &engine).expect("fwd"))
+    });
+    g.bench_function("compile-rev", |b| {
+        b.iter(|| {
+            let r =
+                pipeline::reverse_derivative(GMM_SOURCE, "gmmObjectiveFlat", "theta").expect("rev");
+            fsmooth::codegen::Native::compile(&r.rev).expect("compiles")
+        })
+    });
+    g.finish();
+}
+
 fn main() {
     // The evaluator and the transformations recurse on the program's
     // nesting; give them the binary's stack.
@@ -141,6 +203,8 @@ fn main() {
             eval_gmm(&mut c);
             gradient_dot(&mut c);
             optimise(&mut c);
+            native_dot(&mut c);
+            native_gmm(&mut c);
             c.final_summary();
         })
         .expect("benchmark thread starts");

@@ -96,6 +96,9 @@ enum Command {
         /// Evaluator fuel per run.
         #[arg(long, default_value_t = 200_000)]
         fuel: u64,
+        /// Which property of the differential tests to check.
+        #[arg(long, value_enum, default_value_t = PropertyArg::Ad)]
+        property: PropertyArg,
     },
     /// The rewrite-rule set: listing and per-rule soundness checking.
     #[command(subcommand)]
@@ -180,6 +183,19 @@ enum AdbenchCmd {
         #[arg(long)]
         repeat: Option<u32>,
     },
+}
+
+/// A property of the differential tests (issue 6).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum PropertyArg {
+    /// fwd = rev = tape = finite differences.
+    Ad,
+    /// optimised forward mode = forward mode.
+    FwdOpt,
+    /// eval(opt p) refines eval(p).
+    Opt,
+    /// the dot-product test <J u, w> = <u, J^T w> on Vector -> Vector.
+    Dot,
 }
 
 /// What runs the program.
@@ -463,12 +479,19 @@ fn run(cli: Cli) -> Result<(), Failure> {
             max_size,
             save,
             fuel,
+            property,
         } => difftest_cmd(
             crate::difftest::Campaign {
                 cases,
                 seed,
                 max_size,
                 limits: Limits { fuel },
+                property: match property {
+                    PropertyArg::Ad => crate::difftest::Property::Ad,
+                    PropertyArg::FwdOpt => crate::difftest::Property::FwdOpt,
+                    PropertyArg::Opt => crate::difftest::Property::Opt,
+                    PropertyArg::Dot => crate::difftest::Property::Dot,
+                },
             },
             &save,
         ),
@@ -1119,7 +1142,8 @@ fn difftest_cmd(c: crate::difftest::Campaign, save: &std::path::Path) -> Result<
     let start = Instant::now();
     let s = crate::difftest::run(c);
     println!(
-        "{{\"programs\": {}, \"seed\": {}, \"max_size\": {}, \"defined_points\": {}, \"compared\": {}, \"finite_differences\": {}, \"ieee_overflow\": {}, \"failures\": {}, \"seconds\": {:.3}}}",
+        "{{\"property\": \"{}\", \"programs\": {}, \"seed\": {}, \"max_size\": {}, \"defined_points\": {}, \"compared\": {}, \"finite_differences\": {}, \"ieee_overflow\": {}, \"failures\": {}, \"seconds\": {:.3}}}",
+        c.property.name(),
         s.programs,
         c.seed,
         c.max_size,
@@ -1133,9 +1157,11 @@ fn difftest_cmd(c: crate::difftest::Campaign, save: &std::path::Path) -> Result<
     let Some(f) = s.failure else {
         return Ok(());
     };
-    let name = format!("seed{}-case{}.fsm", c.seed, f.case);
+    let name = format!("{}-seed{}-case{}.fsm", c.property.name(), c.seed, f.case);
     let text = format!(
-        "// Found by `fsmooth difftest --seed {} --max-size {}` (case {}, {} shrinks):\n// {}\n{}",
+        "// property: {}\n// Found by `fsmooth difftest --property {} --seed {} --max-size {}` (case {}, {} shrinks):\n// {}\n{}",
+        c.property.name(),
+        c.property.name(),
         c.seed,
         c.max_size,
         f.case,

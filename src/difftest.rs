@@ -205,6 +205,207 @@ pub struct Campaign {
     /// Maximum nesting depth of generated expressions.
     pub max_size: u32,
     pub limits: Limits,
+    pub property: Property,
+}
+
+/// The properties of issue 6 a campaign can check at scale.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Property {
+    /// (a) fwd = rev = tape = finite differences ([`check_scalar`]).
+    Ad,
+    /// (b) optimised forward mode = forward mode ([`check_optimised`]).
+    FwdOpt,
+    /// (c) eval(opt p) refines eval(p) ([`check_opt_refines`]).
+    Opt,
+    /// (e) the dot-product test ⟨J u, w⟩ = ⟨u, Jᵀ w⟩ ([`check_dot_product`]).
+    Dot,
+}
+
+impl Property {
+    pub const ALL: [Property; 4] = [Property::Ad, Property::FwdOpt, Property::Opt, Property::Dot];
+
+    /// The name `--property` takes and saved cases record (`// property: NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Property::Ad => "ad",
+            Property::FwdOpt => "fwd-opt",
+            Property::Opt => "opt",
+            Property::Dot => "dot",
+        }
+    }
+
+    /// The property a saved case names in a `// property: NAME` line
+    /// ([`Property::Ad`] when there is none).
+    pub fn of_saved(src: &str) -> Option<Property> {
+        match src.lines().find_map(|l| l.strip_prefix("// property: ")) {
+            None => Some(Property::Ad),
+            Some(n) => Property::ALL.into_iter().find(|p| p.name() == n.trim()),
+        }
+    }
+
+    /// The program of a campaign case: `fun (p: Double) -> e`, or
+    /// `fun (p: Vector) -> e : Vector` for the dot-product test.
+    pub fn source(self, choices: &[u32], depth: u32) -> String {
+        match self {
+            Property::Dot => print_program(&testgen::function(
+                choices,
+                depth,
+                GenType::Vector,
+                GenType::Vector,
+            )),
+            _ => source(choices, depth),
+        }
+    }
+
+    /// Checks the property on one program.
+    pub fn check(self, src: &str, limits: Limits) -> Result<Counts, String> {
+        match self {
+            Property::Ad => check_scalar(src, limits),
+            Property::FwdOpt => check_optimised(src, limits).map(compared),
+            Property::Opt => check_opt_refines(src, limits).map(compared),
+            Property::Dot => check_dot_product(src, limits).map(compared),
+        }
+    }
+}
+
+fn compared(n: usize) -> Counts {
+    Counts {
+        defined: n,
+        compared: n,
+        ..Counts::default()
+    }
+}
+
+/// Optimiser options of the checks: every optimisation is replayed
+/// against the rules (`opt --check`).
+fn checked() -> pipeline::OptOptions {
+    pipeline::OptOptions {
+        check: true,
+        ..Default::default()
+    }
+}
+
+/// Property (b), the property at the centre of dF̃: where forward mode is
+/// defined, the optimised forward-mode derivative of `main` w.r.t. `p` is
+/// defined and equal (ρ ≤ 1e-9). Returns the points compared.
+pub fn check_optimised(src: &str, limits: Limits) -> Result<usize, String> {
+    let fwd = pipeline::derivative(src, "main", "p").map_err(|d| format!("fwd: {}", d.message))?;
+    let t = pipeline::tangent_derivative(src, "main", "p")
+        .map_err(|d| format!("tangent: {}", d.message))?;
+    let o = pipeline::optimise_entry(&t.wrapper, &checked())
+        .map_err(|d| format!("opt: {}", d.message))?;
+    let printed = print_program(&o.entry.program);
+    let opt = pipeline::Derivative {
+        wrapper: o.entry,
+        ..t
+    };
+    let mut n = 0;
+    for x in POINTS {
+        let args = vec![Value::Double(x)];
+        let Ok(a) = crate::gradient::forward(&fwd, args.clone(), limits) else {
+            continue;
+        };
+        let b = crate::gradient::forward(&opt, args, limits)
+            .map_err(|e| format!("p = {x}: fwd-opt is ⊥ ({e})\noptimised:\n{printed}"))?;
+        let (da, db) = (a.columns[0][0], b.columns[0][0]);
+        if !(rho(da, db) <= 1e-9 || (da.is_nan() && db.is_nan())) {
+            return Err(format!(
+                "p = {x}: fwd {da}, fwd-opt {db}\noptimised:\n{printed}"
+            ));
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Property (c): where `main` is defined at `p`, the optimised program is
+/// defined and gives the same value (ρ ≤ 1e-9). Returns the points compared.
+pub fn check_opt_refines(src: &str, limits: Limits) -> Result<usize, String> {
+    let loaded = pipeline::load(src).map_err(|d| format!("load: {}", d.message))?;
+    let e = pipeline::entry(&loaded, "main").map_err(|d| format!("entry: {}", d.message))?;
+    let o = pipeline::optimise_entry(&e, &checked()).map_err(|d| format!("opt: {}", d.message))?;
+    let printed = print_program(&o.entry.program);
+    let mut n = 0;
+    for x in POINTS {
+        let args = vec![Value::Double(x)];
+        let Ok((a, _)) = e.run(args.clone(), limits, &mut |_, _| {}) else {
+            continue;
+        };
+        let (b, _) = o
+            .entry
+            .run(args, limits, &mut |_, _| {})
+            .map_err(|err| format!("p = {x}: {a} became ⊥ ({err})\noptimised:\n{printed}"))?;
+        if !a.max_rho(&b).is_some_and(|r| r <= 1e-9) && !a.same(&b) {
+            return Err(format!("p = {x}: {a} became {b}\noptimised:\n{printed}"));
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Property (e), the dot-product test, on `fun (p: Vector) -> e : Vector`
+/// at p = [0.7, -1.3, 2.9, 0.4]: ⟨J u, w⟩ from forward mode's Jacobian
+/// equals ⟨u, Jᵀ w⟩ from one run of the reverse program seeded with w
+/// (ρ ≤ 1e-9), and the tape's Jacobian equals forward mode's. Returns 1
+/// when compared, 0 when the primal or a mode is ⊥ or not finite there.
+pub fn check_dot_product(src: &str, limits: Limits) -> Result<usize, String> {
+    let vector = |xs: &[f64]| Value::array(xs.iter().map(|x| Value::Double(*x)).collect());
+    let fwd = pipeline::derivative(src, "main", "p").map_err(|d| format!("fwd: {}", d.message))?;
+    let rev = pipeline::reverse_derivative(src, "main", "p")
+        .map_err(|d| format!("rev: {}", d.message))?;
+    let x = [0.7, -1.3, 2.9, 0.4];
+    let args = vec![vector(&x)];
+    let Ok((primal, _)) = fwd.base.run(args.clone(), limits, &mut |_, _| {}) else {
+        return Ok(0);
+    };
+    let mut ys = Vec::new();
+    crate::gradient::flatten(&primal, &mut ys);
+    if ys.iter().any(|y| !y.is_finite()) {
+        return Ok(0);
+    }
+    let (Ok(j), Ok(t)) = (
+        crate::gradient::forward(&fwd, args.clone(), limits),
+        crate::gradient::tape(&rev.base, 0, args.clone(), limits),
+    ) else {
+        return Ok(0);
+    };
+    let u = [0.3, -0.8, 1.1, 0.25];
+    let w: Vec<f64> = (0..ys.len()).map(|i| 1.0 - 0.37 * i as f64).collect();
+    let seed = crate::gradient::unflatten(&primal, &mut w.iter().copied());
+    let Ok((r, _)) = rev.rev.run(vec![vector(&x), seed], limits, &mut |_, _| {}) else {
+        return Ok(0);
+    };
+    let Value::Pair(r) = r else {
+        return Err(format!("the reverse program returned {r}"));
+    };
+    let mut jtw = Vec::new();
+    crate::gradient::flatten(&r.1, &mut jtw);
+    if jtw.len() != u.len() {
+        return Err(format!(
+            "Jᵀw has {} elements, the input {}",
+            jtw.len(),
+            u.len()
+        ));
+    }
+    let ju_w: f64 = (0..ys.len())
+        .map(|i| (0..u.len()).map(|k| j.columns[k][i] * u[k]).sum::<f64>() * w[i])
+        .sum();
+    let u_jtw: f64 = u.iter().zip(&jtw).map(|(a, b)| a * b).sum();
+    if !(ju_w.is_finite() && u_jtw.is_finite()) {
+        return Ok(0);
+    }
+    if rho(ju_w, u_jtw) > 1e-9 {
+        return Err(format!("<Ju, w> = {ju_w} but <u, J^T w> = {u_jtw}"));
+    }
+    for k in 0..u.len() {
+        for i in 0..ys.len() {
+            let (a, b) = (j.columns[k][i], t.columns[k][i]);
+            if rho(a, b) > 1e-9 {
+                return Err(format!("J[{i}][{k}]: fwd {a} vs tape {b}"));
+            }
+        }
+    }
+    Ok(1)
 }
 
 /// A failing program, shrunk.
@@ -226,7 +427,7 @@ pub struct Summary {
     pub failure: Option<Failure>,
 }
 
-/// Runs `c.cases` random programs through [`check_scalar`]; stops at the
+/// Runs `c.cases` random programs through the property's check; stops at the
 /// first failure and shrinks it (fewer and smaller choices give smaller
 /// programs, see `testgen`).
 pub fn run(c: Campaign) -> Summary {
@@ -236,14 +437,14 @@ pub fn run(c: Campaign) -> Summary {
         let len = (next(&mut rng) % (50 * u64::from(c.max_size.max(1)))) as usize;
         let choices: Vec<u32> = (0..len).map(|_| next(&mut rng) as u32).collect();
         summary.programs += 1;
-        let src = source(&choices, c.max_size);
-        match check_scalar(&src, c.limits) {
+        let src = c.property.source(&choices, c.max_size);
+        match c.property.check(&src, c.limits) {
             Ok(k) => summary.counts += k,
             Err(message) => {
                 let (choices, message, shrinks) = shrink(choices, message, c);
                 summary.failure = Some(Failure {
                     case,
-                    program: source(&choices, c.max_size),
+                    program: c.property.source(&choices, c.max_size),
                     message,
                     shrinks,
                 });
@@ -254,10 +455,12 @@ pub fn run(c: Campaign) -> Summary {
     summary
 }
 
-/// Greedy shrinking of a failing campaign case with [`check_scalar`].
+/// Greedy shrinking of a failing campaign case with its property's check.
 fn shrink(cs: Vec<u32>, message: String, c: Campaign) -> (Vec<u32>, String, usize) {
     shrink_with(cs, message, |t| {
-        check_scalar(&source(t, c.max_size), c.limits).err()
+        c.property
+            .check(&c.property.source(t, c.max_size), c.limits)
+            .err()
     })
 }
 

@@ -444,3 +444,34 @@ fn difftest_runs_a_campaign() {
     assert_eq!(j["compared"], k["compared"], "the seed fixes the campaign");
     assert!(!dir.exists(), "nothing saved without a failure");
 }
+
+/// `fsmooth difftest --property` runs each property of issue 6 at scale:
+/// fwd-opt = fwd, eval(opt p) ⊒ eval(p), and the dot-product test.
+#[test]
+fn difftest_runs_every_property() {
+    let dir = std::env::temp_dir().join(format!("fsmooth-difftest-p-{}", std::process::id()));
+    let save = dir.to_str().expect("utf-8");
+    for (property, cases) in [("fwd-opt", "4"), ("opt", "4"), ("dot", "30")] {
+        let o = cli(&[
+            "difftest",
+            "--property",
+            property,
+            "--cases",
+            cases,
+            "--seed",
+            "3",
+            "--save",
+            save,
+        ]);
+        assert!(
+            o.status.success(),
+            "{property}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON summary");
+        assert_eq!(j["property"], property);
+        assert_eq!(j["failures"], 0);
+        assert!(j["compared"].as_u64().is_some_and(|c| c > 0), "{j}");
+    }
+    assert!(!dir.exists(), "nothing saved without a failure");
+}

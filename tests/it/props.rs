@@ -67,7 +67,14 @@ proptest! {
         let (p, ty) = testgen::program(&cs, 4);
         let full = with_prelude(&p, ty);
         let typing = infer_program(&full).expect("generated programs are well typed");
-        let mono = monomorphise(&full, &typing, "typed'check").expect("entry exists").program;
+        let mut m = monomorphise(&full, &typing, "typed'check").expect("entry exists");
+        // Nested `deriv` is expanded before evaluation, as pipeline::entry does.
+        if fsmooth::ad::has_deriv(&m.program) {
+            fsmooth::ad::expand_program(&mut m.program, &mut m.types).expect("AD expands");
+            let t = infer_program(&m.program).expect("AD output is well typed");
+            m = monomorphise(&m.program, &t, "typed'check").expect("entry exists");
+        }
+        let mono = m.program;
         let main_idx = mono.defs.iter().position(|d| &*d.name == "main").expect("main is used");
         let mut bad: Option<String> = None;
         let mut states = 0usize;
@@ -134,41 +141,11 @@ fn forward_reverse_and_tape_gradients_agree() {
 /// runs few programs; `FSMOOTH_OPTTEST_CASES=N` runs more.
 #[test]
 fn optimisation_refines_random_programs() {
-    use proptest::test_runner::TestCaseError;
-
     let cases = env_u32("FSMOOTH_OPTTEST_CASES", 24);
     let limits = Limits { fuel: 200_000 };
     let compared = scalar_campaign(cases, 4, |src| {
-        let fail = |what: &str, d: fsmooth::diagnostic::Diagnostic| {
-            TestCaseError::fail(format!("{what}: {}\n{src}", d.message))
-        };
-        let loaded = pipeline::load(src).map_err(|d| fail("load", d))?;
-        let e = pipeline::entry(&loaded, "main").map_err(|d| fail("entry", d))?;
-        let o =
-            pipeline::optimise_entry(&e, &crate::common::checked()).map_err(|d| fail("opt", d))?;
-        let printed = print_program(&o.entry.program);
-        let mut compared = 0usize;
-        for x in fsmooth::difftest::POINTS {
-            let args = vec![fsmooth::eval::Value::Double(x)];
-            let Ok((a, _)) = e.run(args.clone(), limits, &mut |_, _| {}) else {
-                continue;
-            };
-            let b = o.entry.run(args, limits, &mut |_, _| {});
-            prop_assert!(
-                b.is_ok(),
-                "p = {x}: {a} became ⊥ ({:?})\n{src}\noptimised:\n{printed}",
-                b.err()
-            );
-            let b = b
-                .map(|(b, _)| b)
-                .unwrap_or(fsmooth::eval::Value::Double(f64::NAN));
-            prop_assert!(
-                a.max_rho(&b).is_some_and(|r| r <= 1e-9),
-                "p = {x}: {a} became {b}\n{src}\noptimised:\n{printed}"
-            );
-            compared += 1;
-        }
-        Ok(compared)
+        fsmooth::difftest::check_opt_refines(src, limits)
+            .map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e}\n{src}")))
     });
     eprintln!("optimised and original compared at {compared} points ({cases} programs)");
     assert!(
@@ -184,7 +161,6 @@ fn optimisation_refines_random_programs() {
 /// Jacobian equals forward mode's.
 #[test]
 fn dot_product_test_of_forward_and_reverse() {
-    use fsmooth::eval::Value;
     use proptest::test_runner::{Config, TestCaseError, TestRunner};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -194,65 +170,12 @@ fn dot_product_test_of_forward_and_reverse() {
         ..Config::default()
     });
     let limits = Limits { fuel: 200_000 };
-    let vector = |xs: &[f64]| Value::array(xs.iter().map(|x| Value::Double(*x)).collect());
+    let dot = fsmooth::difftest::Property::Dot;
     let result = runner.run(&prop::collection::vec(any::<u32>(), 0..200), |cs| {
-        let p = testgen::function(&cs, 4, testgen::GenType::Vector, testgen::GenType::Vector);
-        let src = print_program(&p);
-        let fwd = pipeline::derivative(&src, "main", "p")
-            .map_err(|d| TestCaseError::fail(format!("fwd: {}\n{src}", d.message)))?;
-        let rev = pipeline::reverse_derivative(&src, "main", "p")
-            .map_err(|d| TestCaseError::fail(format!("rev: {}\n{src}", d.message)))?;
-        let x = [0.7, -1.3, 2.9, 0.4];
-        let args = vec![vector(&x)];
-        let Ok((primal, _)) = fwd.base.run(args.clone(), limits, &mut |_, _| {}) else {
-            return Ok(());
-        };
-        let mut ys = Vec::new();
-        fsmooth::gradient::flatten(&primal, &mut ys);
-        if ys.iter().any(|y| !y.is_finite()) {
-            return Ok(());
-        }
-        let (Ok(j), Ok(t)) = (
-            fsmooth::gradient::forward(&fwd, args.clone(), limits),
-            fsmooth::gradient::tape(&rev.base, 0, args.clone(), limits),
-        ) else {
-            return Ok(());
-        };
-        let u = [0.3, -0.8, 1.1, 0.25];
-        let w: Vec<f64> = (0..ys.len()).map(|i| 1.0 - 0.37 * i as f64).collect();
-        let mut seed = w.iter().copied();
-        let seed = fsmooth::gradient::unflatten(&primal, &mut seed);
-        let Ok((r, _)) = rev.rev.run(vec![vector(&x), seed], limits, &mut |_, _| {}) else {
-            return Ok(());
-        };
-        let Value::Pair(r) = r else {
-            return Err(TestCaseError::fail(format!("rev returned {r}\n{src}")));
-        };
-        let mut jtw = Vec::new();
-        fsmooth::gradient::flatten(&r.1, &mut jtw);
-        prop_assert_eq!(jtw.len(), u.len());
-        // ⟨J u, w⟩ with J's columns from forward mode.
-        let ju_w: f64 = (0..ys.len())
-            .map(|i| (0..u.len()).map(|k| j.columns[k][i] * u[k]).sum::<f64>() * w[i])
-            .sum();
-        let u_jtw: f64 = u.iter().zip(&jtw).map(|(a, b)| a * b).sum();
-        if !(ju_w.is_finite() && u_jtw.is_finite()) {
-            return Ok(());
-        }
-        prop_assert!(
-            fsmooth::numeric::rho(ju_w, u_jtw) <= 1e-9,
-            "<Ju, w> = {ju_w} but <u, J^T w> = {u_jtw}\n{src}"
-        );
-        for k in 0..u.len() {
-            for i in 0..ys.len() {
-                let (a, b) = (j.columns[k][i], t.columns[k][i]);
-                prop_assert!(
-                    fsmooth::numeric::rho(a, b) <= 1e-9,
-                    "J[{i}][{k}]: fwd {a} vs tape {b}\n{src}"
-                );
-            }
-        }
-        compared.fetch_add(1, Ordering::Relaxed);
+        let src = dot.source(&cs, 4);
+        let n = fsmooth::difftest::check_dot_product(&src, limits)
+            .map_err(|e| TestCaseError::fail(format!("{e}\n{src}")))?;
+        compared.fetch_add(n, Ordering::Relaxed);
         Ok(())
     });
     if let Err(e) = result {
@@ -276,7 +199,9 @@ fn saved_difftest_cases_pass() {
             continue;
         }
         let src = std::fs::read_to_string(&path).expect("readable");
-        let k = fsmooth::difftest::check_scalar(&src, Limits { fuel: 200_000 });
+        let property = fsmooth::difftest::Property::of_saved(&src)
+            .unwrap_or_else(|| panic!("{}: unknown property", path.display()));
+        let k = property.check(&src, Limits { fuel: 200_000 });
         assert!(
             k.as_ref().is_ok_and(|k| k.compared > 0),
             "{}: {k:?}",
@@ -294,46 +219,11 @@ fn saved_difftest_cases_pass() {
 /// (ρ ≤ 1e-9). `FSMOOTH_OPTTEST_CASES=N` runs more programs.
 #[test]
 fn optimised_forward_derivatives_agree() {
-    use proptest::test_runner::TestCaseError;
-
     let cases = env_u32("FSMOOTH_OPTTEST_CASES", 24);
     let limits = Limits { fuel: 200_000 };
     let compared = scalar_campaign(cases, 4, |src| {
-        let fail = |what: &str, d: fsmooth::diagnostic::Diagnostic| {
-            TestCaseError::fail(format!("{what}: {}\n{src}", d.message))
-        };
-        let fwd = pipeline::derivative(src, "main", "p").map_err(|d| fail("fwd", d))?;
-        let t = pipeline::tangent_derivative(src, "main", "p").map_err(|d| fail("tangent", d))?;
-        let o = pipeline::optimise_entry(&t.wrapper, &crate::common::checked())
-            .map_err(|d| fail("opt", d))?;
-        let printed = print_program(&o.entry.program);
-        let opt = pipeline::Derivative {
-            wrapper: o.entry,
-            ..t
-        };
-        let mut compared = 0usize;
-        for x in fsmooth::difftest::POINTS {
-            let args = vec![fsmooth::eval::Value::Double(x)];
-            let Ok(a) = fsmooth::gradient::forward(&fwd, args.clone(), limits) else {
-                continue;
-            };
-            let b = fsmooth::gradient::forward(&opt, args, limits);
-            prop_assert!(
-                b.is_ok(),
-                "p = {x}: fwd-opt is ⊥ ({:?})\n{src}\noptimised:\n{printed}",
-                b.err()
-            );
-            let (da, db) = (
-                a.columns[0][0],
-                b.map(|b| b.columns[0][0]).unwrap_or(f64::NAN),
-            );
-            prop_assert!(
-                fsmooth::numeric::rho(da, db) <= 1e-9,
-                "p = {x}: fwd {da}, fwd-opt {db}\n{src}\noptimised:\n{printed}"
-            );
-            compared += 1;
-        }
-        Ok(compared)
+        fsmooth::difftest::check_optimised(src, limits)
+            .map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e}\n{src}")))
     });
     eprintln!("fwd and fwd-opt compared at {compared} points ({cases} programs)");
     assert!(

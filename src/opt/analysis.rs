@@ -89,6 +89,10 @@ fn total_op(n: &Fsm) -> bool {
 pub struct FsmAnalysis {
     /// Loop index symbol → e-class of its loop's size.
     pub loop_bounds: HashMap<Symbol, Id>,
+    /// Which saturation of one optimisation this is (0, 1, …): part of
+    /// every `fresh` symbol, since class ids restart with each e-graph and
+    /// a symbol made in one phase must not be made again in a later one.
+    pub nonce: u32,
 }
 
 pub type Graph = EGraph<Fsm, FsmAnalysis>;

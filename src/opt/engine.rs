@@ -120,10 +120,14 @@ pub fn run_phase(
     limits: OptLimits,
     explain: bool,
     check: bool,
+    nonce: u32,
 ) -> (RecExpr<Fsm>, PhaseStats, Vec<String>, CheckReport) {
     let start = Instant::now();
     let rewrites: Vec<_> = rules.iter().map(|r| rewrite(r)).collect();
-    let mut egraph = Graph::new(FsmAnalysis::default());
+    let mut egraph = Graph::new(FsmAnalysis {
+        nonce,
+        ..FsmAnalysis::default()
+    });
     if explain || check {
         egraph = egraph.with_explanations_enabled();
     }

@@ -124,7 +124,7 @@ pub fn optimise(
     let mut report = check::CheckReport::default();
     // Fig. 9 runs the sequence of phases twice: once focused on the
     // differentiated code, once on the whole program.
-    for phase in engine::PHASES.iter().chain(engine::PHASES) {
+    for (nonce, phase) in engine::PHASES.iter().chain(engine::PHASES).enumerate() {
         if expr.as_ref().len() > MAX_TERM {
             // Graceful: a term too large to saturate is left as it is.
             phases.push(engine::PhaseStats {
@@ -147,8 +147,16 @@ pub fn optimise(
                 ps.is_empty() || ps.contains(phase)
             })
             .collect();
-        let (best, mut stats, steps, mut checked) =
-            engine::run_phase(phase, &expr, &bounds, &group, limits, explain, check);
+        let (best, mut stats, steps, mut checked) = engine::run_phase(
+            phase,
+            &expr,
+            &bounds,
+            &group,
+            limits,
+            explain,
+            check,
+            nonce as u32,
+        );
         for f in checked
             .failures
             .iter_mut()

@@ -585,11 +585,27 @@ pub fn holds(
                 // Deterministic per match: applying the rule again to the
                 // same class builds the same term instead of a new one.
                 let _ = counter;
-                let sym = Fsm::Symbol(Symbol::from(format!(
-                    "{}'f{}",
+                let class = egraph.find(eclass);
+                let base = format!(
+                    "{}'f{}'{}",
                     v.to_string().trim_start_matches('?'),
-                    usize::from(egraph.find(eclass))
-                )));
+                    egraph.analysis.nonce,
+                    usize::from(class)
+                );
+                // Not free in any member of the matched class (a name made
+                // for this class before may be free in a member that a
+                // substitution built since): then it captures nothing.
+                let mut name = base.clone();
+                let mut k = 0;
+                while egraph[class]
+                    .data
+                    .free
+                    .contains_key(&Symbol::from(name.as_str()))
+                {
+                    k += 1;
+                    name = format!("{base}'{k}");
+                }
+                let sym = Fsm::Symbol(Symbol::from(name));
                 let id = egraph.add(sym);
                 subst.insert(*v, id);
                 true

@@ -310,6 +310,7 @@ fn substitution_under_binders_avoids_capture() {
             OptLimits::default(),
             false,
             true,
+            0,
         );
         // opt --check: every step is an instance of a subst rule.
         assert!(check.failures.is_empty(), "{:?}", check.failures);

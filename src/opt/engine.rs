@@ -111,6 +111,16 @@ fn flat_steps(proof: &[Rc<TreeTerm<Fsm>>], memo: &mut HashMap<*const TreeTerm<Fs
     n
 }
 
+/// How one phase runs: with explanations (`--explain`), with every step
+/// verified (`--check`), and its ordinal among the phase runs of one
+/// optimisation (part of `fresh` names).
+#[derive(Copy, Clone, Debug, Default)]
+pub struct PhaseRun {
+    pub explain: bool,
+    pub check: bool,
+    pub nonce: u32,
+}
+
 /// One phase: saturate `expr` with `rules` and extract the best term.
 pub fn run_phase(
     phase: &'static str,
@@ -118,10 +128,13 @@ pub fn run_phase(
     bounds: &[(egg::Symbol, usize)],
     rules: &[&RuleDef],
     limits: OptLimits,
-    explain: bool,
-    check: bool,
-    nonce: u32,
+    run: PhaseRun,
 ) -> (RecExpr<Fsm>, PhaseStats, Vec<String>, CheckReport) {
+    let PhaseRun {
+        explain,
+        check,
+        nonce,
+    } = run;
     let start = Instant::now();
     let rewrites: Vec<_> = rules.iter().map(|r| rewrite(r)).collect();
     let mut egraph = Graph::new(FsmAnalysis {

@@ -153,9 +153,11 @@ pub fn optimise(
             &bounds,
             &group,
             limits,
-            explain,
-            check,
-            nonce as u32,
+            engine::PhaseRun {
+                explain,
+                check,
+                nonce: nonce as u32,
+            },
         );
         for f in checked
             .failures

@@ -297,7 +297,7 @@ fn stats_report_every_phase() {
 /// under `fun y` must rename the bound `y`; with no clash it must not.
 #[test]
 fn substitution_under_binders_avoids_capture() {
-    use fsmooth::opt::engine::{OptLimits, run_phase};
+    use fsmooth::opt::engine::{OptLimits, PhaseRun, run_phase};
     let rules = fsmooth::opt::load(None).expect("rules");
     let subst: Vec<_> = rules.iter().filter(|r| r.family == "subst").collect();
     let run = |src: &str| {
@@ -308,9 +308,10 @@ fn substitution_under_binders_avoids_capture() {
             &[],
             &subst,
             OptLimits::default(),
-            false,
-            true,
-            0,
+            PhaseRun {
+                check: true,
+                ..PhaseRun::default()
+            },
         );
         // opt --check: every step is an instance of a subst rule.
         assert!(check.failures.is_empty(), "{:?}", check.failures);

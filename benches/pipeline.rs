@@ -92,7 +92,12 @@ fn eval_gmm(c: &mut Criterion) {
     g.finish();
 }
 
-fn gradient_dot(c: &mut Criterion) {
+/// The dot product's gradient programs: forward, reverse, optimised forward.
+fn dot_programs() -> (
+    pipeline::Derivative,
+    pipeline::ReverseDerivative,
+    pipeline::Derivative,
+) {
     let fwd = pipeline::derivative(DOT, "f", "v1").expect("fwd");
     let rev = pipeline::reverse_derivative(DOT, "f", "v1").expect("rev");
     let t = pipeline::tangent_derivative(DOT, "f", "v1").expect("tangent");
@@ -101,6 +106,11 @@ fn gradient_dot(c: &mut Criterion) {
         wrapper: opt.entry,
         ..t
     };
+    (fwd, rev, fwd_opt)
+}
+
+fn gradient_dot(c: &mut Criterion) {
+    let (fwd, rev, fwd_opt) = dot_programs();
     let limits = Limits::default();
     let mut g = c.benchmark_group("gradient/dot");
     g.sample_size(10);
@@ -137,15 +147,8 @@ fn optimise(c: &mut Criterion) {
 }
 
 fn native_dot(c: &mut Criterion) {
-    let loaded = pipeline::load(DOT).expect("loads");
-    let base = pipeline::entry(&loaded, "f").expect("entry");
-    let rev = pipeline::reverse_derivative(DOT, "f", "v1").expect("rev");
-    let t = pipeline::tangent_derivative(DOT, "f", "v1").expect("tangent");
-    let opt = pipeline::optimise_entry(&t.wrapper, &OptOptions::default()).expect("optimises");
-    let fwd_opt = pipeline::Derivative {
-        wrapper: opt.entry,
-        ..t
-    };
+    let (fwd, rev, fwd_opt) = dot_programs();
+    let base = &fwd.base;
     let engine = Engine::native();
     let mut g = c.benchmark_group("native/dot");
     g.sample_size(10);
@@ -153,7 +156,7 @@ fn native_dot(c: &mut Criterion) {
         let args = vec![vector(n, 1), vector(n, 2)];
         g.throughput(Throughput::Elements(n as u64));
         g.bench_with_input(BenchmarkId::new("objective", n), &args, |b, a| {
-            b.iter(|| engine.run(&base, a.clone()).expect("objective"))
+            b.iter(|| engine.run(base, a.clone()).expect("objective"))
         });
         g.bench_with_input(BenchmarkId::new("fwd-opt", n), &args, |b, a| {
             b.iter(|| fsmooth::gradient::forward_on(&fwd_opt, a.clone(), &engine).expect("fwd-opt"))

@@ -914,17 +914,7 @@ impl Gen<'_> {
         let d = depth - 1;
         match ty {
             Type::Double => match self.pick(4) {
-                0 => {
-                    let a = self.term(out, ty, d, env);
-                    let b = self.term(out, ty, d, env);
-                    out.add(match self.pick(5) {
-                        0 => Fsm::Add([a, b]),
-                        1 => Fsm::Sub([a, b]),
-                        2 => Fsm::Mul([a, b]),
-                        3 => Fsm::Div([a, b]),
-                        _ => Fsm::Pow([a, b]),
-                    })
-                }
+                0 => self.binary(out, ty, d, env, 5),
                 1 => {
                     let a = self.term(out, ty, d, env);
                     out.add(match self.pick(7) {
@@ -944,16 +934,7 @@ impl Gen<'_> {
                 _ => self.fold(out, ty, d, env),
             },
             Type::Index => match self.pick(3) {
-                0 => {
-                    let a = self.term(out, ty, d, env);
-                    let b = self.term(out, ty, d, env);
-                    out.add(match self.pick(4) {
-                        0 => Fsm::Add([a, b]),
-                        1 => Fsm::Sub([a, b]),
-                        2 => Fsm::Mul([a, b]),
-                        _ => Fsm::Div([a, b]),
-                    })
-                }
+                0 => self.binary(out, ty, d, env, 4),
                 1 => {
                     let a = self.term(out, &Type::array(Type::Double), d, env);
                     out.add(Fsm::Length([a]))
@@ -1010,6 +991,27 @@ impl Gen<'_> {
                 out.add(Fsm::Lam([s, body]))
             }
         }
+    }
+
+    /// `a op b` for one of the first `ops` of `+ - * / **` (Index has no
+    /// `**`: ask for 4).
+    fn binary(
+        &mut self,
+        out: &mut Nodes,
+        ty: &Type,
+        d: u32,
+        env: &[(String, Type)],
+        ops: u32,
+    ) -> Id {
+        let a = self.term(out, ty, d, env);
+        let b = self.term(out, ty, d, env);
+        out.add(match self.pick(ops) {
+            0 => Fsm::Add([a, b]),
+            1 => Fsm::Sub([a, b]),
+            2 => Fsm::Mul([a, b]),
+            3 => Fsm::Div([a, b]),
+            _ => Fsm::Pow([a, b]),
+        })
     }
 
     /// `ifold (fun s i -> body) z n` with a state of type `ty`.

@@ -581,21 +581,21 @@ impl Instance {
         let e = from_recexpr(&lhs, &mut scratch);
         let (rec, bounds) = to_recexpr(&scratch, e);
         let mut egraph = Graph::new(FsmAnalysis::default());
-        let root = egraph.add_expr(&rec);
+        let top = egraph.add_expr(&rec);
         for (s, idx) in bounds {
             let id = egraph.add_expr(&subexpr(&rec, idx));
             egraph.analysis.loop_bounds.insert(s, id);
         }
         egraph.rebuild();
-        let root = egraph.find(root);
+        let top = egraph.find(top);
         let Some(mut subst) = search(rule, &egraph)
             .into_iter()
-            .find(|m| egraph.find(m.eclass) == root)
+            .find(|m| egraph.find(m.eclass) == top)
             .and_then(|m| m.substs.into_iter().next())
         else {
             return Err(Verdict::Unmatched);
         };
-        if !holds(&rule.conds, &mut egraph, &mut subst, root, &mut 0) {
+        if !holds(&rule.conds, &mut egraph, &mut subst, top, &mut 0) {
             return Err(Verdict::ConditionFailed);
         }
         let mut binding = self.binding.clone();
@@ -607,7 +607,7 @@ impl Instance {
         }
         Ok(instantiate(
             &rule.rhs.ast,
-            root_of(&rule.rhs.ast),
+            root(&rule.rhs.ast),
             &mut self.out,
             &binding,
         ))
@@ -649,10 +649,6 @@ impl Instance {
         };
         (bindings, lhs, rhs)
     }
-}
-
-fn root_of(ast: &PatternAst<Fsm>) -> Id {
-    root(ast)
 }
 
 /// Type-checks a closed side (T-*), monomorphic for evaluation.
@@ -794,6 +790,19 @@ impl Gen<'_> {
         format!("g{}", self.names)
     }
 
+    /// A fresh binder of type `ty`: its symbol node, and `env` with it.
+    fn bind(
+        &mut self,
+        out: &mut Nodes,
+        env: &[(String, Type)],
+        ty: &Type,
+    ) -> (Id, Vec<(String, Type)>) {
+        let x = self.fresh();
+        let mut inner = env.to_vec();
+        inner.push((x.clone(), ty.clone()));
+        (out.sym(&x), inner)
+    }
+
     /// A ground type for a type variable (numeric: Double or Index; data:
     /// no functions).
     fn pick_type(&mut self, num: bool, data: bool) -> Type {
@@ -865,10 +874,7 @@ impl Gen<'_> {
                 out.add(Fsm::Pair([x, y]))
             }
             Type::Fun(a, b) => {
-                let x = self.fresh();
-                let mut inner = env.to_vec();
-                inner.push((x.clone(), (**a).clone()));
-                let s = out.sym(&x);
+                let (s, inner) = self.bind(out, env, a);
                 let body = self.leaf(out, b, &inner);
                 out.add(Fsm::Lam([s, body]))
             }
@@ -881,11 +887,8 @@ impl Gen<'_> {
         match self.pick(4) {
             0 => {
                 let t = self.pick_type(false, true);
-                let x = self.fresh();
                 let v = self.term(out, &t, d, env);
-                let mut inner = env.to_vec();
-                inner.push((x.clone(), t));
-                let s = out.sym(&x);
+                let (s, inner) = self.bind(out, env, &t);
                 let b = self.term(out, ty, d, &inner);
                 out.add(Fsm::Let([s, v, b]))
             }
@@ -963,10 +966,7 @@ impl Gen<'_> {
             Type::Array(t) => match self.pick(2) {
                 0 => {
                     let n = self.term(out, &Type::Index, d, env);
-                    let i = self.fresh();
-                    let mut inner = env.to_vec();
-                    inner.push((i.clone(), Type::Index));
-                    let s = out.sym(&i);
+                    let (s, inner) = self.bind(out, env, &Type::Index);
                     let body = self.term(out, t, d, &inner);
                     let f = out.add(Fsm::Lam([s, body]));
                     out.add(Fsm::Build([n, f]))
@@ -983,10 +983,7 @@ impl Gen<'_> {
                 out.add(Fsm::Pair([x, y]))
             }
             Type::Fun(a, b) => {
-                let x = self.fresh();
-                let mut inner = env.to_vec();
-                inner.push((x.clone(), (**a).clone()));
-                let s = out.sym(&x);
+                let (s, inner) = self.bind(out, env, a);
                 let body = self.term(out, b, d, &inner);
                 out.add(Fsm::Lam([s, body]))
             }

@@ -653,7 +653,8 @@ impl Instance {
 
 /// Type-checks a closed side (T-*), monomorphic for evaluation.
 fn typed(e: &RecExpr<Fsm>, ty: &Type) -> Result<pipeline::Entry, String> {
-    let program = program_of("main", e, &[], Some(ty.clone()));
+    let mut program = program_of("main", e, &[], Some(ty.clone()));
+    pin_context(&mut program);
     let typing = infer_program(&program).map_err(|e| e.to_string())?;
     pipeline::entry(&Loaded { program, typing }, "main").map_err(|d| d.message)
 }
@@ -731,6 +732,45 @@ struct Gen<'a> {
     choices: &'a [u32],
     pos: usize,
     names: u32,
+}
+
+/// Annotates the context `let`s around an instance with their types. An
+/// integer literal has any numeric type (types.md T-Lit-Int), so without
+/// the annotation `z` would be typed by its uses, and a right side that
+/// drops the use fixing it as Index would default it to Double: the two
+/// sides would then compute different things (`z / (z / 3)` is ⊥ on
+/// Index, 3.0 on Double).
+fn pin_context(prog: &mut Program) {
+    let Some(def) = prog.defs.last() else {
+        return;
+    };
+    let mut lets = Vec::new();
+    let mut body = def.body;
+    while let Expr::Let {
+        name,
+        value,
+        body: b,
+        ..
+    } = prog.expr(body)
+        && let Some((_, c)) = CONTEXT.iter().find(|(n, _)| **n == **name)
+    {
+        lets.push((name.clone(), *value, c.ty()));
+        body = *b;
+    }
+    for (name, value, ty) in lets.into_iter().rev() {
+        body = prog.add(
+            Expr::Let {
+                name,
+                ann: Some(ty),
+                value,
+                body,
+            },
+            Span::generated(),
+        );
+    }
+    if let Some(def) = prog.defs.last_mut() {
+        def.body = body;
+    }
 }
 
 /// Variables bound around every instance. Some share their names with

@@ -8,7 +8,7 @@
 //! re-normalisation. The input is in normal form, where every name is
 //! bound once, so substitution cannot capture.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use crate::ir::{Expr, ExprId, Prim, Program};
@@ -19,48 +19,129 @@ struct Uses {
     count: usize,
     /// Every use is the array of a `get` or the argument of `length`.
     only_pull: bool,
+    /// Uses as the array of a `get` (`length` reads no element).
+    reads: usize,
     /// Every use is under `fst` or `snd`: after substitution, fission and
     /// tuple partial evaluation drop the half that is not needed.
     only_proj: bool,
+    /// The most loop bodies (functions, a curried `fun a i ->` counting
+    /// once) between the binding and a use. A use under one loop body is
+    /// one evaluation per iteration: substituting an expensive value there
+    /// moves work into the loop (O(n) → O(n²)).
+    depth: usize,
 }
 
-fn count(prog: &Program, e: ExprId, uses: &mut HashMap<Rc<str>, Uses>, pull: bool, proj: bool) {
+/// What `count` tracks on the way down: the loop depth of each `let`
+/// binder seen (names are unique in normal form) and the current depth.
+struct Scope {
+    depth: usize,
+    bound_at: HashMap<Rc<str>, usize>,
+    /// `get`s whose element is not read: measured by `length`, or the
+    /// array of an enclosing `get`.
+    measured: HashSet<ExprId>,
+}
+
+/// The variable at the root of `x[i][j]…` (or `x` itself).
+fn chain_root(prog: &Program, mut e: ExprId) -> Option<Rc<str>> {
+    loop {
+        match prog.expr(e) {
+            Expr::Var(x) => return Some(x.clone()),
+            Expr::Prim {
+                op: Prim::Get,
+                args,
+            } => e = args[0],
+            _ => return None,
+        }
+    }
+}
+
+fn count(
+    prog: &Program,
+    e: ExprId,
+    uses: &mut HashMap<Rc<str>, Uses>,
+    scope: &mut Scope,
+    pull: bool,
+    proj: bool,
+) {
     match prog.expr(e) {
         Expr::Var(x) => {
             let u = uses.entry(x.clone()).or_insert(Uses {
                 count: 0,
                 only_pull: true,
                 only_proj: true,
+                reads: 0,
+                depth: 0,
             });
             u.count += 1;
             u.only_pull &= pull;
             u.only_proj &= proj;
+            if let Some(d) = scope.bound_at.get(x) {
+                u.depth = u.depth.max(scope.depth - d);
+            }
+        }
+        Expr::Let {
+            name, value, body, ..
+        } => {
+            count(prog, *value, uses, scope, false, false);
+            scope.bound_at.insert(name.clone(), scope.depth);
+            count(prog, *body, uses, scope, false, false);
+        }
+        Expr::Lam { body, .. } => {
+            let mut body = *body;
+            while let Expr::Lam { body: inner, .. } = prog.expr(body) {
+                body = *inner;
+            }
+            scope.depth += 1;
+            count(prog, body, uses, scope, false, false);
+            scope.depth -= 1;
         }
         Expr::Prim {
-            op: Prim::Get | Prim::Length,
+            op: op @ (Prim::Get | Prim::Length),
             args,
         } => {
-            count(prog, args[0], uses, true, false);
+            // The array of a `get` or `length` is not read for its elements.
+            scope.measured.insert(args[0]);
+            count(prog, args[0], uses, scope, true, false);
+            // An element read: the outermost `get` of a chain `x[i][j]…`
+            // that is not only measured by `length`.
+            if op == &Prim::Get
+                && !scope.measured.contains(&e)
+                && let Some(x) = chain_root(prog, args[0])
+                && let Some(u) = uses.get_mut(&x)
+            {
+                u.reads += 1;
+            }
+
             for a in &args[1..] {
-                count(prog, *a, uses, false, false);
+                count(prog, *a, uses, scope, false, false);
             }
         }
         Expr::Prim {
             op: Prim::Fst | Prim::Snd,
             args,
-        } => count(prog, args[0], uses, false, true),
+        } => count(prog, args[0], uses, scope, false, true),
         other => {
             for c in other.children() {
-                count(prog, c, uses, false, false);
+                count(prog, c, uses, scope, false, false);
             }
         }
     }
 }
 
+fn uses_of(prog: &Program, e: ExprId) -> HashMap<Rc<str>, Uses> {
+    let mut uses = HashMap::new();
+    let mut scope = Scope {
+        depth: 0,
+        bound_at: HashMap::new(),
+        measured: HashSet::new(),
+    };
+    count(prog, e, &mut uses, &mut scope, false, false);
+    uses
+}
+
 /// `e` with the bindings described above substituted.
 pub fn inline_lets(prog: &mut Program, e: ExprId) -> ExprId {
-    let mut uses = HashMap::new();
-    count(prog, e, &mut uses, false, false);
+    let uses = uses_of(prog, e);
     let mut env: HashMap<Rc<str>, ExprId> = HashMap::new();
     subst(prog, e, &uses, &mut env, true)
 }
@@ -68,8 +149,7 @@ pub fn inline_lets(prog: &mut Program, e: ExprId) -> ExprId {
 /// Only single-use and cheap bindings substituted (no work is duplicated):
 /// what remains bound is shared.
 pub fn inline_single_uses(prog: &mut Program, e: ExprId) -> ExprId {
-    let mut uses = HashMap::new();
-    count(prog, e, &mut uses, false, false);
+    let uses = uses_of(prog, e);
     let mut env: HashMap<Rc<str>, ExprId> = HashMap::new();
     subst(prog, e, &uses, &mut env, false)
 }
@@ -97,17 +177,24 @@ fn subst(
             let v = subst(prog, value, uses, env, fusion);
             let u = uses.get(&name).copied().unwrap_or_default();
             let atomic = cheap(prog, v);
-            let pull = matches!(
-                prog.expr(v),
-                Expr::Prim {
-                    op: Prim::Build,
-                    ..
-                }
-            ) && u.only_pull;
+            // A pull array is fused into uses at most as many loops deep as
+            // it has dimensions (each element is then read about once);
+            // deeper, fusion would recompute every element in each
+            // iteration of the outer loops.
+            // Several reads would each recompute the element: only small
+            // elements are worth it.
+            let pull = u.only_pull
+                && u.depth <= rank(prog, v)
+                && (u.reads <= 1 || size(prog, v, SMALL_ELEMENT) <= SMALL_ELEMENT);
             // Copying a large value into many uses could grow the term
             // exponentially (builds of builds): a budget bounds the copies.
             let affordable = u.count <= 1 || size(prog, v, BUDGET) * u.count <= BUDGET;
-            if u.count <= 1 || atomic || (fusion && (pull || u.only_proj) && affordable) {
+            // A single use inside a loop body is many evaluations: only
+            // cheap values and pull arrays (which fusion turns into one
+            // element per use) move there.
+            let single = u.count <= 1 && u.depth == 0;
+            let proj = u.only_proj && u.depth == 0;
+            if single || atomic || (fusion && (pull || proj) && affordable) {
                 env.insert(name.clone(), v);
                 let b = subst(prog, body, uses, env, fusion);
                 env.remove(&name);
@@ -146,24 +233,65 @@ fn subst(
             if new == kids {
                 return e;
             }
+            // A substituted pair under its projection: fst-pair / snd-pair,
+            // applied left to right only (a refinement, so sound here,
+            // outside the e-graph). Without it the unused half, often a
+            // whole primal computation, would still be evaluated.
+            if let Expr::Prim {
+                op: op @ (Prim::Fst | Prim::Snd),
+                ..
+            } = &other
+                && let Expr::Prim {
+                    op: Prim::Pair,
+                    args,
+                } = prog.expr(new[0])
+            {
+                return if *op == Prim::Fst { args[0] } else { args[1] };
+            }
             let rebuilt = other.with_children(&new);
             prog.add(rebuilt, span)
         }
     }
 }
 
+/// The number of nested `build`s `e` is (0 if it is not a `build`): the
+/// dimensions of a pull array.
+fn rank(prog: &Program, e: ExprId) -> usize {
+    let mut r = 0;
+    let mut e = e;
+    loop {
+        match prog.expr(e) {
+            Expr::Prim {
+                op: Prim::Build,
+                args,
+            } => {
+                r += 1;
+                e = args[1];
+            }
+            Expr::Lam { body, .. } => e = *body,
+            Expr::Let { body, .. } => e = *body,
+            _ => return r,
+        }
+    }
+}
+
 /// Cheap enough to compute at every use: variables, literals, and
-/// `length`, `fst`, `snd`, `get`, `toDouble` of cheap operands.
+/// `length`, `fst`, `snd`, `get`, `toDouble` and pairs of cheap operands
+/// (a pair of cheap values is just those values: a dual number
+/// `(x, 0.0)` is the commonest).
 fn cheap(prog: &Program, e: ExprId) -> bool {
     match prog.expr(e) {
         Expr::Var(_) | Expr::Lit(_) => true,
         Expr::Prim {
-            op: Prim::Length | Prim::Fst | Prim::Snd | Prim::Get | Prim::ToDouble,
+            op: Prim::Length | Prim::Fst | Prim::Snd | Prim::Get | Prim::ToDouble | Prim::Pair,
             args,
         } => args.iter().all(|a| cheap(prog, *a)),
         _ => false,
     }
 }
+
+/// The largest pull array (in nodes) fused into more than one read.
+const SMALL_ELEMENT: usize = 24;
 
 /// Nodes a binding may copy into its uses, in all.
 const BUDGET: usize = 4_000;

@@ -189,6 +189,39 @@ fn optimised_dot_gradient_is_linear() {
     );
 }
 
+/// The optimised forward-mode gradient of the maximum of a vector costs
+/// O(n) too: `ifold-onehot` turns the one-hot tangent state of the fold
+/// into an index, which `licm-build` then hoists out of the gradient's
+/// `build` (seed 001 §7, micro benchmark 2).
+#[test]
+fn optimised_vector_max_gradient_is_linear() {
+    let src = "let f = fun (v: Vector) -> vectorMap (deriv (vectorMax v) v) snd";
+    let (e, o) = optimised(src, "f");
+    let applied: usize = o
+        .report
+        .phases
+        .iter()
+        .filter_map(|p| p.applied.get("ifold-onehot"))
+        .sum();
+    assert!(applied > 0, "ifold-onehot never fired");
+    let input = |n: usize| {
+        let v: Vec<String> = (0..n).map(|i| format!("{}.25", (i * 37) % 101)).collect();
+        format!("[{}]", v.join(","))
+    };
+    let (a, u100) = run(&e, &input(100));
+    let (b, o100) = run(&o.entry, &input(100));
+    assert!(a.max_rho(&b).is_some_and(|r| r == 0.0), "{a} vs {b}");
+    let (_, u1000) = run(&e, &input(1000));
+    let (_, o1000) = run(&o.entry, &input(1000));
+    let unopt = u1000 as f64 / u100 as f64;
+    let opt = o1000 as f64 / o100 as f64;
+    assert!(unopt > 80.0, "unoptimised grows like n²: {unopt}");
+    assert!(
+        opt < 11.0,
+        "optimised grows like n: {opt} ({o100} → {o1000} ops)"
+    );
+}
+
 /// A rule placed in a `--rules` directory is loaded, fires, and shows in
 /// `--explain` with its identity.
 #[test]

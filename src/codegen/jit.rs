@@ -3,25 +3,19 @@
 //! (so the function pointer stays valid) and calls the compiled entry on
 //! [`Value`]s.
 //!
-//! The compiled entry has the signature
-//! `fn(ctx: *mut Ctx, args: *const u64, out: *mut u64) -> i64`: the
-//! parameters' slots one after another in `args`, the result's slots in
-//! `out`, and the status (0 for success) as the return value.
+//! The compiled entry is the slot-level entry of `codegen/module.rs`:
+//! `fn(ctx: *mut Ctx, args: *const u64, out: *mut u64) -> i64`.
 
 use std::time::{Duration, Instant};
 
-use cranelift_codegen::ir::{AbiParam, UserFuncName, types};
-use cranelift_codegen::settings::{self, Configurable};
-use cranelift_frontend::FunctionBuilderContext;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 
 use super::layout::slots;
-use super::lower::{Imports, lower_function};
+use super::module::{HELPERS, define_entry, host_isa, signature};
 use super::runtime::{self, Arena, Ctx};
-use super::{CodegenError, compile_error, unsupported};
-use crate::ad::anf::{self, Normal};
-use crate::diagnostic::Diagnose;
+use super::{CodegenError, compile_error};
+use crate::ad::anf::Normal;
 use crate::eval::Value;
 use crate::ir::Type;
 use crate::pipeline::Entry;
@@ -54,101 +48,39 @@ pub struct Native {
     pub limits: NativeLimits,
 }
 
-/// The helpers compiled code may call: (symbol, address, parameter
-/// types, result types).
-fn helpers() -> Vec<(&'static str, *const u8, Vec<types::Type>, Vec<types::Type>)> {
-    use types::{F64, I64};
-    vec![
-        (
-            "fsmooth_alloc",
-            runtime::fsmooth_alloc as *const u8,
-            vec![I64, I64],
-            vec![I64],
-        ),
-        (
-            "fsmooth_copy",
-            runtime::fsmooth_copy as *const u8,
-            vec![I64, I64, I64],
-            vec![],
-        ),
-        (
-            "fsmooth_ipow",
-            runtime::fsmooth_ipow as *const u8,
-            vec![I64, I64, I64],
-            vec![I64],
-        ),
-        (
-            "fsmooth_sin",
-            runtime::fsmooth_sin as *const u8,
-            vec![F64],
-            vec![F64],
-        ),
-        (
-            "fsmooth_cos",
-            runtime::fsmooth_cos as *const u8,
-            vec![F64],
-            vec![F64],
-        ),
-        (
-            "fsmooth_tan",
-            runtime::fsmooth_tan as *const u8,
-            vec![F64],
-            vec![F64],
-        ),
-        (
-            "fsmooth_log",
-            runtime::fsmooth_log as *const u8,
-            vec![F64],
-            vec![F64],
-        ),
-        (
-            "fsmooth_exp",
-            runtime::fsmooth_exp as *const u8,
-            vec![F64],
-            vec![F64],
-        ),
-        (
-            "fsmooth_pow",
-            runtime::fsmooth_pow as *const u8,
-            vec![F64, F64],
-            vec![F64],
-        ),
-    ]
+/// The address of the Rust function that provides a helper of
+/// [`HELPERS`] to JIT-compiled code.
+fn address(name: &str) -> Result<*const u8, CodegenError> {
+    Ok(match name {
+        "fsmooth_alloc" => runtime::fsmooth_alloc as *const u8,
+        "fsmooth_copy" => runtime::fsmooth_copy as *const u8,
+        "fsmooth_ipow" => runtime::fsmooth_ipow as *const u8,
+        "fsmooth_sin" => runtime::fsmooth_sin as *const u8,
+        "fsmooth_cos" => runtime::fsmooth_cos as *const u8,
+        "fsmooth_tan" => runtime::fsmooth_tan as *const u8,
+        "fsmooth_log" => runtime::fsmooth_log as *const u8,
+        "fsmooth_exp" => runtime::fsmooth_exp as *const u8,
+        "fsmooth_pow" => runtime::fsmooth_pow as *const u8,
+        other => return Err(compile_error(format!("no JIT symbol for helper `{other}`"))),
+    })
 }
 
 fn new_module() -> Result<JITModule, CodegenError> {
-    let mut flags = settings::builder();
-    for (k, v) in [
-        ("use_colocated_libcalls", "false"),
-        ("is_pic", "false"),
-        ("opt_level", "speed"),
-    ] {
-        flags.set(k, v).map_err(compile_error)?;
-    }
-    let isa = cranelift_native::builder()
-        .map_err(|m| unsupported(format!("this host ({m})")))?
-        .finish(settings::Flags::new(flags))
-        .map_err(compile_error)?;
-    if isa.pointer_type() != types::I64 {
-        return Err(unsupported("targets whose pointers are not 64 bits"));
-    }
-    let mut jb = JITBuilder::with_isa(isa, default_libcall_names());
-    for (name, addr, _, _) in helpers() {
-        jb.symbol(name, addr);
+    let mut jb = JITBuilder::with_isa(host_isa(false)?, default_libcall_names());
+    for h in &HELPERS {
+        jb.symbol(h.name, address(h.name)?);
     }
     Ok(JITModule::new(jb))
 }
 
 fn declare_helpers(module: &mut JITModule) -> Result<Vec<(&'static str, FuncId)>, CodegenError> {
     let mut out = Vec::new();
-    for (name, _, ps, rs) in helpers() {
-        let mut sig = module.make_signature();
-        sig.params.extend(ps.into_iter().map(AbiParam::new));
-        sig.returns.extend(rs.into_iter().map(AbiParam::new));
+    for h in &HELPERS {
+        let sig = signature(module, h.params, h.results);
         let id = module
-            .declare_function(name, Linkage::Import, &sig)
+            .declare_function(h.name, Linkage::Import, &sig)
             .map_err(compile_error)?;
-        out.push((name, id));
+        out.push((h.name, id));
     }
     Ok(out)
 }
@@ -157,17 +89,7 @@ impl Native {
     /// Normalises `entry` (`ad::anf`) and compiles it.
     pub fn compile(entry: &Entry) -> Result<Native, CodegenError> {
         let start = Instant::now();
-        let params: Vec<Type> = entry.params.iter().map(|(_, t)| t.clone()).collect();
-        let normal = anf::normalise(
-            &entry.program,
-            &entry.types,
-            &entry.name_in_program(),
-            &params,
-        )
-        .map_err(|e| match e {
-            crate::ad::AdError::Unsupported { what } => CodegenError::Unsupported { what },
-            other => compile_error(format!("normalisation: {other} [{}]", other.code())),
-        })?;
+        let normal = super::normalise_entry(entry)?;
         let mut native = Native::compile_normal(&normal)?;
         native.compile_time = start.elapsed();
         Ok(native)
@@ -196,29 +118,7 @@ impl Native {
 
     fn define(module: &mut JITModule, normal: &Normal) -> Result<EntryFn, CodegenError> {
         let helpers = declare_helpers(module)?;
-        let mut sig = module.make_signature();
-        sig.params
-            .extend([types::I64, types::I64, types::I64].map(AbiParam::new));
-        sig.returns.push(AbiParam::new(types::I64));
-        let id = module
-            .declare_function("fsmooth_entry", Linkage::Export, &sig)
-            .map_err(compile_error)?;
-        let mut ctx = module.make_context();
-        ctx.func.signature = sig;
-        ctx.func.name = UserFuncName::user(0, id.as_u32());
-        let mut fctx = FunctionBuilderContext::new();
-        {
-            let mut imports = Imports::default();
-            for (name, hid) in &helpers {
-                imports.insert(name, module.declare_func_in_func(*hid, &mut ctx.func));
-            }
-            let target = module.target_config();
-            lower_function(&mut ctx.func, &mut fctx, normal, &imports, target)?;
-        }
-        module
-            .define_function(id, &mut ctx)
-            .map_err(|e| compile_error(format!("{e:?}")))?;
-        module.clear_context(&mut ctx);
+        let id = define_entry(module, "fsmooth_entry", Linkage::Export, normal, &helpers)?;
         module.finalize_definitions().map_err(compile_error)?;
         let code = module.get_finalized_function(id);
         // SAFETY: the function was compiled with exactly this signature

@@ -47,11 +47,15 @@
 mod jit;
 mod layout;
 mod lower;
+mod module;
 mod runtime;
 
 use thiserror::Error;
 
+use crate::ad::anf;
 use crate::diagnostic::{Diagnose, Span};
+use crate::ir::Type;
+use crate::pipeline::Entry;
 
 pub use jit::{Native, NativeLimits};
 
@@ -115,6 +119,22 @@ impl Diagnose for CodegenError {
     }
 }
 
+/// The first-order normal form of `entry` (`ad::anf`), which both
+/// backends lower.
+fn normalise_entry(entry: &Entry) -> Result<anf::Normal, CodegenError> {
+    let params: Vec<Type> = entry.params.iter().map(|(_, t)| t.clone()).collect();
+    anf::normalise(
+        &entry.program,
+        &entry.types,
+        &entry.name_in_program(),
+        &params,
+    )
+    .map_err(|e| match e {
+        crate::ad::AdError::Unsupported { what } => CodegenError::Unsupported { what },
+        other => compile_error(format!("normalisation: {other} [{}]", other.code())),
+    })
+}
+
 fn unsupported(what: impl Into<String>) -> CodegenError {
     CodegenError::Unsupported { what: what.into() }
 }
@@ -126,4 +146,4 @@ fn compile_error(message: impl std::fmt::Display) -> CodegenError {
 }
 
 #[cfg(doc)]
-use crate::{ad::anf, eval::Value, pipeline::Entry};
+use crate::eval::Value;

@@ -1,6 +1,7 @@
 //! Native code: the first-order normal form (`ad::anf`) lowered to
-//! Cranelift IR and compiled in memory by cranelift-jit. Only `codegen/`
-//! names Cranelift.
+//! Cranelift IR and compiled in memory by cranelift-jit, or ahead of time
+//! into an object file by cranelift-object ([`compile_object`], the
+//! `fsmooth compile` command). Only `codegen/` names Cranelift.
 //!
 //! Input: an [`Entry`] (normalised here) or an [`anf::Normal`] directly:
 //! every function is already inlined and every bound name is fresh, so
@@ -36,6 +37,20 @@
 //! array, never per element, and the whole arena is freed when the call
 //! returns, after the result has been copied out into [`Value`]s.
 //!
+//! # Ahead of time
+//!
+//! [`compile_object`] feeds the same `lower::lower_function` (through
+//! `module::define_entry`, generic over `cranelift_module::Module`) into an
+//! `ObjectModule` for the host ISA, position-independent, and adds a typed
+//! C-ABI wrapper and a header (`aot.rs`, `header.rs`). The object needs only
+//! libc and libm: `fsmooth_alloc`, `fsmooth_copy` and `fsmooth_ipow` are
+//! emitted into it as local Cranelift functions (over `malloc`, `memcpy`),
+//! and the math helpers are libm's `sin`, `cos`, `tan`, `log`, `exp`,
+//! `pow`, which the JIT's Rust shims call too. There the arena is the
+//! caller's `fsmooth_ctx`: one `malloc` per array, all freed by
+//! `fsmooth_ctx_release` (Note [AOT memory] in `aot.rs`). The status codes
+//! are the ones below, named in the header after the error codes.
+//!
 //! # Errors
 //!
 //! Compiled code never traps and never panics. Every ⊥ of the semantics
@@ -44,6 +59,8 @@
 //! details in the call context and returns a non-zero status; the wrapper
 //! turns it into a [`CodegenError`] with the evaluator's error code.
 
+mod aot;
+mod header;
 mod jit;
 mod layout;
 mod lower;
@@ -57,6 +74,7 @@ use crate::diagnostic::{Diagnose, Span};
 use crate::ir::Type;
 use crate::pipeline::Entry;
 
+pub use aot::{AotOptions, ObjectCode, c_identifier, compile_object};
 pub use jit::{Native, NativeLimits};
 
 /// Why native compilation or a native call failed. The run-time variants
@@ -67,6 +85,11 @@ pub enum CodegenError {
     Unsupported { what: String },
     #[error("native code generation failed: {message} (please report this)")]
     Compile { message: String },
+    #[error("`{symbol}` cannot be the C symbol of an entry: {reason}")]
+    InvalidSymbol {
+        symbol: String,
+        reason: &'static str,
+    },
     #[error("bad argument for the native entry: {message}")]
     Argument { message: String },
     #[error("index {index} is out of bounds for an array of length {len}")]
@@ -90,6 +113,7 @@ impl Diagnose for CodegenError {
         match self {
             CodegenError::Unsupported { .. } => "native-unsupported",
             CodegenError::Compile { .. } => "internal-error",
+            CodegenError::InvalidSymbol { .. } => "invalid-symbol",
             CodegenError::Argument { .. } => "native-argument",
             CodegenError::IndexOutOfBounds { .. } => "index-out-of-bounds",
             CodegenError::NegativeSize { .. } => "negative-size",

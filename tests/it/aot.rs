@@ -271,13 +271,19 @@ int main(void) {
     (void)no_rows;
 CASES
     fsmooth_ctx_release(&ctx);
+    /* A context that may hold 64 bytes: `build 1000` needs 8000. */
+    fsmooth_ctx small = FSMOOTH_CTX_INIT;
+    small.limit = 64;
+    run_kinds(&small, 1.0, 1000, false, none, 0, no_rows, 0);
+    fsmooth_ctx_release(&small);
     return 0;
 }
 "#;
 
 /// Every kind of parameter and result leaf (Double, Index, Bool, arrays of
 /// Double, Index, Bool and arrays of arrays), the math functions, Index
-/// `**` (the object's own helper) and ⊥ codes, through the typed entries.
+/// `**` (the object's own helper), ⊥ codes, and a context's memory limit,
+/// through the typed entries.
 #[test]
 fn aot_every_leaf_kind_and_index_power_agree_with_the_evaluator() {
     let dir = work_dir("kinds");
@@ -399,6 +405,12 @@ fn aot_every_leaf_kind_and_index_power_agree_with_the_evaluator() {
             common::run_text(src, "ipow", Some(&input)),
         ));
     }
+    // Not the evaluator's: the driver's last call runs out of its context's
+    // `limit` (native code's one extra ⊥).
+    expected.push((
+        "kinds with ctx.limit = 64".to_string(),
+        "error[out-of-memory]".to_string(),
+    ));
     std::fs::write(dir.join("driver.c"), KINDS_DRIVER.replace("CASES", &cases)).unwrap();
     check(
         &gcc(

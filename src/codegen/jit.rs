@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 
-use super::layout::slots;
+use super::layout::{Leaf, SLOT, leaves, slots};
 use super::module::{HELPERS, define_entry, host_isa, signature};
 use super::runtime::{self, Arena, Ctx};
 use super::{CodegenError, compile_error};
@@ -185,6 +185,175 @@ impl Native {
         // SAFETY: on success compiled code wrote a value of the result type
         // whose arrays live in `arena` or `input`'s arrays, both alive.
         unsafe { runtime::read_value(&self.result, out.as_ptr()) }
+    }
+}
+
+/// An argument of [`Native::call_slices`]: a scalar, or a flat array
+/// passed by reference (compiled code reads the caller's buffer in place).
+#[derive(Copy, Clone, Debug)]
+pub enum Arg<'a> {
+    F64(f64),
+    I64(i64),
+    Bool(bool),
+    F64s(&'a [f64]),
+    I64s(&'a [i64]),
+}
+
+/// One scalar leaf of a result of [`Native::call_slices`] (Note [Native
+/// layout]: a tuple is its components' leaves in order).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Out<'r> {
+    F64(f64),
+    I64(i64),
+    Bool(bool),
+    F64s(&'r [f64]),
+    I64s(&'r [i64]),
+}
+
+/// The result of [`Native::call_slices`]: it owns the call's arena, so the
+/// arrays it hands out are the buffers compiled code wrote (or the
+/// caller's argument slices, which a result may share: hence `'a`).
+pub struct Outputs<'a> {
+    _arena: Box<Arena>,
+    out: Vec<u64>,
+    leaves: Vec<(Leaf, Type)>,
+    _args: std::marker::PhantomData<&'a [u8]>,
+}
+
+impl Outputs<'_> {
+    /// The number of leaves of the result.
+    pub fn len(&self) -> usize {
+        self.leaves.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.leaves.is_empty()
+    }
+
+    /// Leaf `k` of the result (None past the end).
+    pub fn get(&self, k: usize) -> Option<Out<'_>> {
+        let (leaf, ty) = self.leaves.get(k)?;
+        let word = |off: i32| self.out[off as usize / SLOT as usize];
+        Some(match (*leaf, ty) {
+            (Leaf::Double(o), _) => Out::F64(f64::from_bits(word(o))),
+            (Leaf::Index(o), _) => Out::I64(word(o) as i64),
+            (Leaf::Bool(o), _) => Out::Bool(word(o).to_ne_bytes()[0] != 0),
+            (Leaf::Array(o, _), Type::Array(e)) => {
+                let (ptr, len) = (word(o), word(o + SLOT as i32) as usize);
+                if len == 0 {
+                    return Some(if **e == Type::Double {
+                        Out::F64s(&[])
+                    } else {
+                        Out::I64s(&[])
+                    });
+                }
+                // SAFETY: compiled code wrote an array of `len` elements of
+                // one slot each (checked by `flat_leaves`), living in the
+                // arena `self` owns or in an argument slice that outlives
+                // `'a`, hence `self`.
+                unsafe {
+                    if **e == Type::Double {
+                        Out::F64s(std::slice::from_raw_parts(ptr as *const f64, len))
+                    } else {
+                        Out::I64s(std::slice::from_raw_parts(ptr as *const i64, len))
+                    }
+                }
+            }
+            (Leaf::Array(..), _) => return None,
+        })
+    }
+}
+
+/// The leaves of `t` when each is a scalar or an array of Double or
+/// Index, with their types; else an argument error naming `what`.
+fn flat_leaves(t: &Type, what: &str) -> Result<Vec<(Leaf, Type)>, CodegenError> {
+    let mut ls = Vec::new();
+    leaves(t, 0, &mut ls)?;
+    let mut tys = Vec::new();
+    scalar_types(t, &mut tys);
+    for ty in &tys {
+        if let Type::Array(e) = ty
+            && !matches!(**e, Type::Double | Type::Index)
+        {
+            return Err(CodegenError::Argument {
+                message: format!(
+                    "{what} has type {t}: `call_slices` takes scalars and flat arrays of Double or Index (use `call`)"
+                ),
+            });
+        }
+    }
+    Ok(ls.into_iter().zip(tys).collect())
+}
+
+/// The types of the leaves of `t`, in slot order.
+fn scalar_types(t: &Type, out: &mut Vec<Type>) {
+    match t {
+        Type::Pair(a, b) => {
+            scalar_types(a, out);
+            scalar_types(b, out);
+        }
+        other => out.push(other.clone()),
+    }
+}
+
+impl Native {
+    /// Runs the compiled entry without converting to and from [`Value`]:
+    /// scalars and flat arrays go in as they are (array arguments are read
+    /// in place), and the result's leaves come back as scalars and slices
+    /// of the buffers compiled code wrote. Each parameter must be a scalar
+    /// or a flat array of Double or Index, and so must each component of
+    /// the result; the ⊥ codes are [`Native::call`]'s.
+    pub fn call_slices<'a>(&self, args: &[Arg<'a>]) -> Result<Outputs<'a>, CodegenError> {
+        if args.len() != self.params.len() {
+            return Err(CodegenError::Argument {
+                message: format!(
+                    "the entry takes {} argument(s), {} given",
+                    self.params.len(),
+                    args.len()
+                ),
+            });
+        }
+        let leaves = flat_leaves(&self.result, "the result")?;
+        let mut input = Vec::with_capacity(2 * args.len() + 1);
+        for (k, (a, t)) in args.iter().zip(&self.params).enumerate() {
+            match (a, t) {
+                (Arg::F64(x), Type::Double) => input.push(x.to_bits()),
+                (Arg::I64(i), Type::Index) => input.push(*i as u64),
+                (Arg::Bool(b), Type::Bool) => input.push(u64::from(*b)),
+                (Arg::F64s(xs), Type::Array(e)) if **e == Type::Double => {
+                    input.extend([xs.as_ptr() as u64, xs.len() as u64]);
+                }
+                (Arg::I64s(xs), Type::Array(e)) if **e == Type::Index => {
+                    input.extend([xs.as_ptr() as u64, xs.len() as u64]);
+                }
+                _ => {
+                    return Err(CodegenError::Argument {
+                        message: format!("argument {} is {a:?}, the parameter has type {t}", k + 1),
+                    });
+                }
+            }
+        }
+        input.push(0);
+        let mut arena = Box::new(Arena::new(self.limits.memory_bytes));
+        let mut out = vec![0u64; slots(&self.result)?.max(1)];
+        let mut ctx = Ctx {
+            arena: &mut *arena,
+            a: 0,
+            b: 0,
+            scratch: 0,
+        };
+        // SAFETY: as in `call`; the argument slices are only read and
+        // outlive the call (and the returned `Outputs`, through `'a`).
+        let status = unsafe { (self.func)(&mut ctx, input.as_ptr(), out.as_mut_ptr()) };
+        if let Some(e) = runtime::status_error(status, &ctx) {
+            return Err(e);
+        }
+        Ok(Outputs {
+            _arena: arena,
+            out,
+            leaves,
+            _args: std::marker::PhantomData,
+        })
     }
 }
 

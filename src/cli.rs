@@ -106,6 +106,10 @@ enum Command {
     /// ADBench workloads: objective and gradient from ADBench's input files.
     #[command(subcommand)]
     Adbench(AdbenchCmd),
+    /// Compile an entry (or the derivative program of a mode) ahead of time
+    /// into a C-ABI object file for this host, with a C header:
+    /// `gcc main.c out.o -lm` links it.
+    Compile(CompileArgs),
     /// Print the differentiated program: the entry's derivative with
     /// respect to a parameter, after source-to-source AD.
     Ad {
@@ -249,6 +253,44 @@ struct DerivArgs {
     /// What runs the derivative programs (`native`: modes fwd, fwd-opt, rev).
     #[arg(long, value_enum, default_value_t)]
     engine: EngineKind,
+}
+
+/// The program `compile` compiles.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+enum CompileMode {
+    /// The entry itself.
+    #[default]
+    Objective,
+    /// The forward-mode wrapper: one dual result per element of --wrt.
+    Fwd,
+    /// The optimised tangent-only forward wrapper.
+    FwdOpt,
+    /// The reverse-mode program: the value and the gradient (with the
+    /// result's cotangent as a last parameter unless the result is a Double).
+    Rev,
+}
+
+#[derive(Args, Debug)]
+struct CompileArgs {
+    file: PathBuf,
+    #[arg(long, default_value = "main")]
+    entry: String,
+    /// The object file to write.
+    #[arg(short = 'o', long = "output")]
+    output: PathBuf,
+    /// The C header to write.
+    #[arg(long)]
+    header: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t)]
+    mode: CompileMode,
+    /// The independent variable (modes fwd, fwd-opt, rev).
+    #[arg(long)]
+    wrt: Option<String>,
+    /// The C symbol of the typed entry (default: the entry's name with
+    /// every character outside [A-Za-z0-9_] made `_`, plus `_fwd`,
+    /// `_fwd_opt` or `_rev`). The slot-level entry is `SYMBOL_slots`.
+    #[arg(long)]
+    symbol: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -412,6 +454,11 @@ pub fn main() -> ExitCode {
     }
 }
 
+fn write(path: &std::path::Path, bytes: &[u8]) -> Result<(), Failure> {
+    std::fs::write(path, bytes)
+        .map_err(|e| Failure(format!("error[io]: cannot write {}: {e}\n", path.display())))
+}
+
 fn read(path: &std::path::Path) -> Result<String, Failure> {
     let bytes = std::fs::read(path)
         .map_err(|e| Failure(format!("error[io]: cannot read {}: {e}\n", path.display())))?;
@@ -463,6 +510,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             Ok(())
         }
         Command::Run(args) => run_cmd(args),
+        Command::Compile(args) => compile_cmd(args),
         Command::Grad(args) => deriv_cmd(args, false),
         Command::Opt {
             file,
@@ -636,14 +684,7 @@ fn gmm_cmd(
     let args = input.flat_args();
     // The derivative program of the mode, built once.
     let fwd_opt = match mode {
-        Mode::FwdOpt => {
-            let t = pipeline::tangent_derivative(src, "gmmObjectiveFlat", "theta").map_err(fail)?;
-            let o = pipeline::optimise_entry(&t.wrapper, &opt_options()).map_err(fail)?;
-            Some(pipeline::Derivative {
-                wrapper: o.entry,
-                ..t
-            })
-        }
+        Mode::FwdOpt => Some(fwd_opt_derivative(src, "gmmObjectiveFlat", "theta").map_err(fail)?),
         _ => None,
     };
     let rev = match mode {
@@ -709,6 +750,21 @@ fn gmm_cmd(
         eprintln!("{}", stats_json(cols.stats, elapsed));
     }
     Ok(())
+}
+
+/// The derivative of `--mode fwd-opt`: the tangent-only forward wrapper,
+/// optimised.
+fn fwd_opt_derivative(
+    src: &str,
+    entry: &str,
+    wrt: &str,
+) -> Result<pipeline::Derivative, Diagnostic> {
+    let t = pipeline::tangent_derivative(src, entry, wrt)?;
+    let o = pipeline::optimise_entry(&t.wrapper, &opt_options())?;
+    Ok(pipeline::Derivative {
+        wrapper: o.entry,
+        ..t
+    })
 }
 
 /// Optimiser options for the commands that optimise implicitly
@@ -977,13 +1033,7 @@ fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
             crate::gradient::reverse_on(&r, values, &engine).map_err(run_fail)?
         }
         Mode::FwdOpt => {
-            let t = pipeline::tangent_derivative(&files.main_src, &args.entry, &args.wrt)
-                .map_err(fail)?;
-            let o = pipeline::optimise_entry(&t.wrapper, &opt_options()).map_err(fail)?;
-            let d = pipeline::Derivative {
-                wrapper: o.entry,
-                ..t
-            };
+            let d = fwd_opt_derivative(&files.main_src, &args.entry, &args.wrt).map_err(fail)?;
             crate::gradient::forward_on(&d, values, &engine).map_err(run_fail)?
         }
     };
@@ -1045,6 +1095,76 @@ fn run_cmd(args: RunArgs) -> Result<(), Failure> {
         }
         Err(e) => Err(fail(Diagnostic::from(&e))),
     }
+}
+
+/// `compile`: the program of the mode, compiled into an object file and a
+/// header.
+fn compile_cmd(args: CompileArgs) -> Result<(), Failure> {
+    let files = Files::read(&args.file)?;
+    let fail = |d: Diagnostic| Failure(render(&d, &files));
+    let src = &files.main_src;
+    let mode = clap::ValueEnum::to_possible_value(&args.mode).map(|v| v.get_name().to_string());
+    let mode = mode.unwrap_or_default();
+    let wrt = match (args.mode, &args.wrt) {
+        (CompileMode::Objective, None) => "",
+        (CompileMode::Objective, Some(_)) => {
+            return Err(Failure(
+                "error[usage]: --wrt needs --mode fwd, fwd-opt or rev\n".to_string(),
+            ));
+        }
+        (_, Some(w)) => w.as_str(),
+        (_, None) => {
+            return Err(Failure(format!(
+                "error[usage]: --mode {mode} needs --wrt NAME (the independent variable)\n"
+            )));
+        }
+    };
+    let (base, mut entry, suffix) = match args.mode {
+        CompileMode::Objective => {
+            let loaded = pipeline::load(src).map_err(fail)?;
+            let e = pipeline::entry(&loaded, &args.entry).map_err(fail)?;
+            (e.params.clone(), e, "")
+        }
+        CompileMode::Fwd => {
+            let d = pipeline::derivative(src, &args.entry, wrt).map_err(fail)?;
+            (d.base.params, d.wrapper, "_fwd")
+        }
+        CompileMode::FwdOpt => {
+            let d = fwd_opt_derivative(src, &args.entry, wrt).map_err(fail)?;
+            (d.base.params, d.wrapper, "_fwd_opt")
+        }
+        CompileMode::Rev => {
+            let r = pipeline::reverse_derivative(src, &args.entry, wrt).map_err(fail)?;
+            (r.base.params, r.rev, "_rev")
+        }
+    };
+    // The derivative programs take the entry's parameters (reverse mode
+    // then the result's cotangent): give them the entry's names.
+    for (k, (name, _)) in entry.params.iter_mut().enumerate() {
+        *name = base
+            .get(k)
+            .map_or_else(|| "cotangent".to_string(), |(n, _)| n.clone());
+    }
+    let symbol = args
+        .symbol
+        .clone()
+        .unwrap_or_else(|| format!("{}{suffix}", crate::codegen::c_identifier(&args.entry)));
+    let mut origin = format!(
+        "{}, entry `{}`, mode {mode}",
+        args.file.display(),
+        args.entry
+    );
+    if !wrt.is_empty() {
+        origin.push_str(&format!(" with respect to `{wrt}`"));
+    }
+    let code =
+        crate::codegen::compile_object(&entry, &crate::codegen::AotOptions { symbol, origin })
+            .map_err(|e| fail(Diagnostic::from(&e)))?;
+    write(&args.output, &code.object)?;
+    if let Some(h) = &args.header {
+        write(h, code.header.as_bytes())?;
+    }
+    Ok(())
 }
 
 /// `run --engine native`: compile, call, print; with --stats, the compile

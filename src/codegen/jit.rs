@@ -3,25 +3,19 @@
 //! (so the function pointer stays valid) and calls the compiled entry on
 //! [`Value`]s.
 //!
-//! The compiled entry has the signature
-//! `fn(ctx: *mut Ctx, args: *const u64, out: *mut u64) -> i64`: the
-//! parameters' slots one after another in `args`, the result's slots in
-//! `out`, and the status (0 for success) as the return value.
+//! The compiled entry is the slot-level entry of `codegen/module.rs`:
+//! `fn(ctx: *mut Ctx, args: *const u64, out: *mut u64) -> i64`.
 
 use std::time::{Duration, Instant};
 
-use cranelift_codegen::ir::{AbiParam, UserFuncName, types};
-use cranelift_codegen::settings::{self, Configurable};
-use cranelift_frontend::FunctionBuilderContext;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 
-use super::layout::slots;
-use super::lower::{Imports, lower_function};
+use super::layout::{Leaf, SLOT, leaves, slots};
+use super::module::{HELPERS, define_entry, host_isa, signature};
 use super::runtime::{self, Arena, Ctx};
-use super::{CodegenError, compile_error, unsupported};
-use crate::ad::anf::{self, Normal};
-use crate::diagnostic::Diagnose;
+use super::{CodegenError, compile_error};
+use crate::ad::anf::Normal;
 use crate::eval::Value;
 use crate::ir::Type;
 use crate::pipeline::Entry;
@@ -54,101 +48,39 @@ pub struct Native {
     pub limits: NativeLimits,
 }
 
-/// The helpers compiled code may call: (symbol, address, parameter
-/// types, result types).
-fn helpers() -> Vec<(&'static str, *const u8, Vec<types::Type>, Vec<types::Type>)> {
-    use types::{F64, I64};
-    vec![
-        (
-            "fsmooth_alloc",
-            runtime::fsmooth_alloc as *const u8,
-            vec![I64, I64],
-            vec![I64],
-        ),
-        (
-            "fsmooth_copy",
-            runtime::fsmooth_copy as *const u8,
-            vec![I64, I64, I64],
-            vec![],
-        ),
-        (
-            "fsmooth_ipow",
-            runtime::fsmooth_ipow as *const u8,
-            vec![I64, I64, I64],
-            vec![I64],
-        ),
-        (
-            "fsmooth_sin",
-            runtime::fsmooth_sin as *const u8,
-            vec![F64],
-            vec![F64],
-        ),
-        (
-            "fsmooth_cos",
-            runtime::fsmooth_cos as *const u8,
-            vec![F64],
-            vec![F64],
-        ),
-        (
-            "fsmooth_tan",
-            runtime::fsmooth_tan as *const u8,
-            vec![F64],
-            vec![F64],
-        ),
-        (
-            "fsmooth_log",
-            runtime::fsmooth_log as *const u8,
-            vec![F64],
-            vec![F64],
-        ),
-        (
-            "fsmooth_exp",
-            runtime::fsmooth_exp as *const u8,
-            vec![F64],
-            vec![F64],
-        ),
-        (
-            "fsmooth_pow",
-            runtime::fsmooth_pow as *const u8,
-            vec![F64, F64],
-            vec![F64],
-        ),
-    ]
+/// The address of the Rust function that provides a helper of
+/// [`HELPERS`] to JIT-compiled code.
+fn address(name: &str) -> Result<*const u8, CodegenError> {
+    Ok(match name {
+        "fsmooth_alloc" => runtime::fsmooth_alloc as *const u8,
+        "fsmooth_copy" => runtime::fsmooth_copy as *const u8,
+        "fsmooth_ipow" => runtime::fsmooth_ipow as *const u8,
+        "fsmooth_sin" => runtime::fsmooth_sin as *const u8,
+        "fsmooth_cos" => runtime::fsmooth_cos as *const u8,
+        "fsmooth_tan" => runtime::fsmooth_tan as *const u8,
+        "fsmooth_log" => runtime::fsmooth_log as *const u8,
+        "fsmooth_exp" => runtime::fsmooth_exp as *const u8,
+        "fsmooth_pow" => runtime::fsmooth_pow as *const u8,
+        other => return Err(compile_error(format!("no JIT symbol for helper `{other}`"))),
+    })
 }
 
 fn new_module() -> Result<JITModule, CodegenError> {
-    let mut flags = settings::builder();
-    for (k, v) in [
-        ("use_colocated_libcalls", "false"),
-        ("is_pic", "false"),
-        ("opt_level", "speed"),
-    ] {
-        flags.set(k, v).map_err(compile_error)?;
-    }
-    let isa = cranelift_native::builder()
-        .map_err(|m| unsupported(format!("this host ({m})")))?
-        .finish(settings::Flags::new(flags))
-        .map_err(compile_error)?;
-    if isa.pointer_type() != types::I64 {
-        return Err(unsupported("targets whose pointers are not 64 bits"));
-    }
-    let mut jb = JITBuilder::with_isa(isa, default_libcall_names());
-    for (name, addr, _, _) in helpers() {
-        jb.symbol(name, addr);
+    let mut jb = JITBuilder::with_isa(host_isa(false)?, default_libcall_names());
+    for h in &HELPERS {
+        jb.symbol(h.name, address(h.name)?);
     }
     Ok(JITModule::new(jb))
 }
 
 fn declare_helpers(module: &mut JITModule) -> Result<Vec<(&'static str, FuncId)>, CodegenError> {
     let mut out = Vec::new();
-    for (name, _, ps, rs) in helpers() {
-        let mut sig = module.make_signature();
-        sig.params.extend(ps.into_iter().map(AbiParam::new));
-        sig.returns.extend(rs.into_iter().map(AbiParam::new));
+    for h in &HELPERS {
+        let sig = signature(module, h.params, h.results);
         let id = module
-            .declare_function(name, Linkage::Import, &sig)
+            .declare_function(h.name, Linkage::Import, &sig)
             .map_err(compile_error)?;
-        out.push((name, id));
+        out.push((h.name, id));
     }
     Ok(out)
 }
@@ -157,17 +89,7 @@ impl Native {
     /// Normalises `entry` (`ad::anf`) and compiles it.
     pub fn compile(entry: &Entry) -> Result<Native, CodegenError> {
         let start = Instant::now();
-        let params: Vec<Type> = entry.params.iter().map(|(_, t)| t.clone()).collect();
-        let normal = anf::normalise(
-            &entry.program,
-            &entry.types,
-            &entry.name_in_program(),
-            &params,
-        )
-        .map_err(|e| match e {
-            crate::ad::AdError::Unsupported { what } => CodegenError::Unsupported { what },
-            other => compile_error(format!("normalisation: {other} [{}]", other.code())),
-        })?;
+        let normal = super::normalise_entry(entry)?;
         let mut native = Native::compile_normal(&normal)?;
         native.compile_time = start.elapsed();
         Ok(native)
@@ -196,29 +118,7 @@ impl Native {
 
     fn define(module: &mut JITModule, normal: &Normal) -> Result<EntryFn, CodegenError> {
         let helpers = declare_helpers(module)?;
-        let mut sig = module.make_signature();
-        sig.params
-            .extend([types::I64, types::I64, types::I64].map(AbiParam::new));
-        sig.returns.push(AbiParam::new(types::I64));
-        let id = module
-            .declare_function("fsmooth_entry", Linkage::Export, &sig)
-            .map_err(compile_error)?;
-        let mut ctx = module.make_context();
-        ctx.func.signature = sig;
-        ctx.func.name = UserFuncName::user(0, id.as_u32());
-        let mut fctx = FunctionBuilderContext::new();
-        {
-            let mut imports = Imports::default();
-            for (name, hid) in &helpers {
-                imports.insert(name, module.declare_func_in_func(*hid, &mut ctx.func));
-            }
-            let target = module.target_config();
-            lower_function(&mut ctx.func, &mut fctx, normal, &imports, target)?;
-        }
-        module
-            .define_function(id, &mut ctx)
-            .map_err(|e| compile_error(format!("{e:?}")))?;
-        module.clear_context(&mut ctx);
+        let id = define_entry(module, "fsmooth_entry", Linkage::Export, normal, &helpers)?;
         module.finalize_definitions().map_err(compile_error)?;
         let code = module.get_finalized_function(id);
         // SAFETY: the function was compiled with exactly this signature
@@ -285,6 +185,175 @@ impl Native {
         // SAFETY: on success compiled code wrote a value of the result type
         // whose arrays live in `arena` or `input`'s arrays, both alive.
         unsafe { runtime::read_value(&self.result, out.as_ptr()) }
+    }
+}
+
+/// An argument of [`Native::call_slices`]: a scalar, or a flat array
+/// passed by reference (compiled code reads the caller's buffer in place).
+#[derive(Copy, Clone, Debug)]
+pub enum Arg<'a> {
+    F64(f64),
+    I64(i64),
+    Bool(bool),
+    F64s(&'a [f64]),
+    I64s(&'a [i64]),
+}
+
+/// One scalar leaf of a result of [`Native::call_slices`] (Note [Native
+/// layout]: a tuple is its components' leaves in order).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Out<'r> {
+    F64(f64),
+    I64(i64),
+    Bool(bool),
+    F64s(&'r [f64]),
+    I64s(&'r [i64]),
+}
+
+/// The result of [`Native::call_slices`]: it owns the call's arena, so the
+/// arrays it hands out are the buffers compiled code wrote (or the
+/// caller's argument slices, which a result may share: hence `'a`).
+pub struct Outputs<'a> {
+    _arena: Box<Arena>,
+    out: Vec<u64>,
+    leaves: Vec<(Leaf, Type)>,
+    _args: std::marker::PhantomData<&'a [u8]>,
+}
+
+impl Outputs<'_> {
+    /// The number of leaves of the result.
+    pub fn len(&self) -> usize {
+        self.leaves.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.leaves.is_empty()
+    }
+
+    /// Leaf `k` of the result (None past the end).
+    pub fn get(&self, k: usize) -> Option<Out<'_>> {
+        let (leaf, ty) = self.leaves.get(k)?;
+        let word = |off: i32| self.out[off as usize / SLOT as usize];
+        Some(match (*leaf, ty) {
+            (Leaf::Double(o), _) => Out::F64(f64::from_bits(word(o))),
+            (Leaf::Index(o), _) => Out::I64(word(o) as i64),
+            (Leaf::Bool(o), _) => Out::Bool(word(o).to_ne_bytes()[0] != 0),
+            (Leaf::Array(o, _), Type::Array(e)) => {
+                let (ptr, len) = (word(o), word(o + SLOT as i32) as usize);
+                if len == 0 {
+                    return Some(if **e == Type::Double {
+                        Out::F64s(&[])
+                    } else {
+                        Out::I64s(&[])
+                    });
+                }
+                // SAFETY: compiled code wrote an array of `len` elements of
+                // one slot each (checked by `flat_leaves`), living in the
+                // arena `self` owns or in an argument slice that outlives
+                // `'a`, hence `self`.
+                unsafe {
+                    if **e == Type::Double {
+                        Out::F64s(std::slice::from_raw_parts(ptr as *const f64, len))
+                    } else {
+                        Out::I64s(std::slice::from_raw_parts(ptr as *const i64, len))
+                    }
+                }
+            }
+            (Leaf::Array(..), _) => return None,
+        })
+    }
+}
+
+/// The leaves of `t` when each is a scalar or an array of Double or
+/// Index, with their types; else an argument error naming `what`.
+fn flat_leaves(t: &Type, what: &str) -> Result<Vec<(Leaf, Type)>, CodegenError> {
+    let mut ls = Vec::new();
+    leaves(t, 0, &mut ls)?;
+    let mut tys = Vec::new();
+    scalar_types(t, &mut tys);
+    for ty in &tys {
+        if let Type::Array(e) = ty
+            && !matches!(**e, Type::Double | Type::Index)
+        {
+            return Err(CodegenError::Argument {
+                message: format!(
+                    "{what} has type {t}: `call_slices` takes scalars and flat arrays of Double or Index (use `call`)"
+                ),
+            });
+        }
+    }
+    Ok(ls.into_iter().zip(tys).collect())
+}
+
+/// The types of the leaves of `t`, in slot order.
+fn scalar_types(t: &Type, out: &mut Vec<Type>) {
+    match t {
+        Type::Pair(a, b) => {
+            scalar_types(a, out);
+            scalar_types(b, out);
+        }
+        other => out.push(other.clone()),
+    }
+}
+
+impl Native {
+    /// Runs the compiled entry without converting to and from [`Value`]:
+    /// scalars and flat arrays go in as they are (array arguments are read
+    /// in place), and the result's leaves come back as scalars and slices
+    /// of the buffers compiled code wrote. Each parameter must be a scalar
+    /// or a flat array of Double or Index, and so must each component of
+    /// the result; the ⊥ codes are [`Native::call`]'s.
+    pub fn call_slices<'a>(&self, args: &[Arg<'a>]) -> Result<Outputs<'a>, CodegenError> {
+        if args.len() != self.params.len() {
+            return Err(CodegenError::Argument {
+                message: format!(
+                    "the entry takes {} argument(s), {} given",
+                    self.params.len(),
+                    args.len()
+                ),
+            });
+        }
+        let leaves = flat_leaves(&self.result, "the result")?;
+        let mut input = Vec::with_capacity(2 * args.len() + 1);
+        for (k, (a, t)) in args.iter().zip(&self.params).enumerate() {
+            match (a, t) {
+                (Arg::F64(x), Type::Double) => input.push(x.to_bits()),
+                (Arg::I64(i), Type::Index) => input.push(*i as u64),
+                (Arg::Bool(b), Type::Bool) => input.push(u64::from(*b)),
+                (Arg::F64s(xs), Type::Array(e)) if **e == Type::Double => {
+                    input.extend([xs.as_ptr() as u64, xs.len() as u64]);
+                }
+                (Arg::I64s(xs), Type::Array(e)) if **e == Type::Index => {
+                    input.extend([xs.as_ptr() as u64, xs.len() as u64]);
+                }
+                _ => {
+                    return Err(CodegenError::Argument {
+                        message: format!("argument {} is {a:?}, the parameter has type {t}", k + 1),
+                    });
+                }
+            }
+        }
+        input.push(0);
+        let mut arena = Box::new(Arena::new(self.limits.memory_bytes));
+        let mut out = vec![0u64; slots(&self.result)?.max(1)];
+        let mut ctx = Ctx {
+            arena: &mut *arena,
+            a: 0,
+            b: 0,
+            scratch: 0,
+        };
+        // SAFETY: as in `call`; the argument slices are only read and
+        // outlive the call (and the returned `Outputs`, through `'a`).
+        let status = unsafe { (self.func)(&mut ctx, input.as_ptr(), out.as_mut_ptr()) };
+        if let Some(e) = runtime::status_error(status, &ctx) {
+            return Err(e);
+        }
+        Ok(Outputs {
+            _arena: arena,
+            out,
+            leaves,
+            _args: std::marker::PhantomData,
+        })
     }
 }
 

@@ -1,6 +1,7 @@
 //! Native code: the first-order normal form (`ad::anf`) lowered to
-//! Cranelift IR and compiled in memory by cranelift-jit. Only `codegen/`
-//! names Cranelift.
+//! Cranelift IR and compiled in memory by cranelift-jit, or ahead of time
+//! into an object file by cranelift-object ([`compile_object`], the
+//! `fsmooth compile` command). Only `codegen/` names Cranelift.
 //!
 //! Input: an [`Entry`] (normalised here) or an [`anf::Normal`] directly:
 //! every function is already inlined and every bound name is fresh, so
@@ -35,6 +36,25 @@
 //! (`runtime::Arena`): the compiled code calls `fsmooth_alloc` once per
 //! array, never per element, and the whole arena is freed when the call
 //! returns, after the result has been copied out into [`Value`]s.
+//! [`Native::call_slices`] skips the conversion for scalars and flat arrays
+//! of Double or Index: argument slices are read in place, and the result's
+//! arrays are slices of the arena, which the returned [`Outputs`] owns
+//! (on the dot product of 10⁶ elements, in the test profile: 1.4 ms
+//! against 21 ms through `call`).
+//!
+//! # Ahead of time
+//!
+//! [`compile_object`] feeds the same `lower::lower_function` (through
+//! `module::define_entry`, generic over `cranelift_module::Module`) into an
+//! `ObjectModule` for the host ISA, position-independent, and adds a typed
+//! C-ABI wrapper and a header (`aot.rs`, `header.rs`). The object needs only
+//! libc and libm: `fsmooth_alloc`, `fsmooth_copy` and `fsmooth_ipow` are
+//! emitted into it as local Cranelift functions (over `malloc`, `memcpy`),
+//! and the math helpers are libm's `sin`, `cos`, `tan`, `log`, `exp`,
+//! `pow`, which the JIT's Rust shims call too. There the arena is the
+//! caller's `fsmooth_ctx`: one `malloc` per array, all freed by
+//! `fsmooth_ctx_release` (Note [AOT memory] in `aot.rs`). The status codes
+//! are the ones below, named in the header after the error codes.
 //!
 //! # Errors
 //!
@@ -44,16 +64,23 @@
 //! details in the call context and returns a non-zero status; the wrapper
 //! turns it into a [`CodegenError`] with the evaluator's error code.
 
+mod aot;
+mod header;
 mod jit;
 mod layout;
 mod lower;
+mod module;
 mod runtime;
 
 use thiserror::Error;
 
+use crate::ad::anf;
 use crate::diagnostic::{Diagnose, Span};
+use crate::ir::Type;
+use crate::pipeline::Entry;
 
-pub use jit::{Native, NativeLimits};
+pub use aot::{AotOptions, ObjectCode, c_identifier, compile_object};
+pub use jit::{Arg, Native, NativeLimits, Out, Outputs};
 
 /// Why native compilation or a native call failed. The run-time variants
 /// carry the same stable codes as `eval::EvalError`.
@@ -63,6 +90,11 @@ pub enum CodegenError {
     Unsupported { what: String },
     #[error("native code generation failed: {message} (please report this)")]
     Compile { message: String },
+    #[error("`{symbol}` cannot be the C symbol of an entry: {reason}")]
+    InvalidSymbol {
+        symbol: String,
+        reason: &'static str,
+    },
     #[error("bad argument for the native entry: {message}")]
     Argument { message: String },
     #[error("index {index} is out of bounds for an array of length {len}")]
@@ -86,6 +118,7 @@ impl Diagnose for CodegenError {
         match self {
             CodegenError::Unsupported { .. } => "native-unsupported",
             CodegenError::Compile { .. } => "internal-error",
+            CodegenError::InvalidSymbol { .. } => "invalid-symbol",
             CodegenError::Argument { .. } => "native-argument",
             CodegenError::IndexOutOfBounds { .. } => "index-out-of-bounds",
             CodegenError::NegativeSize { .. } => "negative-size",
@@ -115,6 +148,22 @@ impl Diagnose for CodegenError {
     }
 }
 
+/// The first-order normal form of `entry` (`ad::anf`), which both
+/// backends lower.
+fn normalise_entry(entry: &Entry) -> Result<anf::Normal, CodegenError> {
+    let params: Vec<Type> = entry.params.iter().map(|(_, t)| t.clone()).collect();
+    anf::normalise(
+        &entry.program,
+        &entry.types,
+        &entry.name_in_program(),
+        &params,
+    )
+    .map_err(|e| match e {
+        crate::ad::AdError::Unsupported { what } => CodegenError::Unsupported { what },
+        other => compile_error(format!("normalisation: {other} [{}]", other.code())),
+    })
+}
+
 fn unsupported(what: impl Into<String>) -> CodegenError {
     CodegenError::Unsupported { what: what.into() }
 }
@@ -126,4 +175,4 @@ fn compile_error(message: impl std::fmt::Display) -> CodegenError {
 }
 
 #[cfg(doc)]
-use crate::{ad::anf, eval::Value, pipeline::Entry};
+use crate::eval::Value;

@@ -2,6 +2,7 @@
 //! module covers one area.
 
 mod adbench;
+mod aot;
 mod cli;
 mod common;
 mod diagnostics;

@@ -907,3 +907,117 @@ fn native_engine_errors_from_the_command_line() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--engine native"));
 }
+
+/// The leaves of a value of type `t` (a tuple's components, in order).
+fn value_leaves(v: &Value, t: &Type, out: &mut Vec<Value>) {
+    match (v, t) {
+        (Value::Pair(p), Type::Pair(a, b)) => {
+            value_leaves(&p.0, a, out);
+            value_leaves(&p.1, b, out);
+        }
+        _ => out.push(v.clone()),
+    }
+}
+
+/// `Native::call_slices` (arguments read in place, results as slices of
+/// the arena) returns exactly what `Native::call` returns, ⊥ included,
+/// and a result may share an argument's buffer.
+#[test]
+fn native_call_slices_agrees_with_call() {
+    use fsmooth::codegen::{Arg, Out};
+    let src = example("dot.fsm");
+    let extra = "\nlet mixed = fun (xs: Array<Double>) (ks: Array<Index>) (k: Index) (b: Bool) ->\n  \
+                 (xs, build k (fun i -> i * k + ks[i]), if b then xs[0] else 0.0, not b)\n";
+    let src = format!("{src}{extra}");
+    let dot = load_entry(&src, "dot");
+    let rev = pipeline::reverse_derivative(&src, "dot", "u").unwrap().rev;
+    let mixed = load_entry(&src, "mixed");
+    let u = [0.5, -2.25, 1e3, 1.0 / 3.0];
+    let v = [3.0, 0.125, -7.0, 0.1];
+    let ks = [7, -8, 9];
+    let to_value = |a: &Arg| match a {
+        Arg::F64(x) => Value::Double(*x),
+        Arg::I64(i) => Value::Index(*i),
+        Arg::Bool(b) => Value::Bool(*b),
+        Arg::F64s(xs) => vector(xs),
+        Arg::I64s(xs) => Value::array(xs.iter().map(|i| Value::Index(*i)).collect()),
+    };
+    let cases: Vec<(&Entry, Vec<Arg>)> = vec![
+        (&dot, vec![Arg::F64s(&u), Arg::F64s(&v)]),
+        (&dot, vec![Arg::F64s(&[]), Arg::F64s(&[])]),
+        (&rev, vec![Arg::F64s(&u), Arg::F64s(&v)]),
+        (&dot, vec![Arg::F64s(&u), Arg::F64s(&v[..2])]), // ⊥
+        (
+            &mixed,
+            vec![Arg::F64s(&u), Arg::I64s(&ks), Arg::I64(3), Arg::Bool(true)],
+        ),
+        (
+            &mixed,
+            vec![
+                Arg::F64s(&[]),
+                Arg::I64s(&ks),
+                Arg::I64(0),
+                Arg::Bool(false),
+            ],
+        ),
+        (
+            &mixed,
+            vec![Arg::F64s(&[]), Arg::I64s(&ks), Arg::I64(1), Arg::Bool(true)],
+        ), // ⊥
+        (
+            &mixed,
+            vec![Arg::F64s(&u), Arg::I64s(&ks), Arg::I64(4), Arg::Bool(true)],
+        ), // ⊥
+    ];
+    let (mut bottoms, mut shared) = (0, 0);
+    for (entry, args) in &cases {
+        let native = compile(entry);
+        let values: Vec<Value> = args.iter().map(to_value).collect();
+        let what = format!("{} on {args:?}", entry.name);
+        match (native.call(&values), native.call_slices(args)) {
+            (Ok(v), Ok(outs)) => {
+                let mut want = Vec::new();
+                value_leaves(&v, native.result(), &mut want);
+                assert_eq!(outs.len(), want.len(), "{what}");
+                for (k, w) in want.iter().enumerate() {
+                    let got = match outs.get(k).unwrap() {
+                        Out::F64(x) => Value::Double(x),
+                        Out::I64(i) => Value::Index(i),
+                        Out::Bool(b) => Value::Bool(b),
+                        Out::F64s(xs) => vector(xs),
+                        Out::I64s(xs) => {
+                            Value::array(xs.iter().map(|i| Value::Index(*i)).collect())
+                        }
+                    };
+                    assert!(got.same(w), "{what}: leaf {k}: {got} vs {w}");
+                }
+                if entry.name == "mixed"
+                    && let (Arg::F64s(xs), Some(Out::F64s(r))) = (args[0], outs.get(0))
+                    && !xs.is_empty()
+                {
+                    assert_eq!(xs.as_ptr(), r.as_ptr(), "{what}: the result shares `xs`");
+                    shared += 1;
+                }
+            }
+            (Err(a), Err(b)) => {
+                bottoms += 1;
+                assert_eq!(a, b, "{what}");
+            }
+            (a, b) => panic!("{what}: call {a:?}, call_slices {:?}", b.map(|o| o.len())),
+        }
+    }
+    assert_eq!((bottoms, shared), (3, 1));
+    // Arguments of the wrong type, and layouts it does not take.
+    let n = compile(&dot);
+    let e = n
+        .call_slices(&[Arg::F64s(&u), Arg::I64s(&ks)])
+        .map(|o| o.len());
+    assert!(matches!(e, Err(CodegenError::Argument { .. })), "{e:?}");
+    let e = n.call_slices(&[Arg::F64s(&u)]).map(|o| o.len());
+    assert!(matches!(e, Err(CodegenError::Argument { .. })), "{e:?}");
+    let pairs = load_entry("let f = fun (v: Vector) -> vectorZip v v\n", "f");
+    let e = compile(&pairs)
+        .call_slices(&[Arg::F64s(&u)])
+        .map(|o| o.len());
+    assert!(matches!(e, Err(CodegenError::Argument { .. })), "{e:?}");
+}

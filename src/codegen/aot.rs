@@ -1,0 +1,519 @@
+//! Ahead-of-time output: an entry compiled by cranelift-object into a
+//! relocatable, position-independent object file for the host, plus the C
+//! header that describes it (`codegen/header.rs`). The object needs only
+//! libc and libm (`gcc main.c out.o -lm`).
+//!
+//! The object holds, for an entry compiled under the symbol `S`:
+//!
+//! - `S_slots`, the slot-level entry (`codegen/module.rs`), lowered by the
+//!   same `lower_function` as the JIT's;
+//! - `S`, a typed C-ABI wrapper: one C parameter per scalar leaf of the
+//!   parameters (an array is a pointer and a length), one out-pointer per
+//!   leaf of the result; it packs the slots on its stack and calls `S_slots`;
+//! - the helpers, as local functions written in Cranelift IR:
+//!   `fsmooth_alloc` (one `malloc` per array, never per element, linked
+//!   into the context), `fsmooth_copy` (`memcpy`) and `fsmooth_ipow`; the
+//!   math helpers are libm's `sin`, `cos`, `tan`, `log`, `exp` and `pow`,
+//!   the functions the evaluator's Rust `f64` methods call on this host;
+//! - `fsmooth_ctx_release`, which frees every block of a context. It is a
+//!   weak symbol, so several fsmooth objects link into one program.
+//!
+//! Ownership (Note [AOT memory]): the caller owns a `fsmooth_ctx`
+//! (initialised with `FSMOOTH_CTX_INIT`). Each call allocates the arrays it
+//! builds from the context and never frees them itself: result arrays point
+//! into the context (or into the caller's own argument arrays, which a
+//! result may share) and stay valid until `fsmooth_ctx_release(&ctx)`,
+//! which frees all of them at once and leaves the context ready for reuse.
+//! `ctx.limit` (bytes, 0 for none) bounds what the context may hold.
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{
+    AbiParam, BlockArg, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, UserFuncName,
+    types,
+};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
+use cranelift_object::{ObjectBuilder, ObjectModule};
+
+use super::header::{self, CParam, c_params, c_results};
+use super::layout::{Leaf, SLOT, leaves, slots};
+use super::module::{HELPERS, define_entry, entry_signature, host_isa, signature};
+use super::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH};
+use super::{CodegenError, compile_error};
+use crate::ir::Type;
+use crate::pipeline::Entry;
+
+/// Byte offsets of the fields of the C `fsmooth_ctx` beyond the JIT's
+/// `runtime::Ctx` prefix (`arena`, `a`, `b`, `scratch`): in an object file
+/// `arena` is the head of the list of blocks.
+pub const CTX_ARENA: i32 = 0;
+pub const CTX_LIMIT: i32 = 32;
+pub const CTX_USED: i32 = 40;
+/// Bytes before each block's data: the link to the previous block, padded
+/// to keep `malloc`'s 16-byte alignment.
+const BLOCK_HEADER: i64 = 16;
+
+/// What the object file is built from and called.
+#[derive(Clone, Debug)]
+pub struct AotOptions {
+    /// The C symbol of the typed entry; the slot-level one is `{symbol}_slots`.
+    pub symbol: String,
+    /// One line for the header's opening comment (source, entry, mode).
+    pub origin: String,
+}
+
+/// A compiled object file and its header.
+#[derive(Clone, Debug)]
+pub struct ObjectCode {
+    pub object: Vec<u8>,
+    pub header: String,
+}
+
+/// A C identifier from an F̃ name: every character outside `[A-Za-z0-9_]`
+/// (such as `'`) becomes `_`, and a leading digit gets a `_` before it.
+pub fn c_identifier(name: &str) -> String {
+    let mut s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
+        s.insert(0, '_');
+    }
+    s
+}
+
+/// Compiles `entry` into an object file exporting `options.symbol` and
+/// `{symbol}_slots`, with its C header.
+pub fn compile_object(entry: &Entry, options: &AotOptions) -> Result<ObjectCode, CodegenError> {
+    let symbol = &options.symbol;
+    let reason = if c_identifier(symbol) != *symbol {
+        Some("use letters, digits and `_`, not starting with a digit")
+    } else if symbol.starts_with("fsmooth_") {
+        Some("the prefix `fsmooth_` is reserved for the runtime")
+    } else {
+        None
+    };
+    if let Some(reason) = reason {
+        return Err(CodegenError::InvalidSymbol {
+            symbol: symbol.clone(),
+            reason,
+        });
+    }
+    let normal = super::normalise_entry(entry)?;
+    let params: Vec<(String, Type)> = entry.params.clone();
+    let result = normal.body.result.ty().clone();
+    let builder = ObjectBuilder::new(host_isa(true)?, symbol.as_bytes(), default_libcall_names())
+        .map_err(compile_error)?;
+    let mut module = ObjectModule::new(builder);
+    let helpers = define_helpers(&mut module)?;
+    let raw = define_entry(
+        &mut module,
+        &format!("{symbol}_slots"),
+        Linkage::Export,
+        &normal,
+        &helpers,
+    )?;
+    let cps = c_params(&params)?;
+    let crs = c_results(&result)?;
+    define_wrapper(&mut module, symbol, raw, &params, &result, &cps, &crs)?;
+    define_release(&mut module)?;
+    let object = module
+        .finish()
+        .emit()
+        .map_err(|e| compile_error(format!("object file: {e}")))?;
+    let header = header::header(symbol, &options.origin, &params, &result, &cps, &crs)?;
+    Ok(ObjectCode { object, header })
+}
+
+fn import<M: Module>(
+    m: &mut M,
+    name: &str,
+    ps: &[types::Type],
+    rs: &[types::Type],
+) -> Result<FuncId, CodegenError> {
+    let sig = signature(m, ps, rs);
+    m.declare_function(name, Linkage::Import, &sig)
+        .map_err(compile_error)
+}
+
+/// Provides every helper of [`HELPERS`]: libm for the math functions, local
+/// Cranelift functions for the rest.
+fn define_helpers(m: &mut ObjectModule) -> Result<Vec<(&'static str, FuncId)>, CodegenError> {
+    let mut out = Vec::new();
+    for h in &HELPERS {
+        let id = match h.name {
+            "fsmooth_alloc" => define_alloc(m, h.name)?,
+            "fsmooth_copy" => define_copy(m, h.name)?,
+            "fsmooth_ipow" => define_ipow(m, h.name)?,
+            other => {
+                // fsmooth_sin → sin, …: libm computes what Rust's f64
+                // methods compute (they call it).
+                let libm = match other {
+                    "fsmooth_sin" => "sin",
+                    "fsmooth_cos" => "cos",
+                    "fsmooth_tan" => "tan",
+                    "fsmooth_log" => "log",
+                    "fsmooth_exp" => "exp",
+                    "fsmooth_pow" => "pow",
+                    _ => return Err(compile_error(format!("no provider for helper `{other}`"))),
+                };
+                import(m, libm, h.params, h.results)?
+            }
+        };
+        out.push((h.name, id));
+    }
+    Ok(out)
+}
+
+/// Declares `name` with `ps → rs` and builds its body with `body`.
+fn define_fn(
+    m: &mut ObjectModule,
+    name: &str,
+    linkage: Linkage,
+    sig: cranelift_codegen::ir::Signature,
+    body: impl FnOnce(
+        &mut ObjectModule,
+        &mut FunctionBuilder<'_>,
+        &[cranelift_codegen::ir::Value],
+    ) -> Result<(), CodegenError>,
+) -> Result<FuncId, CodegenError> {
+    let id = m
+        .declare_function(name, linkage, &sig)
+        .map_err(compile_error)?;
+    let mut ctx = m.make_context();
+    ctx.func.signature = sig;
+    ctx.func.name = UserFuncName::user(0, id.as_u32());
+    let mut fctx = FunctionBuilderContext::new();
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let params = b.block_params(entry).to_vec();
+        body(m, &mut b, &params)?;
+        b.seal_all_blocks();
+        b.finalize(m.target_config());
+    }
+    m.define_function(id, &mut ctx)
+        .map_err(|e| compile_error(format!("{e:?}")))?;
+    m.clear_context(&mut ctx);
+    Ok(id)
+}
+
+fn barg(v: cranelift_codegen::ir::Value) -> BlockArg {
+    BlockArg::from(v)
+}
+
+/// `fsmooth_alloc(ctx, bytes)`: a block of `16 + bytes` from `malloc`,
+/// linked in front of the context's list; null past `ctx.limit` (when
+/// non-zero) or when `malloc` fails.
+fn define_alloc(m: &mut ObjectModule, name: &str) -> Result<FuncId, CodegenError> {
+    use types::I64;
+    let malloc = import(m, "malloc", &[I64], &[I64])?;
+    let sig = signature(m, &[I64, I64], &[I64]);
+    define_fn(m, name, Linkage::Local, sig, |m, b, p| {
+        let (ctx, bytes) = (p[0], p[1]);
+        let malloc = m.declare_func_in_func(malloc, b.func);
+        let flags = MemFlagsData::trusted();
+        let null = b.create_block();
+        let limited = b.create_block();
+        let get = b.create_block();
+        let neg = b.ins().icmp_imm_s(IntCC::SignedLessThan, bytes, 0);
+        let check = b.create_block();
+        b.ins().brif(neg, null, &[], check, &[]);
+        b.switch_to_block(check);
+        let used = b.ins().load(I64, flags, ctx, CTX_USED);
+        let (total, of) = b.ins().sadd_overflow(used, bytes);
+        let big = b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThan, bytes, i64::MAX - BLOCK_HEADER);
+        let bad = b.ins().bor(of, big);
+        b.ins().brif(bad, null, &[], limited, &[]);
+        b.switch_to_block(limited);
+        let limit = b.ins().load(I64, flags, ctx, CTX_LIMIT);
+        let has = b.ins().icmp_imm_s(IntCC::NotEqual, limit, 0);
+        let over = b.ins().icmp(IntCC::SignedGreaterThan, total, limit);
+        let refuse = b.ins().band(has, over);
+        b.ins().brif(refuse, null, &[], get, &[]);
+        b.switch_to_block(get);
+        let size = b.ins().iadd_imm_s(bytes, BLOCK_HEADER);
+        let call = b.ins().call(malloc, &[size]);
+        let blk = b.inst_results(call)[0];
+        let failed = b.ins().icmp_imm_s(IntCC::Equal, blk, 0);
+        let link = b.create_block();
+        b.ins().brif(failed, null, &[], link, &[]);
+        b.switch_to_block(link);
+        let head = b.ins().load(I64, flags, ctx, CTX_ARENA);
+        b.ins().store(flags, head, blk, 0);
+        b.ins().store(flags, blk, ctx, CTX_ARENA);
+        b.ins().store(flags, total, ctx, CTX_USED);
+        let data = b.ins().iadd_imm_s(blk, BLOCK_HEADER);
+        b.ins().return_(&[data]);
+        b.switch_to_block(null);
+        let z = b.ins().iconst(I64, 0);
+        b.ins().return_(&[z]);
+        Ok(())
+    })
+}
+
+/// `fsmooth_copy(dst, src, bytes)`: `memcpy` when `bytes > 0` (an empty
+/// array may come with a null pointer from C).
+fn define_copy(m: &mut ObjectModule, name: &str) -> Result<FuncId, CodegenError> {
+    use types::I64;
+    let memcpy = import(m, "memcpy", &[I64, I64, I64], &[I64])?;
+    let sig = signature(m, &[I64, I64, I64], &[]);
+    define_fn(m, name, Linkage::Local, sig, |m, b, p| {
+        let memcpy = m.declare_func_in_func(memcpy, b.func);
+        let (copy, done) = (b.create_block(), b.create_block());
+        let pos = b.ins().icmp_imm_s(IntCC::SignedGreaterThan, p[2], 0);
+        b.ins().brif(pos, copy, &[], done, &[]);
+        b.switch_to_block(copy);
+        b.ins().call(memcpy, &[p[0], p[1], p[2]]);
+        b.ins().jump(done, &[]);
+        b.switch_to_block(done);
+        b.ins().return_(&[]);
+        Ok(())
+    })
+}
+
+/// `fsmooth_ipow(ctx, x, y)`: Index `**` as `runtime::fsmooth_ipow`
+/// computes it (E-Arith, E-Arith-Bot): the exact power in `ctx.scratch`,
+/// or a domain error for y < 0, or `integer-overflow` (operator 4).
+/// For |x| ≤ 1 the power is closed-form; otherwise |x|ʸ overflows for
+/// y ≥ 64, and below that a loop of checked products decides.
+fn define_ipow(m: &mut ObjectModule, name: &str) -> Result<FuncId, CodegenError> {
+    use types::I64;
+    let sig = signature(m, &[I64, I64, I64], &[I64]);
+    define_fn(m, name, Linkage::Local, sig, |_, b, p| {
+        let (ctx, x, y) = (p[0], p[1], p[2]);
+        let flags = MemFlagsData::trusted();
+        let domain = b.create_block();
+        let nonneg = b.create_block();
+        let small = b.create_block();
+        let large = b.create_block();
+        let header = b.create_block();
+        let body = b.create_block();
+        let ok = b.create_block();
+        let overflow = b.create_block();
+        b.append_block_param(ok, I64);
+        let neg = b.ins().icmp_imm_s(IntCC::SignedLessThan, y, 0);
+        b.ins().brif(neg, domain, &[], nonneg, &[]);
+        // y < 0: the domain error, with both operands.
+        b.switch_to_block(domain);
+        b.ins().store(flags, x, ctx, CTX_A);
+        b.ins().store(flags, y, ctx, CTX_B);
+        let code = b.ins().iconst(I64, rt::DOMAIN_IPOW);
+        b.ins().return_(&[code]);
+        // |x| ≤ 1 ⟺ x + 1 ≤ 2 unsigned.
+        b.switch_to_block(nonneg);
+        let one = b.ins().iconst(I64, 1);
+        let x1 = b.ins().iadd_imm_s(x, 1);
+        let is_small = b.ins().icmp_imm_s(IntCC::UnsignedLessThanOrEqual, x1, 2);
+        b.ins().brif(is_small, small, &[], large, &[]);
+        b.switch_to_block(small);
+        let minus_one = b.ins().iconst(I64, -1);
+        let odd = b.ins().band_imm_s(y, 1);
+        let sign = b.ins().select(odd, minus_one, one);
+        let is_m1 = b.ins().icmp_imm_s(IntCC::Equal, x, -1);
+        let r = b.ins().select(is_m1, sign, x);
+        let y0 = b.ins().icmp_imm_s(IntCC::Equal, y, 0);
+        let r = b.ins().select(y0, one, r);
+        b.ins().jump(ok, &[barg(r)]);
+        // |x| ≥ 2.
+        b.switch_to_block(large);
+        let huge = b.ins().icmp_imm_s(IntCC::SignedGreaterThanOrEqual, y, 64);
+        let zero = b.ins().iconst(I64, 0);
+        b.append_block_param(header, I64);
+        b.append_block_param(header, I64);
+        b.ins()
+            .brif(huge, overflow, &[], header, &[barg(zero), barg(one)]);
+        b.switch_to_block(header);
+        let (k, acc) = {
+            let hp = b.block_params(header);
+            (hp[0], hp[1])
+        };
+        let more = b.ins().icmp(IntCC::SignedLessThan, k, y);
+        b.ins().brif(more, body, &[], ok, &[barg(acc)]);
+        b.switch_to_block(body);
+        let (acc1, of) = b.ins().smul_overflow(acc, x);
+        let k1 = b.ins().iadd_imm_s(k, 1);
+        let cont = b.create_block();
+        b.ins().brif(of, overflow, &[], cont, &[]);
+        b.switch_to_block(cont);
+        b.ins().jump(header, &[barg(k1), barg(acc1)]);
+        b.switch_to_block(ok);
+        let r = b.block_params(ok)[0];
+        b.ins().store(flags, r, ctx, CTX_SCRATCH);
+        let z = b.ins().iconst(I64, rt::OK);
+        b.ins().return_(&[z]);
+        b.switch_to_block(overflow);
+        let op = b.ins().iconst(I64, 4);
+        b.ins().store(flags, op, ctx, CTX_A);
+        let code = b.ins().iconst(I64, rt::OVERFLOW);
+        b.ins().return_(&[code]);
+        Ok(())
+    })
+}
+
+/// `fsmooth_ctx_release(ctx)`: frees every block of the context and resets
+/// it (null is allowed). Weak, so objects of several entries link together.
+fn define_release(m: &mut ObjectModule) -> Result<FuncId, CodegenError> {
+    use types::I64;
+    let free = import(m, "free", &[I64], &[])?;
+    let sig = signature(m, &[I64], &[]);
+    define_fn(
+        m,
+        "fsmooth_ctx_release",
+        Linkage::Preemptible,
+        sig,
+        |m, b, p| {
+            let ctx = p[0];
+            let free = m.declare_func_in_func(free, b.func);
+            let flags = MemFlagsData::trusted();
+            let (start, header, body, reset, done) = (
+                b.create_block(),
+                b.create_block(),
+                b.create_block(),
+                b.create_block(),
+                b.create_block(),
+            );
+            let is_null = b.ins().icmp_imm_s(IntCC::Equal, ctx, 0);
+            b.ins().brif(is_null, done, &[], start, &[]);
+            b.switch_to_block(start);
+            let head = b.ins().load(I64, flags, ctx, CTX_ARENA);
+            b.append_block_param(header, I64);
+            b.ins().jump(header, &[barg(head)]);
+            b.switch_to_block(header);
+            let blk = b.block_params(header)[0];
+            let end = b.ins().icmp_imm_s(IntCC::Equal, blk, 0);
+            b.ins().brif(end, reset, &[], body, &[]);
+            b.switch_to_block(body);
+            let next = b.ins().load(I64, flags, blk, 0);
+            b.ins().call(free, &[blk]);
+            b.ins().jump(header, &[barg(next)]);
+            b.switch_to_block(reset);
+            let z = b.ins().iconst(I64, 0);
+            b.ins().store(flags, z, ctx, CTX_ARENA);
+            b.ins().store(flags, z, ctx, CTX_USED);
+            b.ins().jump(done, &[]);
+            b.switch_to_block(done);
+            b.ins().return_(&[]);
+            Ok(())
+        },
+    )
+}
+
+/// The typed entry: `(ctx, parameter leaves…, result out-pointers…) ->
+/// status`. It stores the leaves into a slot buffer on its stack, calls the
+/// slot-level entry, and on success stores the result's slots through the
+/// out-pointers (which it leaves untouched on ⊥).
+#[allow(clippy::too_many_arguments, reason = "the parts of one signature")]
+fn define_wrapper(
+    m: &mut ObjectModule,
+    symbol: &str,
+    raw: FuncId,
+    params: &[(String, Type)],
+    result: &Type,
+    cps: &[CParam],
+    crs: &[CParam],
+) -> Result<FuncId, CodegenError> {
+    use types::I64;
+    let mut sig = m.make_signature();
+    sig.params.push(AbiParam::new(I64));
+    for p in cps.iter().chain(crs) {
+        sig.params.push(AbiParam::new(p.clif));
+    }
+    sig.returns.push(AbiParam::new(I64));
+    let raw_sig = entry_signature(m);
+    debug_assert_eq!(raw_sig.params.len(), 3);
+    let in_slots: usize = params
+        .iter()
+        .map(|(_, t)| slots(t))
+        .sum::<Result<usize, _>>()?;
+    let out_slots = slots(result)?;
+    let mut in_leaves = Vec::new();
+    let mut at = 0i32;
+    for (_, t) in params {
+        leaves(t, at, &mut in_leaves)?;
+        at += (slots(t)? as i64 * SLOT) as i32;
+    }
+    let mut out_leaves = Vec::new();
+    leaves(result, 0, &mut out_leaves)?;
+    define_fn(m, symbol, Linkage::Export, sig, |m, b, p| {
+        let raw = m.declare_func_in_func(raw, b.func);
+        let flags = MemFlagsData::trusted();
+        let bytes = |n: usize| u32::try_from((n.max(1) as i64 * SLOT) as u64).unwrap_or(u32::MAX);
+        let ins = b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            bytes(in_slots),
+            3,
+        ));
+        let outs = b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            bytes(out_slots),
+            3,
+        ));
+        let ctx = p[0];
+        let mut args = p[1..].iter().copied();
+        let mut next = || {
+            args.next()
+                .ok_or_else(|| compile_error("too few wrapper parameters"))
+        };
+        for leaf in &in_leaves {
+            match *leaf {
+                Leaf::Double(o) | Leaf::Index(o) | Leaf::Bool(o) => {
+                    let v = next()?;
+                    b.ins().stack_store(I64, v, ins, o);
+                }
+                Leaf::Array(o, _) => {
+                    let (ptr, len) = (next()?, next()?);
+                    b.ins().stack_store(I64, ptr, ins, o);
+                    b.ins().stack_store(I64, len, ins, o + SLOT as i32);
+                }
+            }
+        }
+        let in_addr = b.ins().stack_addr(I64, ins, 0);
+        let out_addr = b.ins().stack_addr(I64, outs, 0);
+        let call = b.ins().call(raw, &[ctx, in_addr, out_addr]);
+        let status = b.inst_results(call)[0];
+        let (store, done) = (b.create_block(), b.create_block());
+        b.ins().brif(status, done, &[], store, &[]);
+        b.switch_to_block(store);
+        for leaf in &out_leaves {
+            match *leaf {
+                Leaf::Double(o) => {
+                    let v = b.ins().stack_load(I64, types::F64, outs, o);
+                    let dst = next()?;
+                    b.ins().store(flags, v, dst, 0);
+                }
+                Leaf::Index(o) => {
+                    let v = b.ins().stack_load(I64, I64, outs, o);
+                    let dst = next()?;
+                    b.ins().store(flags, v, dst, 0);
+                }
+                Leaf::Bool(o) => {
+                    let v = b.ins().stack_load(I64, types::I8, outs, o);
+                    let dst = next()?;
+                    b.ins().store(flags, v, dst, 0);
+                }
+                Leaf::Array(o, _) => {
+                    let ptr = b.ins().stack_load(I64, I64, outs, o);
+                    let len = b.ins().stack_load(I64, I64, outs, o + SLOT as i32);
+                    let (pd, ld) = (next()?, next()?);
+                    b.ins().store(flags, ptr, pd, 0);
+                    b.ins().store(flags, len, ld, 0);
+                }
+            }
+        }
+        b.ins().jump(done, &[]);
+        b.switch_to_block(done);
+        b.ins().return_(&[status]);
+        Ok(())
+    })
+}

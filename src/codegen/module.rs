@@ -1,0 +1,128 @@
+//! What the JIT and the object-file backend share: the target ISA, the
+//! table of helper functions the lowering may call, and [`define_entry`],
+//! which lowers a normal form (`lower::lower_function`) into the slot-level
+//! entry of any [`cranelift_module::Module`] — a `JITModule` for
+//! `Native`, an `ObjectModule` for `aot`. There is one lowering; the two
+//! backends differ only in how the helpers are provided.
+//!
+//! The slot-level entry has the signature
+//! `fn(ctx: *mut Ctx, args: *const u64, out: *mut u64) -> i64`: the
+//! parameters' slots one after another in `args`, the result's slots in
+//! `out`, and the status (0 for success) as the return value.
+
+use cranelift_codegen::ir::{AbiParam, Signature, UserFuncName, types};
+use cranelift_codegen::isa::OwnedTargetIsa;
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::FunctionBuilderContext;
+use cranelift_module::{FuncId, Linkage, Module};
+
+use super::lower::{Imports, lower_function};
+use super::{CodegenError, compile_error, unsupported};
+use crate::ad::anf::Normal;
+
+/// A helper the lowering calls by name: its parameter and result types.
+pub struct Helper {
+    pub name: &'static str,
+    pub params: &'static [types::Type],
+    pub results: &'static [types::Type],
+}
+
+const fn helper(
+    name: &'static str,
+    params: &'static [types::Type],
+    results: &'static [types::Type],
+) -> Helper {
+    Helper {
+        name,
+        params,
+        results,
+    }
+}
+
+use types::{F64, I64};
+
+/// Every helper the lowering may call. `fsmooth_alloc(ctx, bytes) -> ptr`
+/// (null on failure), `fsmooth_copy(dst, src, bytes)`,
+/// `fsmooth_ipow(ctx, x, y) -> status` (result in `ctx.scratch`), and the
+/// math functions, which compute what libm's `sin`, `cos`, … compute.
+pub const HELPERS: [Helper; 9] = [
+    helper("fsmooth_alloc", &[I64, I64], &[I64]),
+    helper("fsmooth_copy", &[I64, I64, I64], &[]),
+    helper("fsmooth_ipow", &[I64, I64, I64], &[I64]),
+    helper("fsmooth_sin", &[F64], &[F64]),
+    helper("fsmooth_cos", &[F64], &[F64]),
+    helper("fsmooth_tan", &[F64], &[F64]),
+    helper("fsmooth_log", &[F64], &[F64]),
+    helper("fsmooth_exp", &[F64], &[F64]),
+    helper("fsmooth_pow", &[F64, F64], &[F64]),
+];
+
+/// A signature in the module's default calling convention (the C one).
+pub fn signature<M: Module>(
+    module: &M,
+    params: &[types::Type],
+    results: &[types::Type],
+) -> Signature {
+    let mut sig = module.make_signature();
+    sig.params.extend(params.iter().copied().map(AbiParam::new));
+    sig.returns
+        .extend(results.iter().copied().map(AbiParam::new));
+    sig
+}
+
+/// The host's ISA, optimising for speed. `pic` for object files that must
+/// link into position-independent executables; the JIT needs no PIC.
+pub fn host_isa(pic: bool) -> Result<OwnedTargetIsa, CodegenError> {
+    let mut flags = settings::builder();
+    for (k, v) in [
+        ("use_colocated_libcalls", "false"),
+        ("is_pic", if pic { "true" } else { "false" }),
+        ("opt_level", "speed"),
+    ] {
+        flags.set(k, v).map_err(compile_error)?;
+    }
+    let isa = cranelift_native::builder()
+        .map_err(|m| unsupported(format!("this host ({m})")))?
+        .finish(settings::Flags::new(flags))
+        .map_err(compile_error)?;
+    if isa.pointer_type() != types::I64 {
+        return Err(unsupported("targets whose pointers are not 64 bits"));
+    }
+    Ok(isa)
+}
+
+/// The signature of the slot-level entry: `(ctx, args, out) -> status`.
+pub fn entry_signature<M: Module>(module: &M) -> Signature {
+    signature(module, &[I64, I64, I64], &[I64])
+}
+
+/// Declares `name` with the entry signature and defines it as the lowering
+/// of `normal`. `helpers` maps each name of [`HELPERS`] to the function
+/// that provides it in this module.
+pub fn define_entry<M: Module>(
+    module: &mut M,
+    name: &str,
+    linkage: Linkage,
+    normal: &Normal,
+    helpers: &[(&'static str, FuncId)],
+) -> Result<FuncId, CodegenError> {
+    let sig = entry_signature(module);
+    let id = module
+        .declare_function(name, linkage, &sig)
+        .map_err(compile_error)?;
+    let mut ctx = module.make_context();
+    ctx.func.signature = sig;
+    ctx.func.name = UserFuncName::user(0, id.as_u32());
+    let mut fctx = FunctionBuilderContext::new();
+    let mut imports = Imports::default();
+    for (helper, hid) in helpers {
+        imports.insert(helper, module.declare_func_in_func(*hid, &mut ctx.func));
+    }
+    let target = module.target_config();
+    lower_function(&mut ctx.func, &mut fctx, normal, &imports, target)?;
+    module
+        .define_function(id, &mut ctx)
+        .map_err(|e| compile_error(format!("{e:?}")))?;
+    module.clear_context(&mut ctx);
+    Ok(id)
+}

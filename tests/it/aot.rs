@@ -1,0 +1,567 @@
+//! Ahead-of-time output (`fsmooth compile`) against the reference
+//! evaluator: the object files are linked into C programs with gcc, run,
+//! and their printed results compared with the evaluator's on the same
+//! program and inputs (ρ ≤ 1e-12; exact for Index and Bool; the same
+//! error code, and details, where the evaluator reaches ⊥). The generated
+//! headers must compile with `-std=c11 -Wall -Wextra -Werror -pedantic`.
+//!
+//! gcc is required: these tests fail (never skip) without it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use fsmooth::diagnostic::Diagnose;
+use fsmooth::eval::{EvalError, Limits};
+use fsmooth::numeric::rho;
+use fsmooth::pipeline;
+
+use crate::common::{self, root};
+
+const TOLERANCE: f64 = 1e-12;
+
+/// A fresh directory for one test's files.
+fn work_dir(test: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("fsmooth-aot-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+fn gcc(args: &[&str], dir: &Path) -> Output {
+    match Command::new("gcc").args(args).current_dir(dir).output() {
+        Ok(o) => o,
+        Err(e) => panic!(
+            "gcc is required for the ahead-of-time tests (tests/it/aot.rs) but could not be run: {e}; install gcc (Debian: apt-get install gcc)"
+        ),
+    }
+}
+
+fn check(o: &Output, what: &str) -> String {
+    assert!(
+        o.status.success(),
+        "{what} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// `fsmooth compile FILE ARGS…` into `dir`.
+fn compile(file: &Path, args: &[&str], dir: &Path) {
+    let f = file.display().to_string();
+    let mut all = vec!["compile", f.as_str()];
+    all.extend_from_slice(args);
+    let o = Command::new(env!("CARGO_BIN_EXE_fsmooth"))
+        .args(&all)
+        .current_dir(dir)
+        .env("FSMOOTH_OPT_CHECK", "1")
+        .output()
+        .expect("fsmooth binary runs");
+    check(&o, &format!("fsmooth {}", all.join(" ")));
+}
+
+fn json_numbers(xs: &[f64]) -> String {
+    let parts: Vec<String> = xs.iter().map(|x| format!("{x:?}")).collect();
+    format!("[{}]", parts.join(", "))
+}
+
+fn assert_close(native: f64, eval: f64, what: &str) {
+    assert!(
+        rho(native, eval) <= TOLERANCE,
+        "{what}: native {native:?}, evaluator {eval:?}"
+    );
+}
+
+/// Compares a value printed by a C driver (JSON, numbers by ρ) with the
+/// evaluator's.
+fn assert_json_close(native: &serde_json::Value, eval: &serde_json::Value, what: &str) {
+    use serde_json::Value as J;
+    match (native, eval) {
+        (J::Number(a), J::Number(b)) => {
+            let (a, b) = (a.as_f64().unwrap(), b.as_f64().unwrap());
+            assert_close(a, b, what);
+        }
+        (J::Array(a), J::Array(b)) => {
+            assert_eq!(a.len(), b.len(), "{what}: {native} vs {eval}");
+            for (x, y) in a.iter().zip(b) {
+                assert_json_close(x, y, what);
+            }
+        }
+        _ => assert_eq!(native, eval, "{what}"),
+    }
+}
+
+/// The example of `examples/aot/`: `dot` and its reverse-mode gradient,
+/// linked into `main.c` exactly as its README says, on several inputs and
+/// one out-of-bounds index.
+#[test]
+fn aot_example_links_and_agrees_with_the_evaluator() {
+    let dir = work_dir("example");
+    let dot = root().join("examples/dot.fsm");
+    compile(
+        &dot,
+        &["--entry", "dot", "-o", "dot.o", "--header", "dot.h"],
+        &dir,
+    );
+    compile(
+        &dot,
+        &[
+            "--entry",
+            "dot",
+            "--mode",
+            "rev",
+            "--wrt",
+            "u",
+            "-o",
+            "dot_rev.o",
+            "--header",
+            "dot_rev.h",
+        ],
+        &dir,
+    );
+    let main_c = root().join("examples/aot/main.c").display().to_string();
+    check(
+        &gcc(
+            &[
+                "-std=c11",
+                "-O2",
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-I.",
+                "-o",
+                "dot_demo",
+                &main_c,
+                "dot.o",
+                "dot_rev.o",
+                "-lm",
+            ],
+            &dir,
+        ),
+        "gcc (examples/aot/main.c)",
+    );
+    let src = std::fs::read_to_string(&dot).unwrap();
+    let loaded = pipeline::load(&src).unwrap();
+    let objective = pipeline::entry(&loaded, "dot").unwrap();
+    let rev = pipeline::reverse_derivative(&src, "dot", "u").unwrap();
+    let cases: [(&[f64], &[f64]); 6] = [
+        (&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]),
+        (&[0.5, -2.25, 1e3, 1.0 / 3.0], &[3.0, 0.125, -7.0, 0.1]),
+        (&[], &[]),
+        (&[1.5], &[-2.0, 9.0]),
+        (&[1e-300, 2.5e200], &[1e-10, -4e100]),
+        // ⊥: v[2] with length v = 2.
+        (&[1.0, 2.0, 3.0], &[4.0, 5.0]),
+    ];
+    let mut bottoms = 0;
+    for (u, v) in cases {
+        let fmt = |xs: &[f64]| {
+            let parts: Vec<String> = xs.iter().map(|x| format!("{x:e}")).collect();
+            parts.join(",")
+        };
+        let o = Command::new(dir.join("dot_demo"))
+            .args([fmt(u), fmt(v)])
+            .output()
+            .expect("dot_demo runs");
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 2, "dot_demo printed:\n{out}");
+        let input = format!("[{}, {}]", json_numbers(u), json_numbers(v));
+        for (line, entry, name) in [
+            (lines[0], &objective, "dot"),
+            (lines[1], &rev.rev, "dot_rev"),
+        ] {
+            let args = entry.read_input(Some(&input)).unwrap();
+            let expected = entry.run(args, Limits::default(), &mut |_, _| {});
+            let what = format!("{name} on {input}");
+            let rest = line
+                .strip_prefix(&format!("{name}: "))
+                .unwrap_or_else(|| panic!("{what}: unexpected line `{line}`"));
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            match expected {
+                Ok((value, _)) => {
+                    assert_eq!(words[0], "ok", "{what}: {line}");
+                    let nums: Vec<f64> = words[1..].iter().map(|w| w.parse().unwrap()).collect();
+                    let mut want = Vec::new();
+                    fsmooth::gradient::flatten(&value, &mut want);
+                    assert_eq!(nums.len(), want.len(), "{what}: {line} vs {value}");
+                    for (a, b) in nums.iter().zip(&want) {
+                        assert_close(*a, *b, &what);
+                    }
+                }
+                Err(e) => {
+                    bottoms += 1;
+                    assert_eq!(words[0], "error", "{what}: {line}");
+                    assert_eq!(words[1], e.code(), "{what}");
+                    let EvalError::IndexOutOfBounds { index, len, .. } = e else {
+                        panic!("{what}: unexpected evaluator error {e}");
+                    };
+                    assert_eq!(words[2], format!("a={index}"), "{what}");
+                    assert_eq!(words[3], format!("b={len}"), "{what}");
+                }
+            }
+        }
+        assert_eq!(o.status.success(), !out.contains("error"), "{out}");
+    }
+    assert_eq!(bottoms, 2, "the ⊥ case reaches ⊥ in both entries");
+}
+
+const KINDS: &str = "\
+let kinds = fun (x: Double) (k: Index) (b: Bool) (xs: Array<Double>) (m: Array<Array<Index>>) ->
+  let p = k ** 3
+  let s = if b then sin x + log x ** 2.5 else cos (x / 2.0)
+  let ys = build (length xs) (fun i -> xs[i] * toDouble (i + p))
+  let rows = build (length m) (fun i -> length (m[i]))
+  let flags = build k (fun i -> i < 2)
+  (s, p, not b, ys, rows, flags, exp x + sqrt (tan x * tan x))
+
+let ipow = fun (x: Index) (y: Index) -> x ** y
+";
+
+/// The C driver of [`KINDS`]: prints each case's result as the
+/// evaluator's JSON would nest it, or `error CODE`.
+const KINDS_DRIVER: &str = r#"
+#include <inttypes.h>
+#include <stdio.h>
+#include "kinds.h"
+#include "ipow.h"
+
+static void doubles(const double *p, int64_t n) {
+    printf("[");
+    for (int64_t i = 0; i < n; i++) printf("%s%.17g", i ? ", " : "", p[i]);
+    printf("]");
+}
+
+static void run_kinds(fsmooth_ctx *ctx, double x, int64_t k, bool b, const double *xs,
+                      int64_t nxs, const fsmooth_array *m, int64_t nm) {
+    double s, t;
+    int64_t p, nys, nrows, nflags;
+    bool nb;
+    const double *ys;
+    const int64_t *rows;
+    const fsmooth_bool *flags;
+    int64_t st = kinds(ctx, x, k, b, xs, nxs, m, nm, &s, &p, &nb, &ys, &nys, &rows, &nrows,
+                       &flags, &nflags, &t);
+    if (st != FSMOOTH_OK) {
+        printf("error %s\n", fsmooth_status_name(st));
+        return;
+    }
+    printf("[%.17g, [%" PRId64 ", [%s, [", s, p, nb ? "true" : "false");
+    doubles(ys, nys);
+    printf(", [[");
+    for (int64_t i = 0; i < nrows; i++) printf("%s%" PRId64, i ? ", " : "", rows[i]);
+    printf("], [[");
+    for (int64_t i = 0; i < nflags; i++) printf("%s%s", i ? ", " : "", flags[i].value ? "true" : "false");
+    printf("], %.17g]]]]]]\n", t);
+}
+
+static void run_ipow(fsmooth_ctx *ctx, int64_t x, int64_t y) {
+    int64_t r;
+    int64_t st = ipow(ctx, x, y, &r);
+    if (st != FSMOOTH_OK) printf("error %s\n", fsmooth_status_name(st));
+    else printf("%" PRId64 "\n", r);
+}
+
+int main(void) {
+    fsmooth_ctx ctx = FSMOOTH_CTX_INIT;
+    static const double none[1] = {0};
+    static const fsmooth_array no_rows[1] = {{0, 0}};
+    (void)none;
+    (void)no_rows;
+CASES
+    fsmooth_ctx_release(&ctx);
+    /* A context that may hold 64 bytes: `build 1000` needs 8000. */
+    fsmooth_ctx small = FSMOOTH_CTX_INIT;
+    small.limit = 64;
+    run_kinds(&small, 1.0, 1000, false, none, 0, no_rows, 0);
+    fsmooth_ctx_release(&small);
+    return 0;
+}
+"#;
+
+/// Every kind of parameter and result leaf (Double, Index, Bool, arrays of
+/// Double, Index, Bool and arrays of arrays), the math functions, Index
+/// `**` (the object's own helper), ⊥ codes, and a context's memory limit,
+/// through the typed entries.
+#[test]
+fn aot_every_leaf_kind_and_index_power_agree_with_the_evaluator() {
+    let dir = work_dir("kinds");
+    let file = dir.join("kinds.fsm");
+    std::fs::write(&file, KINDS).unwrap();
+    compile(
+        &file,
+        &["--entry", "kinds", "-o", "kinds.o", "--header", "kinds.h"],
+        &dir,
+    );
+    compile(
+        &file,
+        &["--entry", "ipow", "-o", "ipow.o", "--header", "ipow.h"],
+        &dir,
+    );
+    // (x, k, b, xs, m)
+    type Kinds<'a> = (f64, i64, bool, &'a [f64], &'a [&'a [i64]]);
+    let kinds: [Kinds; 6] = [
+        (1.7, 3, true, &[1.0, 2.5], &[&[1, 2], &[], &[3]]),
+        (-0.3, 0, false, &[], &[]),
+        (2.0, 1, true, &[-1.0], &[&[]]),
+        (0.7, 2, true, &[1.0], &[]),       // log 0.7 ** 2.5: domain-error
+        (1.0, -1, false, &[], &[]),        // build (-1): negative-size
+        (1.0, 3_000_000, false, &[], &[]), // k ** 3: integer-overflow
+    ];
+    let ipows: [(i64, i64); 14] = [
+        (2, 62),
+        (2, 63),
+        (-2, 63),
+        (-2, 64),
+        (-1, i64::MAX),
+        (-1, 1 << 40),
+        (0, 0),
+        (0, 5),
+        (1, i64::MAX),
+        (3, -1),
+        (7, 0),
+        (3, 39),
+        (3, 40),
+        (i64::MIN, 1),
+    ];
+    let mut cases = String::new();
+    let mut expected = Vec::new();
+    let src = KINDS;
+    for (n, (x, k, b, xs, m)) in kinds.iter().enumerate() {
+        let c_doubles = |v: &[f64]| {
+            v.iter()
+                .map(|x| format!("{x:e}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        cases.push_str("    {\n");
+        let xs_name = if xs.is_empty() {
+            "none".to_string()
+        } else {
+            cases.push_str(&format!(
+                "        static const double xs{n}[] = {{{}}};\n",
+                c_doubles(xs)
+            ));
+            format!("xs{n}")
+        };
+        let mut descs = Vec::new();
+        for (r, row) in m.iter().enumerate() {
+            let items: Vec<String> = row.iter().map(i64::to_string).collect();
+            cases.push_str(&format!(
+                "        static const int64_t m{n}_{r}[] = {{{}}};\n",
+                if items.is_empty() {
+                    "0".to_string()
+                } else {
+                    items.join(", ")
+                }
+            ));
+            descs.push(format!("{{m{n}_{r}, {}}}", row.len()));
+        }
+        let m_name = if m.is_empty() {
+            "no_rows".to_string()
+        } else {
+            cases.push_str(&format!(
+                "        const fsmooth_array m{n}[] = {{{}}};\n",
+                descs.join(", ")
+            ));
+            format!("m{n}")
+        };
+        cases.push_str(&format!(
+            "        run_kinds(&ctx, {x:e}, INT64_C({k}), {b}, {xs_name}, {}, {m_name}, {});\n    }}\n",
+            xs.len(),
+            m.len()
+        ));
+        let rows: Vec<String> = m
+            .iter()
+            .map(|r| {
+                format!(
+                    "[{}]",
+                    r.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+                )
+            })
+            .collect();
+        let input = format!(
+            "[{x:?}, {k}, {b}, {}, [{}]]",
+            json_numbers(xs),
+            rows.join(", ")
+        );
+        expected.push((
+            format!("kinds {input}"),
+            common::run_text(src, "kinds", Some(&input)),
+        ));
+    }
+    for (x, y) in ipows {
+        // INT64_MIN cannot be written as a literal.
+        let cx = if x == i64::MIN {
+            "INT64_MIN".to_string()
+        } else {
+            format!("INT64_C({x})")
+        };
+        cases.push_str(&format!("    run_ipow(&ctx, {cx}, INT64_C({y}));\n"));
+        let input = format!("[{x}, {y}]");
+        expected.push((
+            format!("ipow {input}"),
+            common::run_text(src, "ipow", Some(&input)),
+        ));
+    }
+    // Not the evaluator's: the driver's last call runs out of its context's
+    // `limit` (native code's one extra ⊥).
+    expected.push((
+        "kinds with ctx.limit = 64".to_string(),
+        "error[out-of-memory]".to_string(),
+    ));
+    std::fs::write(dir.join("driver.c"), KINDS_DRIVER.replace("CASES", &cases)).unwrap();
+    check(
+        &gcc(
+            &[
+                "-std=c11", "-Wall", "-Wextra", "-Werror", "-o", "driver", "driver.c", "kinds.o",
+                "ipow.o", "-lm",
+            ],
+            &dir,
+        ),
+        "gcc (driver.c)",
+    );
+    let out = check(
+        &Command::new(dir.join("driver"))
+            .output()
+            .expect("driver runs"),
+        "driver",
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), expected.len(), "driver printed:\n{out}");
+    let mut bottoms = 0;
+    for (line, (what, want)) in lines.iter().zip(&expected) {
+        if let Some(code) = want.strip_prefix("error[") {
+            bottoms += 1;
+            assert_eq!(
+                *line,
+                format!("error {}", code.trim_end_matches(']')),
+                "{what}"
+            );
+            continue;
+        }
+        let native: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("{what}: `{line}` is not JSON: {e}"));
+        let eval: serde_json::Value = serde_json::from_str(want).unwrap();
+        assert_json_close(&native, &eval, what);
+    }
+    assert!(bottoms >= 6, "the ⊥ cases were reached: {bottoms}");
+}
+
+/// Headers of several entries, with every kind of parameter, compile
+/// together in one translation unit under strict warnings (C11 and C++).
+#[test]
+fn aot_headers_compile_with_warnings_as_errors() {
+    let dir = work_dir("headers");
+    let file = dir.join("kinds.fsm");
+    std::fs::write(&file, KINDS).unwrap();
+    compile(
+        &file,
+        &["--entry", "kinds", "-o", "kinds.o", "--header", "kinds.h"],
+        &dir,
+    );
+    let dot = root().join("examples/dot.fsm");
+    compile(
+        &dot,
+        &[
+            "--entry",
+            "dot",
+            "--mode",
+            "fwd",
+            "--wrt",
+            "v",
+            "--symbol",
+            "dot_tangent",
+            "-o",
+            "fwd.o",
+            "--header",
+            "fwd.h",
+        ],
+        &dir,
+    );
+    compile(
+        &dot,
+        &["--entry", "main", "-o", "main.o", "--header", "main.h"],
+        &dir,
+    );
+    std::fs::write(
+        dir.join("all.c"),
+        "#include \"kinds.h\"\n#include \"fwd.h\"\n#include \"main.h\"\n#include \"kinds.h\"\n\
+         int touch(void);\nint touch(void) { fsmooth_ctx c = FSMOOTH_CTX_INIT; (void)c; return 0; }\n",
+    )
+    .unwrap();
+    check(
+        &gcc(
+            &[
+                "-std=c11",
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-pedantic",
+                "-c",
+                "all.c",
+            ],
+            &dir,
+        ),
+        "gcc -std=c11 -Wall -Wextra -Werror -pedantic",
+    );
+    let h = std::fs::read_to_string(dir.join("fwd.h")).unwrap();
+    assert!(h.contains("int64_t dot_tangent(fsmooth_ctx *ctx"), "{h}");
+    assert!(h.contains("int64_t dot_tangent_slots("), "{h}");
+}
+
+/// Usage and output errors are diagnostics with stable codes.
+#[test]
+fn aot_compile_errors_are_diagnostics() {
+    let dot = root().join("examples/dot.fsm").display().to_string();
+    let dir = work_dir("errors");
+    let out = |name: &str| dir.join(name).display().to_string();
+    let cases: [(Vec<String>, &str); 4] = [
+        (
+            vec![
+                "--entry".into(),
+                "dot".into(),
+                "--mode".into(),
+                "rev".into(),
+                "-o".into(),
+                out("a.o"),
+            ],
+            "error[usage]",
+        ),
+        (
+            vec![
+                "--entry".into(),
+                "dot".into(),
+                "-o".into(),
+                "/nonexistent/dir/a.o".into(),
+            ],
+            "error[io]",
+        ),
+        (
+            vec![
+                "--entry".into(),
+                "dot".into(),
+                "--symbol".into(),
+                "2bad'name".into(),
+                "-o".into(),
+                out("b.o"),
+            ],
+            "error[invalid-symbol]",
+        ),
+        (
+            vec!["--entry".into(), "nope".into(), "-o".into(), out("c.o")],
+            "error[",
+        ),
+    ];
+    for (args, code) in cases {
+        let mut all = vec!["compile".to_string(), dot.clone()];
+        all.extend(args);
+        let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+        let o = common::cli(&refs);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{all:?}: {err}");
+        assert!(err.contains(code), "{all:?}: {err}");
+        assert!(!err.contains("panicked"), "{all:?}: {err}");
+    }
+}

@@ -109,7 +109,10 @@ pub fn check_chain(flat: &[FlatTerm<Fsm>], rules: &[&RuleDef]) -> CheckReport {
         // The term in which the left side was matched: the whole term when
         // a condition needs the sizes of enclosing loops, else the subterm
         // (every other condition is a property of the subterms).
-        let needs_context = def.conds.iter().any(|c| matches!(c, Cond::InBounds(..)));
+        let needs_context = def
+            .conds
+            .iter()
+            .any(|c| matches!(c, Cond::InBounds(..) | Cond::Index(..)));
         let (lhs, rhs) = if forward { (a, b) } else { (b, a) };
         let whole = match (needs_context, forward) {
             (false, _) => lhs.clone(),

@@ -50,6 +50,8 @@ pub enum Cond {
     /// `in-bounds ?i ?n`: 0 ≤ ?i < ?n (constants, or ?i is the index of a
     /// loop over ?n).
     InBounds(Var, Var),
+    /// `index ?i`: 0 ≤ ?i (a constant, or the index of an enclosing loop).
+    Index(Var),
     /// `only-fst ?x ?e`: ?e uses the pair ?x only through `fst`.
     OnlyFst(Var, Var),
     /// `only-snd ?x ?e`: ?e uses the pair ?x only through `snd`.
@@ -71,6 +73,7 @@ impl Cond {
         "const",
         "nonzero",
         "in-bounds",
+        "index",
         "only-fst",
         "only-snd",
         "fresh",
@@ -88,6 +91,7 @@ impl Cond {
             | Cond::OnlySnd(a, b)
             | Cond::FreeIn(a, b) => vec![*a, *b],
             Cond::Const(a)
+            | Cond::Index(a)
             | Cond::Nonzero(a)
             | Cond::Fresh(a)
             | Cond::Total(a)
@@ -104,6 +108,7 @@ impl fmt::Display for Cond {
             Cond::Const(a) => write!(f, "const {a}"),
             Cond::Nonzero(a) => write!(f, "nonzero {a}"),
             Cond::InBounds(a, b) => write!(f, "in-bounds {a} {b}"),
+            Cond::Index(a) => write!(f, "index {a}"),
             Cond::OnlyFst(a, b) => write!(f, "only-fst {a} {b}"),
             Cond::OnlySnd(a, b) => write!(f, "only-snd {a} {b}"),
             Cond::Fresh(a) => write!(f, "fresh {a}"),
@@ -430,6 +435,7 @@ fn condition(words: &[&str]) -> Result<Cond, (&'static str, String)> {
         "const" => Cond::Const(var(1)?),
         "nonzero" => Cond::Nonzero(var(1)?),
         "in-bounds" => Cond::InBounds(var(1)?, var(2)?),
+        "index" => Cond::Index(var(1)?),
         "only-fst" => Cond::OnlyFst(var(1)?, var(2)?),
         "only-snd" => Cond::OnlySnd(var(1)?, var(2)?),
         "fresh" => Cond::Fresh(var(1)?),
@@ -570,6 +576,11 @@ pub fn holds(
                     },
                 }
             }
+            Cond::Index(i) => match &egraph[subst[*i]].data.constant {
+                Some(Fsm::Int(a)) => 0 <= *a,
+                _ => var_symbol(egraph, subst[*i])
+                    .is_some_and(|s| egraph.analysis.loop_bounds.contains_key(&s)),
+            },
             Cond::OnlyFst(x, e) | Cond::OnlySnd(x, e) => {
                 let allowed = if matches!(c, Cond::OnlyFst(..)) { 1 } else { 2 };
                 match symbol_of(egraph, subst[*x]) {

@@ -66,7 +66,7 @@ fn run(e: &pipeline::Entry, input: &str) -> (Value, u64) {
 
 /// Each derivation: the program, its entry, the expected optimised body
 /// (names canonicalised), and an input on which both must agree.
-const DERIVATIONS: [(&str, &str, &str, &str); 5] = [
+const DERIVATIONS: [(&str, &str, &str, &str); 6] = [
     (
         // Example 5: (Mᵀ)ᵀ = M.
         "let f = fun (M: Matrix) -> matrixTranspose (matrixTranspose M)",
@@ -89,6 +89,16 @@ const DERIVATIONS: [(&str, &str, &str, &str); 5] = [
         "f",
         "let anf'entry = fun (a'1: Array<Double>) (b'1: Array<Double>) -> build (length a'1) (fun i'1 -> b'1[i'1])",
         "[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]",
+    ),
+    (
+        // Example 1: ∂(u M vᵀ)/∂M = uᵀ v, entry (i, j) = u[i] v[j]. The
+        // optimiser does not know that u has as many elements as M has
+        // rows, so the bounds test of the sum over u stays
+        // (`ifold-single-guarded`): rows past the end of u get 0.
+        "let f = fun (u: Vector) (M: Matrix) (v: Vector) -> matrixMap (deriv (vectorDot u (matrixVectorMul M v)) M) (fun r -> vectorMap r snd)",
+        "f",
+        "let anf'entry = fun (u'1: Array<Double>) (m'1: Array<Array<Double>>) (v'1: Array<Double>) -> build (length m'1) (fun i'1 -> build (length m'1[i'1]) (fun j'1 -> if i'1 < length u'1 then v'1[j'1] * u'1[i'1] else 0.0))",
+        "[[1.0, -2.0], [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], [7.0, 8.0, 9.5]]",
     ),
     (
         // §5.2: ∂tr(M)/∂M = I, with no loop over M per entry.

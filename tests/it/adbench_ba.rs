@@ -231,3 +231,18 @@ fn ba_malformed_files_give_error_codes() {
     // p = 0 is a problem with no observations.
     assert_eq!(code(read_ba(&format!("2 10 0\n{body}"))), "ok");
 }
+
+/// ba.fsm's `baProject` (ADBench's statement order) agrees with the
+/// paper's Fig. 14 `project` of `examples/ba_project.fsm` on its example.
+#[test]
+fn ba_project_agrees_with_the_paper_transcription() {
+    let input = r#"{"cam": [0.1, -0.2, 0.3, 0.5, -0.4, -3.0, 2.0, 0.25, -0.125, 0.01, -0.002], "x": [0.7, 1.1, 2.2]}"#;
+    let paper = std::fs::read_to_string(root().join("examples/ba_project.fsm")).expect("example");
+    let (a, _) = crate::common::run(&paper, "project", Some(input)).expect("paper project runs");
+    let (b, _) = crate::common::run(fsmooth::adbench::ba::BA_SOURCE, "baProject", Some(input))
+        .expect("baProject runs");
+    let (mut xa, mut xb) = (Vec::new(), Vec::new());
+    fsmooth::gradient::flatten(&a, &mut xa);
+    fsmooth::gradient::flatten(&b, &mut xb);
+    assert_close("baProject vs Fig. 14", &xb, &xa, 1e-14);
+}

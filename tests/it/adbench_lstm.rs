@@ -133,3 +133,33 @@ fn lstm_malformed_files_give_error_codes() {
         assert_eq!(code(read_lstm(text)), expected, "input {text:?}");
     }
 }
+
+/// The prelude's `tanh` (F̃ has no primitive) against Rust's, and its
+/// forward-mode derivative against 1 − tanh².
+#[test]
+fn prelude_tanh_matches_the_c_library() {
+    let src = "let f (x: Double) = tanh x\n";
+    let d = fsmooth::pipeline::derivative(src, "f", "x").expect("differentiates");
+    for k in -80..=80 {
+        let x = f64::from(k) * 0.125 + 0.01;
+        let cols = fsmooth::gradient::forward(
+            &d,
+            vec![fsmooth::eval::Value::Double(x)],
+            fsmooth::eval::Limits::default(),
+        )
+        .expect("runs");
+        let t = cols.value.as_f64().expect("a Double");
+        assert!(
+            (t - x.tanh()).abs() <= 4.0 * f64::EPSILON * x.tanh().abs().max(0.05),
+            "tanh {x} = {t}, libm {}",
+            x.tanh()
+        );
+        let dt = cols.columns[0][0];
+        assert!(
+            (dt - (1.0 - x.tanh().powi(2))).abs() <= 1e-15,
+            "tanh' {x} = {dt}"
+        );
+    }
+    let (v, _) = crate::common::run(src, "f", Some("[\"-Infinity\"]")).expect("runs");
+    assert_eq!(v.as_f64(), Some(-1.0));
+}

@@ -635,11 +635,11 @@ fn read_data<T>(
 ) -> Result<T, Failure> {
     let text = read(file)?;
     reader(&text).map_err(|e| {
-        Failure(render_diagnostic(
-            &Diagnostic::from(&e),
-            &file.display().to_string(),
-            &text,
-        ))
+        // The span points into the data file, which is rendered as the
+        // main file here.
+        let mut d = Diagnostic::from(&e);
+        d.span.source = SourceId::MAIN;
+        Failure(render_diagnostic(&d, &file.display().to_string(), &text))
     })
 }
 

@@ -246,3 +246,38 @@ fn ba_project_agrees_with_the_paper_transcription() {
     fsmooth::gradient::flatten(&b, &mut xb);
     assert_close("baProject vs Fig. 14", &xb, &xa, 1e-14);
 }
+
+/// Modes `tape` and `fd` have no derivative program to compile.
+#[test]
+fn ba_native_engine_rejects_tape_and_fd() {
+    let file = root().join("tests/data/adbench/data/ba/test.txt");
+    for mode in ["tape", "fd"] {
+        let o = cli(&[
+            "adbench",
+            "ba",
+            file.to_str().unwrap(),
+            "--mode",
+            mode,
+            "--engine",
+            "native",
+        ]);
+        assert!(!o.status.success(), "{mode}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("error[usage]"),
+            "{mode}"
+        );
+    }
+}
+
+/// A malformed file is reported against the file, with its code.
+#[test]
+fn ba_reader_errors_from_the_command_line() {
+    let file = temp_file("ba_bad.txt", "2 10 10\n1 2 x\n");
+    let o = cli(&["adbench", "ba", file.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("error[adbench-format]") && err.contains("ba_bad.txt:2:5"),
+        "{err}"
+    );
+}

@@ -167,26 +167,47 @@ enum AdbenchCmd {
     /// GMM: `{"objective": …, "gradient": [alphas, means, icf]}`.
     Gmm {
         file: PathBuf,
-        #[arg(long, value_enum, default_value_t = Mode::Fwd)]
-        mode: Mode,
         /// The file holds one point line for all n points (ADBench's 2.5M files).
         #[arg(long)]
         replicate_point: bool,
-        /// Print `{"steps": …, "ops": …, "time_ms": …}` to stderr.
-        #[arg(long)]
-        stats: bool,
-        #[arg(long, default_value_t = Limits::default().fuel)]
-        fuel: u64,
-        /// What runs the objective and the derivative program (`native`:
-        /// modes fwd, fwd-opt, rev).
-        #[arg(long, value_enum, default_value_t)]
-        engine: EngineKind,
-        /// Time N runs of the objective and of the gradient (after one
-        /// warm-up run, which compiles native code) and add
-        /// `"timings": {…}` with the minimum times and their ratio J/F.
-        #[arg(long)]
-        repeat: Option<u32>,
+        #[command(flatten)]
+        run: WorkloadArgs,
     },
+    /// Bundle adjustment: `{"reproj_err": […], "w_err": […], "jacobian":
+    /// {"nrows", "ncols", "rows", "cols", "vals"}}`, the Jacobian in
+    /// ADBench's CSR layout, one 3 × 15 Jacobian per observation.
+    Ba {
+        file: PathBuf,
+        #[command(flatten)]
+        run: WorkloadArgs,
+    },
+    /// LSTM: `{"objective": …, "gradient": [main_params, extra_params]}`.
+    Lstm {
+        file: PathBuf,
+        #[command(flatten)]
+        run: WorkloadArgs,
+    },
+}
+
+/// The options every `adbench` workload takes.
+#[derive(Args, Debug)]
+struct WorkloadArgs {
+    #[arg(long, value_enum, default_value_t = Mode::Fwd)]
+    mode: Mode,
+    /// Print `{"steps": …, "ops": …, "time_ms": …}` of the derivative to stderr.
+    #[arg(long)]
+    stats: bool,
+    #[arg(long, default_value_t = Limits::default().fuel)]
+    fuel: u64,
+    /// What runs the objective and the derivative program (`native`:
+    /// modes fwd, fwd-opt, rev).
+    #[arg(long, value_enum, default_value_t)]
+    engine: EngineKind,
+    /// Time N runs of the objective and of the derivative (after one
+    /// warm-up run, which compiles native code) and add
+    /// `"timings": {…}` with the minimum times and their ratio J/F.
+    #[arg(long)]
+    repeat: Option<u32>,
 }
 
 /// A property of the differential tests (issue 6).
@@ -574,23 +595,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
             Ok(())
         }
-        Command::Adbench(AdbenchCmd::Gmm {
-            file,
-            mode,
-            replicate_point,
-            stats,
-            fuel,
-            engine,
-            repeat,
-        }) => gmm_cmd(
-            &file,
-            mode,
-            replicate_point,
-            stats,
-            Limits { fuel },
-            engine,
-            repeat,
-        ),
+        Command::Adbench(cmd) => adbench_cmd(cmd),
         Command::Jacobian(args) => deriv_cmd(args, true),
         Command::Ad {
             file,
@@ -614,11 +619,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
                         .program
                 }
                 Mode::FwdOpt => {
-                    let d = pipeline::tangent_derivative(&files.main_src, &entry, &wrt)
-                        .map_err(fail)?;
-                    pipeline::optimise_entry(&d.wrapper, &opt_options())
+                    pipeline::optimised_derivative(&files.main_src, &entry, &wrt, &opt_options())
                         .map_err(fail)?
-                        .entry
+                        .wrapper
                         .program
                 }
                 Mode::Fd | Mode::Tape => {
@@ -643,128 +646,215 @@ fn stats_json(s: Stats, elapsed: std::time::Duration) -> String {
     )
 }
 
-fn gmm_cmd(
-    file: &std::path::Path,
-    mode: Mode,
-    replicate: bool,
-    stats: bool,
-    limits: Limits,
-    engine_kind: EngineKind,
-    repeat: Option<u32>,
-) -> Result<(), Failure> {
-    use crate::adbench::gmm;
-    use crate::gradient::{Engine, RunError};
-    let text = read(file)?;
-    let input = if replicate {
-        gmm::read_gmm_replicated(&text)
-    } else {
-        gmm::read_gmm(&text)
+fn adbench_cmd(cmd: AdbenchCmd) -> Result<(), Failure> {
+    use crate::adbench::{ba, gmm, lstm};
+    match cmd {
+        AdbenchCmd::Gmm {
+            file,
+            replicate_point,
+            run,
+        } => {
+            let input = read_data(&file, |t| {
+                if replicate_point {
+                    gmm::read_gmm_replicated(t)
+                } else {
+                    gmm::read_gmm(t)
+                }
+            })?;
+            let source = ("examples/adbench/gmm.fsm", gmm::GMM_SOURCE);
+            scalar_workload(source, "gmmObjectiveFlat", input.flat_args(), &run)
+        }
+        AdbenchCmd::Lstm { file, run } => {
+            let input = read_data(&file, lstm::read_lstm)?;
+            let source = ("examples/adbench/lstm.fsm", lstm::LSTM_SOURCE);
+            scalar_workload(source, "lstmObjectiveFlat", input.flat_args(), &run)
+        }
+        AdbenchCmd::Ba { file, run } => ba_cmd(&read_data(&file, ba::read_ba)?, &run),
     }
-    .map_err(|e| {
-        Failure(render_diagnostic(
-            &Diagnostic::from(&e),
-            &file.display().to_string(),
-            &text,
-        ))
-    })?;
-    let src = gmm::GMM_SOURCE;
-    let fail = |d: Diagnostic| Failure(render_diagnostic(&d, "examples/adbench/gmm.fsm", src));
-    let run_fail = |e: RunError| fail(Diagnostic::from(&e));
-    if engine_kind == EngineKind::Native && matches!(mode, Mode::Fd | Mode::Tape) {
-        return Err(Failure(
+}
+
+/// Reads an ADBench data file with `reader`, rendering its errors against
+/// the file.
+fn read_data<T>(
+    file: &std::path::Path,
+    reader: impl FnOnce(&str) -> Result<T, crate::adbench::read::AdbenchError>,
+) -> Result<T, Failure> {
+    let text = read(file)?;
+    reader(&text).map_err(|e| {
+        // The span points into the data file, which is rendered as the
+        // main file here.
+        let mut d = Diagnostic::from(&e);
+        d.span.source = SourceId::MAIN;
+        Failure(render_diagnostic(&d, &file.display().to_string(), &text))
+    })
+}
+
+/// The engine of a workload, after checking that it can run the mode.
+fn workload_engine(run: &WorkloadArgs) -> Result<crate::gradient::Engine, Failure> {
+    use crate::gradient::Engine;
+    match run.engine {
+        EngineKind::Eval => Ok(Engine::Eval(Limits { fuel: run.fuel })),
+        EngineKind::Native if adbench_mode(run.mode).runs_natively() => Ok(Engine::native()),
+        EngineKind::Native => Err(Failure(
             "error[usage]: --engine native runs the derivative programs of modes fwd, fwd-opt and rev\n"
                 .to_string(),
-        ));
+        )),
     }
-    let engine = match engine_kind {
-        EngineKind::Eval => Engine::Eval(limits),
-        EngineKind::Native => Engine::native(),
-    };
-    let d = pipeline::derivative(src, "gmmObjectiveFlat", "theta").map_err(fail)?;
-    let args = input.flat_args();
-    // The derivative program of the mode, built once.
-    let fwd_opt = match mode {
-        Mode::FwdOpt => Some(fwd_opt_derivative(src, "gmmObjectiveFlat", "theta").map_err(fail)?),
-        _ => None,
-    };
-    let rev = match mode {
-        Mode::Rev => {
-            Some(pipeline::reverse_derivative(src, "gmmObjectiveFlat", "theta").map_err(fail)?)
-        }
-        _ => None,
-    };
-    let gradient = || -> Result<crate::gradient::Columns, Failure> {
-        let eval_fail = |e: crate::eval::EvalError| fail(Diagnostic::from(&e));
-        Ok(match (mode, &fwd_opt, &rev) {
-            (Mode::FwdOpt, Some(f), _) => {
-                crate::gradient::forward_on(f, args.clone(), &engine).map_err(run_fail)?
-            }
-            (Mode::Rev, _, Some(r)) => {
-                crate::gradient::reverse_on(r, args.clone(), &engine).map_err(run_fail)?
-            }
-            (Mode::Fd, ..) => crate::gradient::finite_differences(&d.base, 0, args.clone(), limits)
-                .map_err(eval_fail)?,
-            (Mode::Tape, ..) => {
-                crate::gradient::tape(&d.base, 0, args.clone(), limits).map_err(eval_fail)?
-            }
-            _ => crate::gradient::forward_on(&d, args.clone(), &engine).map_err(run_fail)?,
-        })
-    };
+}
+
+fn adbench_mode(mode: Mode) -> crate::adbench::modes::Mode {
+    use crate::adbench::modes::Mode as M;
+    match mode {
+        Mode::Fwd => M::Fwd,
+        Mode::FwdOpt => M::FwdOpt,
+        Mode::Rev => M::Rev,
+        Mode::Tape => M::Tape,
+        Mode::Fd => M::Fd,
+    }
+}
+
+/// The minimum time of `n` runs of `f`, in milliseconds.
+fn min_ms(n: u32, f: &mut dyn FnMut() -> Result<(), Failure>) -> Result<f64, Failure> {
+    let mut best = f64::INFINITY;
+    for _ in 0..n.max(1) {
+        let t = Instant::now();
+        f()?;
+        best = best.min(t.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(best)
+}
+
+/// `, "timings": {…}` for objective and derivative times `f_ms`, `j_ms`.
+fn timings_json(run: &WorkloadArgs, n: u32, f_ms: f64, j_ms: f64, j_name: &str) -> String {
+    format!(
+        ", \"timings\": {{\"engine\": \"{}\", \"repeat\": {}, \"objective_ms\": {f_ms:.4}, \"{j_name}_ms\": {j_ms:.4}, \"ratio\": {:.3}}}",
+        if run.engine == EngineKind::Native {
+            "native"
+        } else {
+            "eval"
+        },
+        n.max(1),
+        j_ms / f_ms
+    )
+}
+
+/// A workload with a Double objective of a flat parameter vector `theta`
+/// (GMM, LSTM): prints `{"objective", "gradient"[, "timings"]}`.
+fn scalar_workload(
+    (label, src): (&str, &str),
+    entry: &str,
+    args: Vec<crate::eval::Value>,
+    run: &WorkloadArgs,
+) -> Result<(), Failure> {
+    use crate::adbench::modes::Differentiator;
+    use crate::gradient::RunError;
+    let fail = |d: Diagnostic| Failure(render_diagnostic(&d, label, src));
+    let run_fail = |e: RunError| fail(Diagnostic::from(&e));
+    let engine = workload_engine(run)?;
+    let diff = Differentiator::new(src, entry, "theta", adbench_mode(run.mode), &opt_options())
+        .map_err(fail)?;
     let start = Instant::now();
-    let cols = gradient()?;
+    let cols = diff.columns(args.clone(), &engine).map_err(run_fail)?;
     let elapsed = start.elapsed();
     let mut timings = String::new();
-    if let Some(n) = repeat {
-        let n = n.max(1);
-        let min_ms = |f: &mut dyn FnMut() -> Result<(), Failure>| -> Result<f64, Failure> {
-            let mut best = f64::INFINITY;
-            for _ in 0..n {
-                let t = Instant::now();
-                f()?;
-                best = best.min(t.elapsed().as_secs_f64() * 1e3);
-            }
-            Ok(best)
-        };
-        engine.run(&d.base, args.clone()).map_err(run_fail)?; // warm-up
-        let f_ms = min_ms(&mut || {
-            engine.run(&d.base, args.clone()).map_err(run_fail)?;
+    if let Some(n) = run.repeat {
+        engine.run(diff.base(), args.clone()).map_err(run_fail)?; // warm-up
+        let f_ms = min_ms(n, &mut || {
+            engine.run(diff.base(), args.clone()).map_err(run_fail)?;
             Ok(())
         })?;
-        let j_ms = min_ms(&mut || gradient().map(|_| ()))?;
-        timings = format!(
-            ", \"timings\": {{\"engine\": \"{}\", \"repeat\": {n}, \"objective_ms\": {f_ms:.4}, \"gradient_ms\": {j_ms:.4}, \"ratio\": {:.3}}}",
-            if engine_kind == EngineKind::Native {
-                "native"
-            } else {
-                "eval"
-            },
-            j_ms / f_ms
-        );
+        let j_ms = min_ms(n, &mut || {
+            diff.columns(args.clone(), &engine).map_err(run_fail)?;
+            Ok(())
+        })?;
+        timings = timings_json(run, n, f_ms, j_ms, "gradient");
     }
     println!(
         "{{\"objective\": {}, \"gradient\": {}{timings}}}",
         cols.value,
         cols.gradient(&args[0])
     );
-    if stats {
+    if run.stats {
         eprintln!("{}", stats_json(cols.stats, elapsed));
     }
     Ok(())
 }
 
-/// The derivative of `--mode fwd-opt`: the tangent-only forward wrapper,
-/// optimised.
-fn fwd_opt_derivative(
-    src: &str,
-    entry: &str,
-    wrt: &str,
-) -> Result<pipeline::Derivative, Diagnostic> {
-    let t = pipeline::tangent_derivative(src, entry, wrt)?;
-    let o = pipeline::optimise_entry(&t.wrapper, &opt_options())?;
-    Ok(pipeline::Derivative {
-        wrapper: o.entry,
-        ..t
-    })
+/// Bundle adjustment: the residuals from one run of `baObjective`, the
+/// Jacobian from one small Jacobian of `baObservation` per observation
+/// (each derivative program compiled once).
+fn ba_cmd(input: &crate::adbench::ba::BaInput, run: &WorkloadArgs) -> Result<(), Failure> {
+    use crate::adbench::ba;
+    use crate::adbench::modes::Differentiator;
+    use crate::eval::Value;
+    use crate::gradient::RunError;
+    let (label, src) = ("examples/adbench/ba.fsm", ba::BA_SOURCE);
+    let fail = |d: Diagnostic| Failure(render_diagnostic(&d, label, src));
+    let run_fail = |e: RunError| fail(Diagnostic::from(&e));
+    let engine = workload_engine(run)?;
+    let loaded = pipeline::load(src).map_err(fail)?;
+    let objective = pipeline::entry(&loaded, "baObjective").map_err(fail)?;
+    let diff = Differentiator::new(
+        src,
+        "baObservation",
+        "params",
+        adbench_mode(run.mode),
+        &opt_options(),
+    )
+    .map_err(fail)?;
+    let args = input.objective_args();
+    let residuals = || -> Result<(Value, Value), Failure> {
+        match engine.run(&objective, args.clone()).map_err(run_fail)?.0 {
+            Value::Pair(p) => Ok((p.0.clone(), p.1.clone())),
+            other => Err(fail(Diagnostic::from(&RunError::Eval(
+                crate::eval::EvalError::Internal {
+                    message: format!("baObjective returned {other}"),
+                    span: objective.span,
+                },
+            )))),
+        }
+    };
+    let jacobian = || {
+        let mut stats = Stats::default();
+        let r = ba::assemble(input, |i| {
+            let c = diff
+                .columns(input.observation_args(i), &engine)
+                .map_err(run_fail)?;
+            stats.steps += c.stats.steps;
+            stats.ops += c.stats.ops;
+            Ok::<_, Failure>(c)
+        })?;
+        Ok::<_, Failure>((r, stats))
+    };
+    let start = Instant::now();
+    let (result, stats) = jacobian()?;
+    let elapsed = start.elapsed();
+    let (reproj_err, w_err) = residuals()?;
+    let mut timings = String::new();
+    if let Some(n) = run.repeat {
+        let f_ms = min_ms(n, &mut || residuals().map(|_| ()))?;
+        let j_ms = min_ms(n, &mut || jacobian().map(|_| ()))?;
+        timings = timings_json(run, n, f_ms, j_ms, "jacobian");
+    }
+    let list = |xs: &[usize]| {
+        xs.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let j = &result.jacobian;
+    let vals = Value::array(j.vals.iter().map(|&v| Value::Double(v)).collect());
+    println!(
+        "{{\"reproj_err\": {reproj_err}, \"w_err\": {w_err}, \"jacobian\": {{\"nrows\": {}, \"ncols\": {}, \"rows\": [{}], \"cols\": [{}], \"vals\": {vals}}}{timings}}}",
+        j.nrows,
+        j.ncols,
+        list(&j.rows),
+        list(&j.cols),
+    );
+    if run.stats {
+        eprintln!("{}", stats_json(stats, elapsed));
+    }
+    Ok(())
 }
 
 /// Optimiser options for the commands that optimise implicitly
@@ -1033,7 +1123,13 @@ fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
             crate::gradient::reverse_on(&r, values, &engine).map_err(run_fail)?
         }
         Mode::FwdOpt => {
-            let d = fwd_opt_derivative(&files.main_src, &args.entry, &args.wrt).map_err(fail)?;
+            let d = pipeline::optimised_derivative(
+                &files.main_src,
+                &args.entry,
+                &args.wrt,
+                &opt_options(),
+            )
+            .map_err(fail)?;
             crate::gradient::forward_on(&d, values, &engine).map_err(run_fail)?
         }
     };
@@ -1130,7 +1226,8 @@ fn compile_cmd(args: CompileArgs) -> Result<(), Failure> {
             (d.base.params, d.wrapper, "_fwd")
         }
         CompileMode::FwdOpt => {
-            let d = fwd_opt_derivative(src, &args.entry, wrt).map_err(fail)?;
+            let d = pipeline::optimised_derivative(src, &args.entry, wrt, &opt_options())
+                .map_err(fail)?;
             (d.base.params, d.wrapper, "_fwd_opt")
         }
         CompileMode::Rev => {

@@ -257,6 +257,22 @@ pub struct Derivative {
     pub tangent_only: bool,
 }
 
+/// The derivative of `--mode fwd-opt` (dF̃): the tangent-only forward
+/// wrapper ([`tangent_derivative`]), optimised.
+pub fn optimised_derivative(
+    src: &str,
+    entry: &str,
+    wrt: &str,
+    opts: &OptOptions,
+) -> Result<Derivative, Diagnostic> {
+    let t = tangent_derivative(src, entry, wrt)?;
+    let o = optimise_entry(&t.wrapper, opts)?;
+    Ok(Derivative {
+        wrapper: o.entry,
+        ..t
+    })
+}
+
 /// Like [`derivative`], but the wrapper returns only the tangents.
 pub fn tangent_derivative(
     src: &str,

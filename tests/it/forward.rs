@@ -283,6 +283,7 @@ let e_square = fun (x: Double) -> square x
 let e_max = fun (a: Double) (b: Double) -> max a b
 let e_min = fun (a: Double) (b: Double) -> min a b
 let e_abs = fun (x: Double) -> abs x
+let e_tanh = fun (x: Double) -> tanh x
 let e_vectorFill = fun (e: Double) -> vectorFill 3 e
 let e_vectorMap = fun (v: Vector) -> vectorMap v (fun a -> sin a * a)
 let e_vectorMap2 = fun (v1: Vector) (v2: Vector) -> vectorMap2 v1 v2 (fun a b -> a * exp b)
@@ -335,6 +336,8 @@ pub(crate) fn library_cases() -> Vec<(&'static str, String)> {
         ("min", "[-0.7, 0.4]".into()),
         ("abs", "[-1.3]".into()),
         ("abs", "[0.8]".into()),
+        ("tanh", "[-0.9]".into()),
+        ("tanh", "[1.7]".into()),
         ("vectorFill", "[-0.6]".into()),
         ("vectorMap", V.into()),
         ("vectorMap2", two(V, W)),

@@ -2,6 +2,8 @@
 //! module covers one area.
 
 mod adbench;
+mod adbench_ba;
+mod adbench_lstm;
 mod aot;
 mod cli;
 mod common;

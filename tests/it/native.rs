@@ -203,6 +203,7 @@ const PRELUDE_CALLS: &[&str] = &[
     "max 2.0 3.0",
     "min 2 3",
     "abs (0.0 - 2.5)",
+    "tanh (0.0 - 0.75)",
     "vectorRange 4",
     "vectorFill 3 2.5",
     "vectorAdd (vectorZeros 3) v",

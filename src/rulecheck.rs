@@ -744,18 +744,23 @@ fn pin_context(prog: &mut Program) {
     let Some(def) = prog.defs.last() else {
         return;
     };
+    // `wrap` puts the context lets outermost, in the order of `CONTEXT`
+    // (the rule's own lets may reuse the names `y` and `z`).
     let mut lets = Vec::new();
     let mut body = def.body;
-    while let Expr::Let {
-        name,
-        value,
-        body: b,
-        ..
-    } = prog.expr(body)
-        && let Some((_, c)) = CONTEXT.iter().find(|(n, _)| **n == **name)
-    {
-        lets.push((name.clone(), *value, c.ty()));
-        body = *b;
+    for (n, c) in CONTEXT.iter() {
+        match prog.expr(body) {
+            Expr::Let {
+                name,
+                value,
+                body: b,
+                ..
+            } if **name == **n => {
+                lets.push((name.clone(), *value, c.ty()));
+                body = *b;
+            }
+            _ => break,
+        }
     }
     for (name, value, ty) in lets.into_iter().rev() {
         body = prog.add(

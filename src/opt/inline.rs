@@ -177,15 +177,15 @@ fn subst(
             let v = subst(prog, value, uses, env, fusion);
             let u = uses.get(&name).copied().unwrap_or_default();
             let atomic = cheap(prog, v);
-            // A pull array is fused into uses at most as many loops deep as
-            // it has dimensions (each element is then read about once);
-            // deeper, fusion would recompute every element in each
+            // A small pull array (a one-hot tangent seed, a pair of an
+            // element and a literal) is always fused: recomputing an element
+            // costs about what reading it does. A larger one is fused only
+            // if each element is read about once: one read, at most as many
+            // loops deep as the array has dimensions. Deeper, or read
+            // several times, fusion would recompute every element in each
             // iteration of the outer loops.
-            // Several reads would each recompute the element: only small
-            // elements are worth it.
-            let pull = u.only_pull
-                && u.depth <= rank(prog, v)
-                && (u.reads <= 1 || size(prog, v, SMALL_ELEMENT) <= SMALL_ELEMENT);
+            let small = size(prog, v, SMALL_ELEMENT) <= SMALL_ELEMENT;
+            let pull = u.only_pull && (small || (u.reads <= 1 && u.depth <= rank(prog, v)));
             // Copying a large value into many uses could grow the term
             // exponentially (builds of builds): a budget bounds the copies.
             let affordable = u.count <= 1 || size(prog, v, BUDGET) * u.count <= BUDGET;

@@ -1,12 +1,19 @@
 //! Substitution of `let`-bound values before each phase (the inlining step
-//! that opens Fig. 9): a binding is substituted into its uses when it is
-//! used once, when its value is cheap (a variable, a literal, `length`,
-//! `fst`, `snd` or `get` of cheap operands), or when it is a pull array
-//! (`build`) used only by `get` and `length`, which is what loop fusion
-//! needs. This keeps the e-graph from pushing `let`s through whole terms.
-//! Repeated subterms are bound to `let`s again by the final
-//! re-normalisation. The input is in normal form, where every name is
-//! bound once, so substitution cannot capture.
+//! that opens Fig. 9; spec/rules-format.md §9.1). A binding is substituted
+//! into its uses when its value is cheap (a variable, a literal, `length`,
+//! `fst`, `snd`, `get`, `toDouble` or a pair of cheap operands); when it is
+//! used once and not inside a loop body (the function of a `build` or an
+//! `ifold`, where one use is one evaluation per iteration); when every use
+//! is under a projection, outside loop bodies (fission then drops the half
+//! not needed); or when it is a pull array (`build`) used only by `get`
+//! and `length` — a small one always, a larger one only if each element is
+//! read about once (one read, at most as many loops deep as the array has
+//! dimensions). That is what loop fusion needs without moving work into
+//! loops. A projection of a substituted pair is reduced (`fst-pair`,
+//! `snd-pair` left to right). This keeps the e-graph from pushing `let`s
+//! through whole terms. Repeated subterms are bound to `let`s again by the
+//! final re-normalisation. The input is in normal form, where every name
+//! is bound once, so substitution cannot capture.
 
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;

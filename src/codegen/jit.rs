@@ -145,15 +145,7 @@ impl Native {
     /// Runs the compiled entry on `args` (checked against the parameter
     /// types), returning its result or the ⊥ it reached.
     pub fn call(&self, args: &[Value]) -> Result<Value, CodegenError> {
-        if args.len() != self.params.len() {
-            return Err(CodegenError::Argument {
-                message: format!(
-                    "the entry takes {} argument(s), {} given",
-                    self.params.len(),
-                    args.len()
-                ),
-            });
-        }
+        self.check_arity(args.len())?;
         let mut arena = Box::new(Arena::new(self.limits.memory_bytes));
         let total: usize = self
             .params
@@ -170,18 +162,8 @@ impl Native {
             at += slots(t)?;
         }
         let mut out = vec![0u64; slots(&self.result)?];
-        let mut ctx = Ctx {
-            arena: &mut *arena,
-            a: 0,
-            b: 0,
-            scratch: 0,
-        };
-        // SAFETY: `func` lives as long as `self.module`; the buffers have
-        // the sizes the compiled code assumes; the arena outlives the call.
-        let status = unsafe { (self.func)(&mut ctx, input.as_ptr(), out.as_mut_ptr()) };
-        if let Some(e) = runtime::status_error(status, &ctx) {
-            return Err(e);
-        }
+        // SAFETY: the buffers have the sizes the compiled code assumes.
+        unsafe { self.invoke(&mut arena, &input, &mut out)? };
         // SAFETY: on success compiled code wrote a value of the result type
         // whose arrays live in `arena` or `input`'s arrays, both alive.
         unsafe { runtime::read_value(&self.result, out.as_ptr()) }
@@ -297,6 +279,47 @@ fn scalar_types(t: &Type, out: &mut Vec<Type>) {
 }
 
 impl Native {
+    fn check_arity(&self, given: usize) -> Result<(), CodegenError> {
+        if given == self.params.len() {
+            return Ok(());
+        }
+        Err(CodegenError::Argument {
+            message: format!(
+                "the entry takes {} argument(s), {given} given",
+                self.params.len()
+            ),
+        })
+    }
+
+    /// Calls the compiled entry on parameter slots `input`, writing the
+    /// result's slots to `out`, and turns a non-zero status into its error.
+    ///
+    /// # Safety
+    ///
+    /// `input` holds the slots of every parameter (array slots pointing to
+    /// live buffers of the right layout) and `out` has room for the
+    /// result's slots.
+    unsafe fn invoke(
+        &self,
+        arena: &mut Arena,
+        input: &[u64],
+        out: &mut [u64],
+    ) -> Result<(), CodegenError> {
+        let mut ctx = Ctx {
+            arena,
+            a: 0,
+            b: 0,
+            scratch: 0,
+        };
+        // SAFETY: `func` lives as long as `self.module`; the caller
+        // guarantees the buffers; the arena outlives the call.
+        let status = unsafe { (self.func)(&mut ctx, input.as_ptr(), out.as_mut_ptr()) };
+        match runtime::status_error(status, &ctx) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
     /// Runs the compiled entry without converting to and from [`Value`]:
     /// scalars and flat arrays go in as they are (array arguments are read
     /// in place), and the result's leaves come back as scalars and slices
@@ -304,15 +327,7 @@ impl Native {
     /// or a flat array of Double or Index, and so must each component of
     /// the result; the ⊥ codes are [`Native::call`]'s.
     pub fn call_slices<'a>(&self, args: &[Arg<'a>]) -> Result<Outputs<'a>, CodegenError> {
-        if args.len() != self.params.len() {
-            return Err(CodegenError::Argument {
-                message: format!(
-                    "the entry takes {} argument(s), {} given",
-                    self.params.len(),
-                    args.len()
-                ),
-            });
-        }
+        self.check_arity(args.len())?;
         let leaves = flat_leaves(&self.result, "the result")?;
         let mut input = Vec::with_capacity(2 * args.len() + 1);
         for (k, (a, t)) in args.iter().zip(&self.params).enumerate() {
@@ -336,18 +351,9 @@ impl Native {
         input.push(0);
         let mut arena = Box::new(Arena::new(self.limits.memory_bytes));
         let mut out = vec![0u64; slots(&self.result)?.max(1)];
-        let mut ctx = Ctx {
-            arena: &mut *arena,
-            a: 0,
-            b: 0,
-            scratch: 0,
-        };
         // SAFETY: as in `call`; the argument slices are only read and
         // outlive the call (and the returned `Outputs`, through `'a`).
-        let status = unsafe { (self.func)(&mut ctx, input.as_ptr(), out.as_mut_ptr()) };
-        if let Some(e) = runtime::status_error(status, &ctx) {
-            return Err(e);
-        }
+        unsafe { self.invoke(&mut arena, &input, &mut out)? };
         Ok(Outputs {
             _arena: arena,
             out,

@@ -187,6 +187,22 @@ enum AdbenchCmd {
         #[command(flatten)]
         run: WorkloadArgs,
     },
+    /// Hand tracking: `{"objective": [3N residuals], "jacobian_shape":
+    /// {"nrows", "ncols"}, "jacobian_colmajor": […], "jacobian_rows":
+    /// […]}`, the dense 3N × 26 Jacobian (3N × 28 with `--complicated`:
+    /// the two packed u columns first).
+    Hand {
+        file: PathBuf,
+        /// The model directory (`bones.txt`, `vertices.txt`, `triangles.txt`).
+        #[arg(long)]
+        model: PathBuf,
+        /// The file is a complicated-mode instance (triangle
+        /// correspondences and barycentric weights); the file does not say.
+        #[arg(long)]
+        complicated: bool,
+        #[command(flatten)]
+        run: WorkloadArgs,
+    },
 }
 
 /// The options every `adbench` workload takes.
@@ -647,7 +663,7 @@ fn stats_json(s: Stats, elapsed: std::time::Duration) -> String {
 }
 
 fn adbench_cmd(cmd: AdbenchCmd) -> Result<(), Failure> {
-    use crate::adbench::{ba, gmm, lstm};
+    use crate::adbench::{ba, gmm, hand, lstm};
     match cmd {
         AdbenchCmd::Gmm {
             file,
@@ -670,6 +686,27 @@ fn adbench_cmd(cmd: AdbenchCmd) -> Result<(), Failure> {
             scalar_workload(source, "lstmObjectiveFlat", input.flat_args(), &run)
         }
         AdbenchCmd::Ba { file, run } => ba_cmd(&read_data(&file, ba::read_ba)?, &run),
+        AdbenchCmd::Hand {
+            file,
+            model,
+            complicated,
+            run,
+        } => {
+            let bones = read_data(&model.join("bones.txt"), hand::read_bones)?;
+            let vertices = read_data(&model.join("vertices.txt"), |t| {
+                hand::read_vertices(t, bones.names.len())
+            })?;
+            let triangles = read_data(&model.join("triangles.txt"), |t| {
+                hand::read_triangles(t, vertices.positions.len())
+            })?;
+            let model = hand::HandModel {
+                bones,
+                vertices,
+                triangles,
+            };
+            let input = read_data(&file, |t| hand::read_hand_instance(t, complicated, &model))?;
+            hand_cmd(&input, &model, &run)
+        }
     }
 }
 
@@ -853,6 +890,65 @@ fn ba_cmd(input: &crate::adbench::ba::BaInput, run: &WorkloadArgs) -> Result<(),
     );
     if run.stats {
         eprintln!("{}", stats_json(stats, elapsed));
+    }
+    Ok(())
+}
+
+/// Hand tracking: the residuals and the dense Jacobian of the instance's
+/// entry (26 theta columns, or 2 packed u columns and 26 theta columns).
+fn hand_cmd(
+    input: &crate::adbench::hand::HandInput,
+    model: &crate::adbench::hand::HandModel,
+    run: &WorkloadArgs,
+) -> Result<(), Failure> {
+    use crate::adbench::hand::{HAND_SOURCE, HandResult};
+    use crate::adbench::modes::Differentiator;
+    use crate::eval::Value;
+    use crate::gradient::RunError;
+    let label = "examples/adbench/hand.fsm";
+    let fail = |d: Diagnostic| Failure(render_diagnostic(&d, label, HAND_SOURCE));
+    let run_fail = |e: RunError| fail(Diagnostic::from(&e));
+    let engine = workload_engine(run)?;
+    let diff = Differentiator::new(
+        HAND_SOURCE,
+        input.entry(),
+        input.wrt(),
+        adbench_mode(run.mode),
+        &opt_options(),
+    )
+    .map_err(fail)?;
+    let args = input.args(model);
+    let start = Instant::now();
+    let cols = diff.columns(args.clone(), &engine).map_err(run_fail)?;
+    let elapsed = start.elapsed();
+    let mut timings = String::new();
+    if let Some(n) = run.repeat {
+        engine.run(diff.base(), args.clone()).map_err(run_fail)?; // warm-up
+        let f_ms = min_ms(n, &mut || {
+            engine.run(diff.base(), args.clone()).map_err(run_fail)?;
+            Ok(())
+        })?;
+        let j_ms = min_ms(n, &mut || {
+            diff.columns(args.clone(), &engine).map_err(run_fail)?;
+            Ok(())
+        })?;
+        timings = timings_json(run, n, f_ms, j_ms, "jacobian");
+    }
+    let r = HandResult::from_columns(&cols);
+    let doubles = |xs: &[f64]| Value::array(xs.iter().map(|&v| Value::Double(v)).collect());
+    let rows = (0..r.nrows)
+        .map(|i| doubles(&r.row(i)).to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    println!(
+        "{{\"objective\": {}, \"jacobian_shape\": {{\"nrows\": {}, \"ncols\": {}}}, \"jacobian_colmajor\": {}, \"jacobian_rows\": [{rows}]{timings}}}",
+        doubles(&r.objective),
+        r.nrows,
+        r.ncols,
+        doubles(&r.colmajor),
+    );
+    if run.stats {
+        eprintln!("{}", stats_json(cols.stats, elapsed));
     }
     Ok(())
 }

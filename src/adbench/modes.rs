@@ -1,5 +1,5 @@
-//! The gradient modes of the `adbench` workloads, shared by GMM, BA and
-//! LSTM: [`Differentiator::new`] builds, once, the derivative programs a
+//! The gradient modes of the `adbench` workloads, shared by GMM, BA, LSTM
+//! and hand tracking: [`Differentiator::new`] builds, once, the derivative programs a
 //! mode needs for one entry and one independent variable; [`Differentiator::columns`]
 //! runs them on an argument list, on either engine, as often as the caller
 //! likes (once per ADBench observation for BA).

@@ -103,10 +103,20 @@ pub struct Tokens<'a> {
 
 impl<'a> Tokens<'a> {
     pub fn new(text: &'a str) -> Tokens<'a> {
+        Tokens::split(text, char::is_whitespace)
+    }
+
+    /// Like [`Tokens::new`], but `:` separates tokens too, as in the hand
+    /// model's files (upstream reads them with `getline(…, ':')`).
+    pub fn with_colons(text: &'a str) -> Tokens<'a> {
+        Tokens::split(text, |c| c.is_whitespace() || c == ':')
+    }
+
+    fn split(text: &'a str, separates: impl Fn(char) -> bool) -> Tokens<'a> {
         let mut spans = Vec::new();
         let mut start = None;
         for (i, c) in text.char_indices() {
-            match (c.is_whitespace(), start) {
+            match (separates(c), start) {
                 (true, Some(s)) => {
                     spans.push((s, i));
                     start = None;
@@ -203,9 +213,60 @@ impl<'a> Tokens<'a> {
     }
 
     pub fn integer(&mut self, expected: &str) -> Result<i64, AdbenchError> {
+        self.integer_at(expected).map(|(v, _)| v)
+    }
+
+    /// An integer and its token index (for a later [`Tokens::bad_size`]).
+    pub fn integer_at(&mut self, expected: &str) -> Result<(i64, usize), AdbenchError> {
         let (tok, idx) = self.next(|| expected.to_string())?;
         tok.parse::<i64>()
+            .map(|v| (v, idx))
             .map_err(|_| self.bad_token(idx, format!("an integer for {expected}")))
+    }
+
+    /// An integer that must lie in `0..bound` (an index into something
+    /// read earlier); `what` names it in the error, `of` says what it
+    /// indexes.
+    pub fn index_below(
+        &mut self,
+        what: &'static str,
+        expected: &str,
+        bound: usize,
+        of: &str,
+    ) -> Result<usize, AdbenchError> {
+        let (v, idx) = self.integer_at(expected)?;
+        match usize::try_from(v) {
+            Ok(i) if i < bound => Ok(i),
+            _ => Err(self.bad_size(
+                what,
+                idx,
+                format!("is not below {bound}, the number of {of}"),
+            )),
+        }
+    }
+
+    /// The next token as it stands (a name).
+    pub fn word(&mut self, expected: &str) -> Result<&'a str, AdbenchError> {
+        self.next(|| expected.to_string()).map(|(w, _)| w)
+    }
+
+    /// Whether every token has been read.
+    pub fn at_end(&self) -> bool {
+        self.pos >= self.spans.len()
+    }
+
+    /// The error of a file that ends where `expected` should come (for a
+    /// reader that reads to the end and then finds too little).
+    pub fn ends_early(&self, expected: String) -> AdbenchError {
+        let end = self.text.len();
+        AdbenchError::UnexpectedEof {
+            expected,
+            count: self.spans.len(),
+            needed: self.needed,
+            note: self.eof_note,
+            position: self.spans.len() + 1,
+            span: Span::new(DATA_SOURCE, end, end),
+        }
     }
 
     pub fn doubles(

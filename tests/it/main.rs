@@ -3,6 +3,7 @@
 
 mod adbench;
 mod adbench_ba;
+mod adbench_hand;
 mod adbench_lstm;
 mod aot;
 mod cli;

@@ -430,9 +430,21 @@ impl Template {
             .iter()
             .map(|(n, t)| (n.to_string(), t.ty()))
             .collect();
+        // A rule whose conditions speak of loop indices (`in-bounds`,
+        // `index`) is placed, in one case of three, in the body of
+        // `build z (fun q -> …)`, so that its terms can use the loop index
+        // `q`, which the engine knows ranges over [0, z) (rules-format §6.1).
+        let looped = rule
+            .conds
+            .iter()
+            .any(|c| matches!(c, Cond::InBounds(..) | Cond::Index(..)))
+            && g.pick(3) == 0;
         // Context values: the free binders get closed terms.
         let mut outer: Vec<(String, Id)> = Vec::new();
         let mut env = context.clone();
+        if looped {
+            env.push((LOOP_INDEX.to_string(), Type::Index));
+        }
         let mut types = param_types.into_iter();
         for v in &self.free {
             let t = types.next().unwrap_or(Type::Double);
@@ -465,7 +477,8 @@ impl Template {
             lhs,
             outer,
             args,
-            result: ty,
+            result: if looped { Type::array(ty) } else { ty },
+            looped,
         })
     }
 
@@ -531,10 +544,17 @@ struct Instance {
     outer: Vec<(String, Id)>,
     /// Arguments a function-valued side is applied to.
     args: Vec<Id>,
-    /// The type of a side applied to `args`: the annotation of the
-    /// program, so an Index literal alone is an Index, as in the e-graph.
+    /// The type of the program (a side applied to `args`, in an array when
+    /// `looped`): its annotation, so an Index literal alone is an Index, as
+    /// in the e-graph.
     result: Type,
+    /// The side stands in the body of `build z (fun q -> …)`.
+    looped: bool,
 }
+
+/// The index of the loop an instance may stand in (`Instance::looped`);
+/// its size is the context variable `z`.
+const LOOP_INDEX: &str = "q";
 
 enum Outcome {
     Value(Value),
@@ -560,6 +580,7 @@ impl Instance {
         for a in self.args.clone() {
             e = self.out.add(Fsm::App([e, a]));
         }
+        e = self.in_loop(e);
         for (n, v) in self.outer.clone().into_iter().rev() {
             let s = self.out.sym(&n);
             e = self.out.add(Fsm::Let([s, v, e]));
@@ -573,19 +594,42 @@ impl Instance {
         self.out.expr(e)
     }
 
+    /// `build z (fun q -> e)` if the instance is `looped`, else `e`.
+    fn in_loop(&mut self, e: Id) -> Id {
+        if !self.looped {
+            return e;
+        }
+        let (z, q) = (self.out.sym("z"), self.out.sym(LOOP_INDEX));
+        let size = self.out.add(Fsm::Var(z));
+        let body = self.out.add(Fsm::Lam([q, e]));
+        self.out.add(Fsm::Build([size, body]))
+    }
+
     /// The right side under the engine's judgement of the conditions, or
     /// why there is none.
     fn rhs(&mut self, rule: &RuleDef) -> Result<Id, Verdict> {
-        let lhs = self.out.expr(self.lhs);
+        // The e-graph holds the left side where it stands (in the loop, if
+        // any), so the loop's size is recorded as the optimiser records it.
+        let around = self.in_loop(self.lhs);
+        let whole = self.out.expr(around);
         let mut scratch = Program::new();
-        let e = from_recexpr(&lhs, &mut scratch);
+        let e = from_recexpr(&whole, &mut scratch);
         let (rec, bounds) = to_recexpr(&scratch, e);
         let mut egraph = Graph::new(FsmAnalysis::default());
-        let top = egraph.add_expr(&rec);
+        egraph.add_expr(&rec);
         for (s, idx) in bounds {
             let id = egraph.add_expr(&subexpr(&rec, idx));
             egraph.analysis.loop_bounds.insert(s, id);
         }
+        // The left side: the whole term, or the loop's body.
+        let mut at = Id::from(rec.as_ref().len() - 1);
+        if self.looped
+            && let Fsm::Build([_, f]) = &rec[at]
+            && let Fsm::Lam([_, b]) = &rec[*f]
+        {
+            at = *b;
+        }
+        let top = egraph.add_expr(&subexpr(&rec, at));
         egraph.rebuild();
         let top = egraph.find(top);
         let Some(mut subst) = search(rule, &egraph)

@@ -446,12 +446,18 @@ fn difftest_runs_a_campaign() {
 }
 
 /// `fsmooth difftest --property` runs each property of issue 6 at scale:
-/// fwd-opt = fwd, eval(opt p) ⊒ eval(p), and the dot-product test.
+/// fwd-opt = fwd, eval(opt p) ⊒ eval(p), the dot-product test, and
+/// native code = the evaluator.
 #[test]
 fn difftest_runs_every_property() {
     let dir = std::env::temp_dir().join(format!("fsmooth-difftest-p-{}", std::process::id()));
     let save = dir.to_str().expect("utf-8");
-    for (property, cases) in [("fwd-opt", "4"), ("opt", "4"), ("dot", "30")] {
+    for (property, cases) in [
+        ("fwd-opt", "4"),
+        ("opt", "4"),
+        ("dot", "30"),
+        ("native", "6"),
+    ] {
         let o = cli(&[
             "difftest",
             "--property",

@@ -13,6 +13,12 @@
 //! IEEE in the implementation) and are skipped; so are points where one
 //! mode's derivative is non-finite and another's is not and some
 //! intermediate overflowed (counted as `ieee`).
+//!
+//! The other properties a campaign can check ([`Property`]): optimised
+//! forward mode = forward mode, eval(opt p) refines eval(p), the
+//! dot-product test, and `native`: the JIT (`codegen`) gives the
+//! evaluator's value or ⊥ code on the function and on its fwd, fwd-opt and
+//! rev gradient programs ([`check_native`], ρ ≤ 1e-12).
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 

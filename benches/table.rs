@@ -20,7 +20,7 @@
 //! the compile time (parse → native code, the optimiser included for
 //! `fwd-opt`) and the bytes of the call's arena (`Outputs::arena_bytes`,
 //! the peak of the call's own memory), and writes them to
-//! `target/bench-table-extra.json` for `benches/table.py`.
+//! `target/bench-table-extra.json` (appended) for `benches/table.py`.
 //!
 //! Run with `cargo bench --bench table -- --warm-up-time 1
 //! --measurement-time 3`, then `python3 benches/table.py`;
@@ -65,6 +65,27 @@ impl Extra {
         self.lines.borrow_mut().push(format!(
             "{{\"kind\": \"memory\", \"program\": \"{program}\", \"mode\": \"{mode}\", \"n\": {n}, \"arena_bytes\": {bytes}}}"
         ));
+    }
+}
+
+impl Extra {
+    /// Appends the records so far to `target/bench-table-extra.json`
+    /// (after each group, so that an interrupted run keeps them, and runs
+    /// of some groups add to earlier ones: `table.py` keeps the last
+    /// record of each key).
+    fn flush(&self) {
+        let out =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-table-extra.json");
+        let lines = std::mem::take(&mut *self.lines.borrow_mut());
+        let text = lines.join("\n") + "\n";
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&out)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
+        if let Err(e) = written {
+            eprintln!("cannot write {}: {e}", out.display());
+        }
     }
 }
 
@@ -388,14 +409,12 @@ fn nnmf(c: &mut Criterion, extra: &Extra) {
         let rows: Vec<&[f64]> = a.iter().map(|r| &r[..]).collect();
         let args = vec![Arg::F64s(&u), Arg::F64s(&v), Arg::F64Rows(&rows)];
         let fo = m.fwd_opt.as_ref().expect("fwd-opt");
-        let mut natives = vec![
-            ("objective", &m.objective),
-            ("fwd-opt", fo),
-            ("rev", &m.rev),
-        ];
-        // Unoptimised forward mode is O(n³) here.
+        let mut natives = vec![("objective", &m.objective), ("rev", &m.rev)];
+        // Forward mode is O(n³) here, optimised or not (the optimiser does
+        // not find the paper's loop normalisation for NNMF): 25 ms at
+        // n = 10², about 25 s per call at 10³.
         if n <= 100 {
-            natives.push(("fwd", &m.fwd));
+            natives.extend([("fwd", &m.fwd), ("fwd-opt", fo)]);
         }
         for (mode, native) in natives {
             extra.memory("nnmf", mode, n, arena(native, &args));
@@ -474,14 +493,11 @@ fn gmm(c: &mut Criterion, extra: &Extra) {
         ];
         let mut g = configure(c, file);
         let fo = m.fwd_opt.as_ref().expect("fwd-opt");
-        let mut natives = vec![
-            ("objective", &m.objective),
-            ("fwd-opt", fo),
-            ("rev", &m.rev),
-        ];
-        // |θ| forward passes: 30 for d2_K5, 1650 for d10_K25.
+        let mut natives = vec![("objective", &m.objective), ("rev", &m.rev)];
+        // |θ| forward passes: 30 for d2_K5, 1650 for d10_K25 (51 s per
+        // call with fwd-opt).
         if theta.len() <= 100 {
-            natives.push(("fwd", &m.fwd));
+            natives.extend([("fwd", &m.fwd), ("fwd-opt", fo)]);
         }
         for (mode, native) in natives {
             extra.memory(file, mode, input.n, arena(native, &args));
@@ -503,7 +519,7 @@ fn main() {
                 lines: RefCell::new(Vec::new()),
             };
             let mut c = Criterion::default().configure_from_args();
-            // FSMOOTH_TABLE=dot,nnmf runs only those groups' functions
+            // FSMOOTH_TABLE=micro-gradients,nnmf runs only those groups' functions
             // (criterion's filter would still compile every program).
             let only = std::env::var("FSMOOTH_TABLE").ok();
             let wanted = |name: &str| {
@@ -521,15 +537,10 @@ fn main() {
             for (name, group) in groups {
                 if wanted(name) {
                     group(&mut c, &extra);
+                    extra.flush();
                 }
             }
             c.final_summary();
-            let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("target/bench-table-extra.json");
-            let text = extra.lines.into_inner().join("\n") + "\n";
-            if let Err(e) = std::fs::write(&out, text) {
-                eprintln!("cannot write {}: {e}", out.display());
-            }
         })
         .expect("benchmark thread starts");
     run.join().expect("benchmarks finish");

@@ -16,6 +16,9 @@
 //!   per output element (the rows copied into one buffer);
 //! - `hand`/`hand-objective`: plain Rust (`hand` module below).
 //!
+//! Before timing, each fsmooth result is checked against the hand-written
+//! one where there is one (`check`).
+//!
 //! Besides criterion's timings, `main` measures once per program and mode
 //! the compile time (parse → native code, the optimiser included for
 //! `fwd-opt`) and the bytes of the call's arena (`Outputs::arena_bytes`,
@@ -157,6 +160,33 @@ fn vector(n: usize, seed: u64) -> Vec<f64> {
     numbers(seed).take(n).collect()
 }
 
+/// The doubles of leaf `k` of a result (a matrix row by row).
+fn leaf(o: &fsmooth::codegen::Outputs, k: usize) -> Vec<f64> {
+    match o.get(k) {
+        Some(Out::F64(x)) => vec![x],
+        Some(Out::F64s(xs)) => xs.to_vec(),
+        Some(Out::F64Rows(rows)) => rows.iter().flatten().copied().collect(),
+        other => panic!("leaf {k} is {other:?}"),
+    }
+}
+
+/// The table times correct code: the objective's result (leaf 0) and
+/// each gradient (leaf 0 of a forward-mode wrapper, leaf 1 of a reverse
+/// program) equal the hand-written ones, ρ ≤ 1e-9.
+fn check(what: &str, mode: &str, native: &Native, args: &[Arg], f: &[f64], j: &[f64]) {
+    let o = native.call_slices(args).expect("runs");
+    let (got, want) = match mode {
+        "objective" => (leaf(&o, 0), f),
+        "rev" => (leaf(&o, 1), j),
+        _ => (leaf(&o, 0), j),
+    };
+    let rho = |x: f64, y: f64| (x - y).abs() / (1.0f64).max(x.abs() + y.abs());
+    assert!(
+        got.len() == want.len() && got.iter().zip(want).all(|(x, y)| rho(*x, *y) <= 1e-9),
+        "{what} {mode}: fsmooth and the hand-written Rust disagree"
+    );
+}
+
 /// One call; the arena's bytes.
 fn arena(n: &Native, args: &[Arg]) -> usize {
     n.call_slices(args).expect("runs").arena_bytes()
@@ -290,7 +320,13 @@ fn micro_gradients(c: &mut Criterion, extra: &Extra) {
             if n <= 1_000 {
                 natives.push(("fwd", &m.fwd));
             }
+            let (f, j) = if name == "dot" {
+                (vec![hand::dot(&u, &v)], hand::dot_grad(&u, &v))
+            } else {
+                (vec![hand::max(&u)], hand::max_grad(&u))
+            };
             for (mode, native) in natives {
+                check(name, mode, native, &args, &f, &j);
                 extra.memory(name, mode, n, arena(native, &args));
                 g.bench_with_input(BenchmarkId::new(mode, n), &args, |b, a| {
                     b.iter(|| native.call_slices(a).expect("runs"))
@@ -331,6 +367,14 @@ fn micro_jacobians(c: &mut Criterion, extra: &Extra) {
             ("fwd", &vadd.fwd),
             ("fwd-opt", fo),
         ] {
+            check(
+                "vadd",
+                mode,
+                native,
+                &args,
+                &hand::add(&u, &v),
+                &hand::add_jacobian(&u),
+            );
             extra.memory("vadd", mode, n, arena(native, &args));
             g.bench_with_input(BenchmarkId::new(mode, n), &args, |b, a| {
                 b.iter(|| native.call_slices(a).expect("runs"))
@@ -367,6 +411,14 @@ fn micro_jacobians(c: &mut Criterion, extra: &Extra) {
             ("fwd", &smul.fwd),
             ("fwd-opt", fo),
         ] {
+            check(
+                "smul",
+                mode,
+                native,
+                &args,
+                &hand::smul(0.75, &v),
+                &hand::smul_jacobian(&v),
+            );
             extra.memory("smul", mode, n, arena(native, &args));
             g.bench_with_input(BenchmarkId::new(mode, n), &args, |b, a| {
                 b.iter(|| native.call_slices(a).expect("runs"))
@@ -417,6 +469,14 @@ fn nnmf(c: &mut Criterion, extra: &Extra) {
             natives.extend([("fwd", &m.fwd), ("fwd-opt", fo)]);
         }
         for (mode, native) in natives {
+            check(
+                "nnmf",
+                mode,
+                native,
+                &args,
+                &[hand::nnmf(&u, &v, &a)],
+                &hand::nnmf_grad(&u, &v, &a),
+            );
             extra.memory("nnmf", mode, n, arena(native, &args));
             g.bench_with_input(BenchmarkId::new(mode, n), &args, |b, a| {
                 b.iter(|| native.call_slices(a).expect("runs"))

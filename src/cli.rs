@@ -237,6 +237,9 @@ enum PropertyArg {
     Opt,
     /// the dot-product test <J u, w> = <u, J^T w> on Vector -> Vector.
     Dot,
+    /// native code = the evaluator: the value and the fwd, fwd-opt and rev
+    /// gradients (equal, or ⊥ with the same error code).
+    Native,
 }
 
 /// What runs the program.
@@ -576,6 +579,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     PropertyArg::FwdOpt => crate::difftest::Property::FwdOpt,
                     PropertyArg::Opt => crate::difftest::Property::Opt,
                     PropertyArg::Dot => crate::difftest::Property::Dot,
+                    PropertyArg::Native => crate::difftest::Property::Native,
                 },
             },
             &save,
@@ -1455,7 +1459,7 @@ fn difftest_cmd(c: crate::difftest::Campaign, save: &std::path::Path) -> Result<
     let start = Instant::now();
     let s = crate::difftest::run(c);
     println!(
-        "{{\"property\": \"{}\", \"programs\": {}, \"seed\": {}, \"max_size\": {}, \"defined_points\": {}, \"compared\": {}, \"finite_differences\": {}, \"ieee_overflow\": {}, \"failures\": {}, \"seconds\": {:.3}}}",
+        "{{\"property\": \"{}\", \"programs\": {}, \"seed\": {}, \"max_size\": {}, \"defined_points\": {}, \"compared\": {}, \"finite_differences\": {}, \"ieee_overflow\": {}, \"bottom_agreements\": {}, \"failures\": {}, \"seconds\": {:.3}}}",
         c.property.name(),
         s.programs,
         c.seed,
@@ -1464,6 +1468,7 @@ fn difftest_cmd(c: crate::difftest::Campaign, save: &std::path::Path) -> Result<
         s.counts.compared,
         s.counts.fd,
         s.counts.ieee,
+        s.counts.bottoms,
         usize::from(s.failure.is_some()),
         start.elapsed().as_secs_f64()
     );

@@ -13,6 +13,12 @@
 //! IEEE in the implementation) and are skipped; so are points where one
 //! mode's derivative is non-finite and another's is not and some
 //! intermediate overflowed (counted as `ieee`).
+//!
+//! The other properties a campaign can check ([`Property`]): optimised
+//! forward mode = forward mode, eval(opt p) refines eval(p), the
+//! dot-product test, and `native`: the JIT (`codegen`) gives the
+//! evaluator's value or ⊥ code on the function and on its fwd, fwd-opt and
+//! rev gradient programs ([`check_native`], ρ ≤ 1e-12).
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 
@@ -39,6 +45,9 @@ pub struct Counts {
     /// Points where one mode's derivative is non-finite and another's is
     /// not, explained by an overflowed intermediate (IEEE, not the reals).
     pub ieee: usize,
+    /// Comparisons where both sides were ⊥ with the same error code
+    /// (the `native` property: native code against the evaluator).
+    pub bottoms: usize,
 }
 
 impl std::ops::AddAssign for Counts {
@@ -47,6 +56,7 @@ impl std::ops::AddAssign for Counts {
         self.compared += o.compared;
         self.fd += o.fd;
         self.ieee += o.ieee;
+        self.bottoms += o.bottoms;
     }
 }
 
@@ -219,10 +229,19 @@ pub enum Property {
     Opt,
     /// (e) the dot-product test ⟨J u, w⟩ = ⟨u, Jᵀ w⟩ ([`check_dot_product`]).
     Dot,
+    /// native code = the evaluator, on the function and on its fwd,
+    /// fwd-opt and rev gradients ([`check_native`]).
+    Native,
 }
 
 impl Property {
-    pub const ALL: [Property; 4] = [Property::Ad, Property::FwdOpt, Property::Opt, Property::Dot];
+    pub const ALL: [Property; 5] = [
+        Property::Ad,
+        Property::FwdOpt,
+        Property::Opt,
+        Property::Dot,
+        Property::Native,
+    ];
 
     /// The name `--property` takes and saved cases record (`// property: NAME`).
     pub fn name(self) -> &'static str {
@@ -231,6 +250,7 @@ impl Property {
             Property::FwdOpt => "fwd-opt",
             Property::Opt => "opt",
             Property::Dot => "dot",
+            Property::Native => "native",
         }
     }
 
@@ -264,6 +284,7 @@ impl Property {
             Property::FwdOpt => check_optimised(src, limits).map(compared),
             Property::Opt => check_opt_refines(src, limits).map(compared),
             Property::Dot => check_dot_product(src, limits).map(compared),
+            Property::Native => check_native(src, limits),
         }
     }
 }
@@ -406,6 +427,144 @@ pub fn check_dot_product(src: &str, limits: Limits) -> Result<usize, String> {
         }
     }
     Ok(1)
+}
+
+/// The `native` property: native code agrees with the evaluator on `main`
+/// and on its gradients in modes fwd, fwd-opt and rev (each mode's
+/// derivative programs run on both engines, `gradient::Engine`) at
+/// [`POINTS`]: both give values equal within ρ ≤ 1e-12 (or bit for bit,
+/// NaN and infinities included), or both are ⊥ with the same error code.
+/// A run where the evaluator is out of fuel is not compared, and native
+/// code does not run it (it has no fuel). `defined` counts the points
+/// where the evaluator's `main` is a value; `compared` the (point,
+/// program) pairs where both engines gave equal values, `bottoms` those
+/// where both gave the same ⊥ — four programs per point: `main`, fwd,
+/// fwd-opt, rev.
+pub fn check_native(src: &str, limits: Limits) -> Result<Counts, String> {
+    use crate::gradient::{Columns, Engine, RunError, forward_on, reverse_on};
+    let loaded = pipeline::load(src).map_err(|d| format!("load: {}", d.message))?;
+    let base = pipeline::entry(&loaded, "main").map_err(|d| format!("entry: {}", d.message))?;
+    let fwd = pipeline::derivative(src, "main", "p").map_err(|d| format!("fwd: {}", d.message))?;
+    let rev = pipeline::reverse_derivative(src, "main", "p")
+        .map_err(|d| format!("rev: {}", d.message))?;
+    let t = pipeline::tangent_derivative(src, "main", "p")
+        .map_err(|d| format!("tangent: {}", d.message))?;
+    // The optimiser's soundness is property `fwd-opt`'s business: here
+    // its output is just another program to run on both engines.
+    let o = pipeline::optimise_entry(&t.wrapper, &pipeline::OptOptions::default())
+        .map_err(|d| format!("opt: {}", d.message))?;
+    let opt = pipeline::Derivative {
+        wrapper: o.entry,
+        ..t
+    };
+    let (eval, native) = (Engine::Eval(limits), Engine::native());
+    let mut counts = Counts::default();
+    // One comparison: `Ok(())` after counting it, `Err` on a disagreement.
+    let mut judge = |what: &str,
+                     x: f64,
+                     e: Result<Option<String>, RunError>,
+                     n: Result<Option<String>, RunError>|
+     -> Result<(), String> {
+        match (e, n) {
+            (Ok(None), Ok(None)) => counts.compared += 1,
+            (Err(a), Err(b)) if a.code() == b.code() => counts.bottoms += 1,
+            (Ok(Some(m)), _) | (_, Ok(Some(m))) => {
+                return Err(format!("{what} at p = {x}: {m}"));
+            }
+            (a, b) => {
+                let show = |r: &Result<Option<String>, RunError>| match r {
+                    Ok(_) => "a value".to_string(),
+                    Err(e) => format!("⊥ {} ({e})", e.code()),
+                };
+                return Err(format!(
+                    "{what} at p = {x}: the evaluator gives {}, native code {}",
+                    show(&a),
+                    show(&b)
+                ));
+            }
+        }
+        Ok(())
+    };
+    for x in POINTS {
+        let args = vec![Value::Double(x)];
+        let e = eval.run(&base, args.clone()).map(|(v, _)| v);
+        if out_of_fuel(&e) {
+            continue;
+        }
+        if e.is_ok() {
+            counts.defined += 1;
+        }
+        let n = native.run(&base, args.clone()).map(|(v, _)| v);
+        let differ = |a: &Value, b: &Value| {
+            (!values_agree(a, b)).then(|| format!("the evaluator gives {a}, native code {b}"))
+        };
+        let (e, n) = match (e, n) {
+            (Ok(a), Ok(b)) => (Ok(differ(&a, &b)), Ok(None)),
+            (a, b) => (a.map(|_| None), b.map(|_| None)),
+        };
+        judge("main", x, e, n)?;
+        type Mode<'a> = (&'a str, &'a dyn Fn(&Engine) -> Result<Columns, RunError>);
+        let modes: [Mode; 3] = [
+            ("fwd", &|en| forward_on(&fwd, args.clone(), en)),
+            ("fwd-opt", &|en| forward_on(&opt, args.clone(), en)),
+            ("rev", &|en| reverse_on(&rev, args.clone(), en)),
+        ];
+        for (mode, run) in modes {
+            let e = run(&eval);
+            if out_of_fuel(&e) {
+                continue;
+            }
+            let n = run(&native);
+            let (e, n) = match (e, n) {
+                (Ok(a), Ok(b)) => (Ok(columns_differ(&a, &b)), Ok(None)),
+                (a, b) => (a.map(|_| None), b.map(|_| None)),
+            };
+            judge(mode, x, e, n)?;
+        }
+    }
+    Ok(counts)
+}
+
+fn out_of_fuel<T>(r: &Result<T, crate::gradient::RunError>) -> bool {
+    matches!(r, Err(e) if e.code() == "out-of-fuel")
+}
+
+/// Whether two values agree for the `native` property: the same shape,
+/// equal Index and Bool parts, and Doubles equal bit for bit or within
+/// ρ ≤ 1e-12.
+fn values_agree(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Double(x), Value::Double(y)) => doubles_agree(*x, *y),
+        (Value::Pair(p), Value::Pair(q)) => values_agree(&p.0, &q.0) && values_agree(&p.1, &q.1),
+        (Value::Array(xs), Value::Array(ys)) => {
+            xs.len() == ys.len() && xs.iter().zip(ys.iter()).all(|(x, y)| values_agree(x, y))
+        }
+        _ => a.same(b),
+    }
+}
+
+fn doubles_agree(x: f64, y: f64) -> bool {
+    x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()) || rho(x, y) <= 1e-12
+}
+
+/// How two gradients (value and derivative columns) differ, if they do.
+fn columns_differ(a: &crate::gradient::Columns, b: &crate::gradient::Columns) -> Option<String> {
+    if !values_agree(&a.value, &b.value) {
+        return Some(format!(
+            "value: the evaluator gives {}, native code {}",
+            a.value, b.value
+        ));
+    }
+    let agree = a.columns.len() == b.columns.len()
+        && a.columns.iter().zip(&b.columns).all(|(c, d)| {
+            c.len() == d.len() && c.iter().zip(d).all(|(x, y)| doubles_agree(*x, *y))
+        });
+    (!agree).then(|| {
+        format!(
+            "derivative: the evaluator gives {:?}, native code {:?}",
+            a.columns, b.columns
+        )
+    })
 }
 
 /// A failing program, shrunk.

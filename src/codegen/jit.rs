@@ -171,7 +171,9 @@ impl Native {
 }
 
 /// An argument of [`Native::call_slices`]: a scalar, or a flat array
-/// passed by reference (compiled code reads the caller's buffer in place).
+/// passed by reference (compiled code reads the caller's buffer in place),
+/// or a matrix (`Array<Array<Double>>`) as rows passed by reference (only
+/// the row descriptors are written, one pair of words per row).
 #[derive(Copy, Clone, Debug)]
 pub enum Arg<'a> {
     F64(f64),
@@ -179,6 +181,7 @@ pub enum Arg<'a> {
     Bool(bool),
     F64s(&'a [f64]),
     I64s(&'a [i64]),
+    F64Rows(&'a [&'a [f64]]),
 }
 
 /// One scalar leaf of a result of [`Native::call_slices`] (Note [Native
@@ -190,13 +193,64 @@ pub enum Out<'r> {
     Bool(bool),
     F64s(&'r [f64]),
     I64s(&'r [i64]),
+    F64Rows(Rows<'r>),
+}
+
+/// A matrix (`Array<Array<Double>>`) result of [`Native::call_slices`]:
+/// the row descriptors compiled code wrote, each row read in place.
+#[derive(Copy, Clone)]
+pub struct Rows<'r> {
+    /// (`ptr`, `len`) per row.
+    descs: &'r [[u64; 2]],
+}
+
+impl<'r> Rows<'r> {
+    /// The number of rows.
+    pub fn len(&self) -> usize {
+        self.descs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.descs.is_empty()
+    }
+
+    /// Row `i` (panics past the end, like slice indexing).
+    pub fn row(&self, i: usize) -> &'r [f64] {
+        let [ptr, len] = self.descs[i];
+        if len == 0 {
+            return &[];
+        }
+        // SAFETY: compiled code wrote a descriptor of a live array of
+        // `len` Doubles (in the arena the `Outputs` owns, or in an argument
+        // that outlives it).
+        unsafe { std::slice::from_raw_parts(ptr as *const f64, len as usize) }
+    }
+
+    /// The rows in order.
+    pub fn iter(&self) -> impl Iterator<Item = &'r [f64]> + '_ {
+        (0..self.len()).map(|i| self.row(i))
+    }
+}
+
+impl PartialEq for Rows<'_> {
+    fn eq(&self, other: &Rows<'_>) -> bool {
+        self.len() == other.len() && self.iter().zip(other.iter()).all(|(a, b)| a == b)
+    }
+}
+
+impl std::fmt::Debug for Rows<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
 }
 
 /// The result of [`Native::call_slices`]: it owns the call's arena, so the
 /// arrays it hands out are the buffers compiled code wrote (or the
 /// caller's argument slices, which a result may share: hence `'a`).
 pub struct Outputs<'a> {
-    _arena: Box<Arena>,
+    arena: Box<Arena>,
+    /// The row descriptors of matrix arguments, which a result may share.
+    _rows: Vec<Vec<[u64; 2]>>,
     out: Vec<u64>,
     leaves: Vec<(Leaf, Type)>,
     _args: std::marker::PhantomData<&'a [u8]>,
@@ -212,6 +266,14 @@ impl Outputs<'_> {
         self.leaves.is_empty()
     }
 
+    /// The bytes the call's arena took from the system allocator: the
+    /// peak of the call's own memory, since an arena frees nothing before
+    /// the call's result is dropped (argument buffers read in place are
+    /// not counted).
+    pub fn arena_bytes(&self) -> usize {
+        self.arena.reserved()
+    }
+
     /// Leaf `k` of the result (None past the end).
     pub fn get(&self, k: usize) -> Option<Out<'_>> {
         let (leaf, ty) = self.leaves.get(k)?;
@@ -220,6 +282,18 @@ impl Outputs<'_> {
             (Leaf::Double(o), _) => Out::F64(f64::from_bits(word(o))),
             (Leaf::Index(o), _) => Out::I64(word(o) as i64),
             (Leaf::Bool(o), _) => Out::Bool(word(o).to_ne_bytes()[0] != 0),
+            (Leaf::Array(o, _), Type::Array(e)) if matches!(**e, Type::Array(_)) => {
+                let (ptr, len) = (word(o), word(o + SLOT as i32) as usize);
+                let descs = if len == 0 {
+                    &[][..]
+                } else {
+                    // SAFETY: compiled code wrote `len` row descriptors of
+                    // two words each (`flat_leaves` checked the type), in
+                    // the arena or a matrix argument `self` keeps alive.
+                    unsafe { std::slice::from_raw_parts(ptr as *const [u64; 2], len) }
+                };
+                Out::F64Rows(Rows { descs })
+            }
             (Leaf::Array(o, _), Type::Array(e)) => {
                 let (ptr, len) = (word(o), word(o + SLOT as i32) as usize);
                 if len == 0 {
@@ -246,8 +320,9 @@ impl Outputs<'_> {
     }
 }
 
-/// The leaves of `t` when each is a scalar or an array of Double or
-/// Index, with their types; else an argument error naming `what`.
+/// The leaves of `t` when each is a scalar, an array of Double or Index,
+/// or an array of arrays of Double, with their types; else an argument
+/// error naming `what`.
 fn flat_leaves(t: &Type, what: &str) -> Result<Vec<(Leaf, Type)>, CodegenError> {
     let mut ls = Vec::new();
     leaves(t, 0, &mut ls)?;
@@ -256,10 +331,11 @@ fn flat_leaves(t: &Type, what: &str) -> Result<Vec<(Leaf, Type)>, CodegenError> 
     for ty in &tys {
         if let Type::Array(e) = ty
             && !matches!(**e, Type::Double | Type::Index)
+            && **e != Type::array(Type::Double)
         {
             return Err(CodegenError::Argument {
                 message: format!(
-                    "{what} has type {t}: `call_slices` takes scalars and flat arrays of Double or Index (use `call`)"
+                    "{what} has type {t}: `call_slices` takes scalars, flat arrays of Double or Index, and arrays of arrays of Double (use `call`)"
                 ),
             });
         }
@@ -330,6 +406,7 @@ impl Native {
         self.check_arity(args.len())?;
         let leaves = flat_leaves(&self.result, "the result")?;
         let mut input = Vec::with_capacity(2 * args.len() + 1);
+        let mut rows = Vec::new();
         for (k, (a, t)) in args.iter().zip(&self.params).enumerate() {
             match (a, t) {
                 (Arg::F64(x), Type::Double) => input.push(x.to_bits()),
@@ -340,6 +417,15 @@ impl Native {
                 }
                 (Arg::I64s(xs), Type::Array(e)) if **e == Type::Index => {
                     input.extend([xs.as_ptr() as u64, xs.len() as u64]);
+                }
+                (Arg::F64Rows(rs), Type::Array(e)) if **e == Type::array(Type::Double) => {
+                    let descs: Vec<[u64; 2]> = rs
+                        .iter()
+                        .map(|r| [r.as_ptr() as u64, r.len() as u64])
+                        .collect();
+                    input.extend([descs.as_ptr() as u64, descs.len() as u64]);
+                    // Moving the Vec into `rows` keeps its heap buffer.
+                    rows.push(descs);
                 }
                 _ => {
                     return Err(CodegenError::Argument {
@@ -355,7 +441,8 @@ impl Native {
         // outlive the call (and the returned `Outputs`, through `'a`).
         unsafe { self.invoke(&mut arena, &input, &mut out)? };
         Ok(Outputs {
-            _arena: arena,
+            arena,
+            _rows: rows,
             out,
             leaves,
             _args: std::marker::PhantomData,

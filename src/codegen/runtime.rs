@@ -82,6 +82,11 @@ impl Arena {
         self.limit
     }
 
+    /// The bytes taken from the system allocator so far (whole chunks).
+    pub fn reserved(&self) -> usize {
+        self.total
+    }
+
     /// `bytes` bytes aligned to 8, or None beyond the limit or when the
     /// system allocator fails. Zero bytes give a dangling, aligned,
     /// non-null pointer (never read).

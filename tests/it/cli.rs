@@ -419,6 +419,32 @@ fn ba_project_example_matches_paper_golden() {
     assert_eq!(out, "[-0.21283695632113153, 0.18982342172738026]\n");
 }
 
+/// `examples/nnmf.fsm` (seed 001 §7): its value, and its gradient in
+/// reverse and optimised forward mode equals the update rule derived by
+/// hand, Σᵢ uᵢ (1/(uᵢvⱼ) − Aᵢⱼ/(uᵢvⱼ)²) = [-8, -2/3, -1/2] here.
+#[test]
+fn nnmf_example_gradient_is_the_hand_derived_update_rule() {
+    let p = root().join("examples/nnmf.fsm");
+    let p = p.to_str().unwrap();
+    assert_eq!(ok(&cli(&["run", p])), "2.6931471805599454\n");
+    let input = r#"{"u": [1, 2], "v": [0.5, 1.5, 2], "a": [[1, 2, 3], [4, 5, 6]]}"#;
+    for mode in ["rev", "fwd-opt"] {
+        let out = ok(&cli(&[
+            "grad", p, "--entry", "nnmf", "--wrt", "v", "--mode", mode, "--input", input,
+        ]));
+        let j: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        let g: Vec<f64> = j["gradient"]
+            .as_array()
+            .expect("a gradient")
+            .iter()
+            .map(|x| x.as_f64().expect("a number"))
+            .collect();
+        for (a, b) in g.iter().zip([-8.0, -2.0 / 3.0, -0.5]) {
+            assert!((a - b).abs() <= 1e-12, "{mode}: {g:?}");
+        }
+    }
+}
+
 #[test]
 fn readme_hello_command() {
     // The command README.md shows first.
@@ -446,12 +472,18 @@ fn difftest_runs_a_campaign() {
 }
 
 /// `fsmooth difftest --property` runs each property of issue 6 at scale:
-/// fwd-opt = fwd, eval(opt p) ⊒ eval(p), and the dot-product test.
+/// fwd-opt = fwd, eval(opt p) ⊒ eval(p), the dot-product test, and
+/// native code = the evaluator.
 #[test]
 fn difftest_runs_every_property() {
     let dir = std::env::temp_dir().join(format!("fsmooth-difftest-p-{}", std::process::id()));
     let save = dir.to_str().expect("utf-8");
-    for (property, cases) in [("fwd-opt", "4"), ("opt", "4"), ("dot", "30")] {
+    for (property, cases) in [
+        ("fwd-opt", "4"),
+        ("opt", "4"),
+        ("dot", "30"),
+        ("native", "6"),
+    ] {
         let o = cli(&[
             "difftest",
             "--property",

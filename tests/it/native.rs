@@ -922,17 +922,22 @@ fn value_leaves(v: &Value, t: &Type, out: &mut Vec<Value>) {
 
 /// `Native::call_slices` (arguments read in place, results as slices of
 /// the arena) returns exactly what `Native::call` returns, ⊥ included,
-/// and a result may share an argument's buffer.
+/// and a result may share an argument's buffer; matrices go in and come
+/// out as rows.
 #[test]
 fn native_call_slices_agrees_with_call() {
     use fsmooth::codegen::{Arg, Out};
     let src = example("dot.fsm");
     let extra = "\nlet mixed = fun (xs: Array<Double>) (ks: Array<Index>) (k: Index) (b: Bool) ->\n  \
-                 (xs, build k (fun i -> i * k + ks[i]), if b then xs[0] else 0.0, not b)\n";
+                 (xs, build k (fun i -> i * k + ks[i]), if b then xs[0] else 0.0, not b)\n\
+                 let rows = fun (m: Matrix) (k: Index) -> (m, build k (fun i -> vectorSMul m[i] 2.0))\n";
     let src = format!("{src}{extra}");
     let dot = load_entry(&src, "dot");
     let rev = pipeline::reverse_derivative(&src, "dot", "u").unwrap().rev;
     let mixed = load_entry(&src, "mixed");
+    let rows = load_entry(&src, "rows");
+    let (r0, r1, r2) = ([1.0, 2.0], [-0.5], [3.0, 4.0, 5.0]);
+    let m: [&[f64]; 3] = [&r0, &r1, &r2];
     let u = [0.5, -2.25, 1e3, 1.0 / 3.0];
     let v = [3.0, 0.125, -7.0, 0.1];
     let ks = [7, -8, 9];
@@ -942,6 +947,7 @@ fn native_call_slices_agrees_with_call() {
         Arg::Bool(b) => Value::Bool(*b),
         Arg::F64s(xs) => vector(xs),
         Arg::I64s(xs) => Value::array(xs.iter().map(|i| Value::Index(*i)).collect()),
+        Arg::F64Rows(rs) => Value::array(rs.iter().map(|r| vector(r)).collect()),
     };
     let cases: Vec<(&Entry, Vec<Arg>)> = vec![
         (&dot, vec![Arg::F64s(&u), Arg::F64s(&v)]),
@@ -969,6 +975,9 @@ fn native_call_slices_agrees_with_call() {
             &mixed,
             vec![Arg::F64s(&u), Arg::I64s(&ks), Arg::I64(4), Arg::Bool(true)],
         ), // ⊥
+        (&rows, vec![Arg::F64Rows(&m), Arg::I64(3)]),
+        (&rows, vec![Arg::F64Rows(&[]), Arg::I64(0)]),
+        (&rows, vec![Arg::F64Rows(&m), Arg::I64(4)]), // ⊥
     ];
     let (mut bottoms, mut shared) = (0, 0);
     for (entry, args) in &cases {
@@ -989,6 +998,7 @@ fn native_call_slices_agrees_with_call() {
                         Out::I64s(xs) => {
                             Value::array(xs.iter().map(|i| Value::Index(*i)).collect())
                         }
+                        Out::F64Rows(rs) => Value::array(rs.iter().map(vector).collect()),
                     };
                     assert!(got.same(w), "{what}: leaf {k}: {got} vs {w}");
                 }
@@ -999,6 +1009,13 @@ fn native_call_slices_agrees_with_call() {
                     assert_eq!(xs.as_ptr(), r.as_ptr(), "{what}: the result shares `xs`");
                     shared += 1;
                 }
+                if let (Arg::F64Rows(ms), Some(Out::F64Rows(r))) = (args[0], outs.get(0))
+                    && !ms.is_empty()
+                {
+                    assert_eq!(ms[1].as_ptr(), r.row(1).as_ptr(), "{what}: rows shared");
+                    assert!(outs.arena_bytes() > 0, "{what}: the arena was used");
+                    shared += 1;
+                }
             }
             (Err(a), Err(b)) => {
                 bottoms += 1;
@@ -1007,7 +1024,7 @@ fn native_call_slices_agrees_with_call() {
             (a, b) => panic!("{what}: call {a:?}, call_slices {:?}", b.map(|o| o.len())),
         }
     }
-    assert_eq!((bottoms, shared), (3, 1));
+    assert_eq!((bottoms, shared), (4, 2));
     // Arguments of the wrong type, and layouts it does not take.
     let n = compile(&dot);
     let e = n

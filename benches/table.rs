@@ -1,0 +1,607 @@
+//! The benchmark table of issue 7 (`benches/README.md`): seed 001 §7's
+//! micro benchmarks, NNMF, the bundle-adjustment `project` Jacobian and
+//! the ADBench GMM gradient, as native code, each mode against the
+//! objective on the same engine (J/F) and against a hand-written Rust
+//! gradient.
+//!
+//! Every native time is one `Native::call_slices` (arguments read in
+//! place, results left in the call's arena: no `Value` marshalling), the
+//! arena's allocation and release included. Modes:
+//!
+//! - `objective`: the function itself;
+//! - `fwd`: forward mode, the tangent-only wrapper
+//!   (`pipeline::tangent_derivative`), not optimised;
+//! - `fwd-opt`: the same wrapper after the optimiser (the dF̃ result);
+//! - `rev`: source-to-source reverse mode; for a Jacobian one seeded run
+//!   per output element (the rows copied into one buffer);
+//! - `hand`/`hand-objective`: plain Rust (`hand` module below).
+//!
+//! Before timing, each fsmooth result is checked against the hand-written
+//! one where there is one (`check`).
+//!
+//! Besides criterion's timings, `main` measures once per program and mode
+//! the compile time (parse → native code, the optimiser included for
+//! `fwd-opt`) and the bytes of the call's arena (`Outputs::arena_bytes`,
+//! the peak of the call's own memory), and writes them to
+//! `target/bench-table-extra.json` (appended) for `benches/table.py`.
+//!
+//! Run with `cargo bench --bench table -- --warm-up-time 1
+//! --measurement-time 3`, then `python3 benches/table.py`;
+//! `FSMOOTH_TABLE=micro-gradients,micro-jacobians,nnmf,ba,gmm` picks groups.
+
+use std::cell::RefCell;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion};
+use fsmooth::adbench::gmm::{GMM_SOURCE, read_gmm};
+use fsmooth::codegen::{Arg, Native, Out};
+use fsmooth::pipeline::{self, OptOptions};
+
+const DOT: &str = "let f = fun (v1: Vector) (v2: Vector) -> vectorDot v1 v2\n";
+const VMAX: &str = "let f = fun (v: Vector) -> vectorMax v\n";
+const VADD: &str = "let f = fun (v1: Vector) (v2: Vector) -> vectorAdd v1 v2\n";
+const SMUL: &str = "let f = fun (s: Double) (v: Vector) -> vectorSMul v s\n";
+const NNMF: &str = include_str!("../examples/nnmf.fsm");
+/// `project` over N points, its 2N outputs flattened into one vector (so
+/// that the Jacobian is a matrix, which `call_slices` returns as rows).
+const BA: &str = concat!(
+    include_str!("../examples/ba_project.fsm"),
+    "\nlet projectAll = fun (cam: Vector) (xs: Matrix) ->\n",
+    "  let ps = build (length xs) (fun i -> project cam xs[i])\n",
+    "  build (2 * length xs) (fun k -> ps[k / 2][k - 2 * (k / 2)])\n"
+);
+
+/// What `main` records besides criterion's timings, as JSON lines.
+struct Extra {
+    lines: RefCell<Vec<String>>,
+}
+
+impl Extra {
+    fn compile(&self, program: &str, mode: &str, t: Duration) {
+        self.lines.borrow_mut().push(format!(
+            "{{\"kind\": \"compile\", \"program\": \"{program}\", \"mode\": \"{mode}\", \"ms\": {:.3}}}",
+            t.as_secs_f64() * 1e3
+        ));
+    }
+    fn memory(&self, program: &str, mode: &str, n: usize, bytes: usize) {
+        self.lines.borrow_mut().push(format!(
+            "{{\"kind\": \"memory\", \"program\": \"{program}\", \"mode\": \"{mode}\", \"n\": {n}, \"arena_bytes\": {bytes}}}"
+        ));
+    }
+}
+
+impl Extra {
+    /// Appends the records so far to `target/bench-table-extra.json`
+    /// (after each group, so that an interrupted run keeps them, and runs
+    /// of some groups add to earlier ones: `table.py` keeps the last
+    /// record of each key).
+    fn flush(&self) {
+        let out =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-table-extra.json");
+        let lines = std::mem::take(&mut *self.lines.borrow_mut());
+        let text = lines.join("\n") + "\n";
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&out)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
+        if let Err(e) = written {
+            eprintln!("cannot write {}: {e}", out.display());
+        }
+    }
+}
+
+/// A program compiled in every mode.
+struct Modes {
+    objective: Native,
+    fwd: Native,
+    fwd_opt: Option<Native>,
+    rev: Native,
+    /// The reverse program takes a cotangent (a Vector-valued function).
+    seeded: bool,
+}
+
+fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let start = Instant::now();
+    let t = f();
+    (t, start.elapsed())
+}
+
+/// Compiles `f` of `src` in every mode (w.r.t. `wrt`), recording the
+/// compile times under `program`; `fwd-opt` only when `opt`.
+fn modes(extra: &Extra, program: &str, src: &str, f: &str, wrt: &str, opt: bool) -> Modes {
+    let (objective, t) = timed(|| {
+        let loaded = pipeline::load(src).expect("loads");
+        let e = pipeline::entry(&loaded, f).expect("entry");
+        Native::compile(&e).expect("objective compiles")
+    });
+    extra.compile(program, "objective", t);
+    let (fwd, t) = timed(|| {
+        let d = pipeline::tangent_derivative(src, f, wrt).expect("fwd");
+        Native::compile(&d.wrapper).expect("fwd compiles")
+    });
+    extra.compile(program, "fwd", t);
+    let fwd_opt = opt.then(|| {
+        let (n, t) = timed(|| {
+            let d = pipeline::tangent_derivative(src, f, wrt).expect("fwd");
+            let o = pipeline::optimise_entry(&d.wrapper, &OptOptions::default()).expect("opt");
+            Native::compile(&o.entry).expect("fwd-opt compiles")
+        });
+        extra.compile(program, "fwd-opt", t);
+        n
+    });
+    let ((rev, seeded), t) = timed(|| {
+        let r = pipeline::reverse_derivative(src, f, wrt).expect("rev");
+        (Native::compile(&r.rev).expect("rev compiles"), r.seeded)
+    });
+    extra.compile(program, "rev", t);
+    Modes {
+        objective,
+        fwd,
+        fwd_opt,
+        rev,
+        seeded,
+    }
+}
+
+/// A deterministic pseudo-random sequence in [-1, 1) (an LCG).
+fn numbers(seed: u64) -> impl Iterator<Item = f64> {
+    let mut s = seed;
+    std::iter::repeat_with(move || {
+        s = s
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+    })
+}
+
+fn vector(n: usize, seed: u64) -> Vec<f64> {
+    numbers(seed).take(n).collect()
+}
+
+/// The doubles of leaf `k` of a result (a matrix row by row).
+fn leaf(o: &fsmooth::codegen::Outputs, k: usize) -> Vec<f64> {
+    match o.get(k) {
+        Some(Out::F64(x)) => vec![x],
+        Some(Out::F64s(xs)) => xs.to_vec(),
+        Some(Out::F64Rows(rows)) => rows.iter().flatten().copied().collect(),
+        other => panic!("leaf {k} is {other:?}"),
+    }
+}
+
+/// The table times correct code: the objective's result (leaf 0) and
+/// each gradient (leaf 0 of a forward-mode wrapper, leaf 1 of a reverse
+/// program) equal the hand-written ones, ρ ≤ 1e-9.
+fn check(what: &str, mode: &str, native: &Native, args: &[Arg], f: &[f64], j: &[f64]) {
+    let o = native.call_slices(args).expect("runs");
+    let (got, want) = match mode {
+        "objective" => (leaf(&o, 0), f),
+        "rev" => (leaf(&o, 1), j),
+        _ => (leaf(&o, 0), j),
+    };
+    let rho = |x: f64, y: f64| (x - y).abs() / (1.0f64).max(x.abs() + y.abs());
+    assert!(
+        got.len() == want.len() && got.iter().zip(want).all(|(x, y)| rho(*x, *y) <= 1e-9),
+        "{what} {mode}: fsmooth and the hand-written Rust disagree"
+    );
+}
+
+/// One call; the arena's bytes.
+fn arena(n: &Native, args: &[Arg]) -> usize {
+    n.call_slices(args).expect("runs").arena_bytes()
+}
+
+/// The Jacobian by reverse mode: one run of the seeded program per output
+/// element, row i of the result copied into `jac[i·cols ..]`. Returns the
+/// largest arena of a run.
+fn rev_jacobian(rev: &Native, args: &[Arg], outputs: usize, jac: &mut [f64]) -> usize {
+    let mut seed = vec![0.0; outputs];
+    let cols = jac.len() / outputs.max(1);
+    let mut bytes = 0;
+    for i in 0..outputs {
+        seed[i] = 1.0;
+        if i > 0 {
+            seed[i - 1] = 0.0;
+        }
+        let mut a = args.to_vec();
+        a.push(Arg::F64s(&seed));
+        let o = rev.call_slices(&a).expect("rev runs");
+        match o.get(1) {
+            Some(Out::F64s(g)) => jac[i * cols..(i + 1) * cols].copy_from_slice(g),
+            Some(Out::F64(g)) => jac[i] = g,
+            other => panic!("rev returned {other:?}"),
+        }
+        bytes = bytes.max(o.arena_bytes());
+    }
+    bytes
+}
+
+/// Plain Rust references.
+mod hand {
+    pub fn dot(u: &[f64], v: &[f64]) -> f64 {
+        u.iter().zip(v).map(|(a, b)| a * b).sum()
+    }
+    /// ∇ᵤ(u·v) = v.
+    pub fn dot_grad(_u: &[f64], v: &[f64]) -> Vec<f64> {
+        v.to_vec()
+    }
+    /// The prelude's `vectorMax`: the first maximum.
+    pub fn max(v: &[f64]) -> f64 {
+        v[1..].iter().fold(v[0], |m, &x| if x > m { x } else { m })
+    }
+    /// One-hot at the prelude's maximum.
+    pub fn max_grad(v: &[f64]) -> Vec<f64> {
+        let mut k = 0;
+        for (i, &x) in v.iter().enumerate() {
+            if x > v[k] {
+                k = i;
+            }
+        }
+        let mut g = vec![0.0; v.len()];
+        g[k] = 1.0;
+        g
+    }
+    pub fn add(u: &[f64], v: &[f64]) -> Vec<f64> {
+        u.iter().zip(v).map(|(a, b)| a + b).collect()
+    }
+    /// ∂(u + v)/∂u = I, row-major.
+    pub fn add_jacobian(u: &[f64]) -> Vec<f64> {
+        let n = u.len();
+        let mut j = vec![0.0; n * n];
+        for i in 0..n {
+            j[i * n + i] = 1.0;
+        }
+        j
+    }
+    pub fn smul(s: f64, v: &[f64]) -> Vec<f64> {
+        v.iter().map(|x| x * s).collect()
+    }
+    /// ∂(s v)/∂s = v.
+    pub fn smul_jacobian(v: &[f64]) -> Vec<f64> {
+        v.to_vec()
+    }
+    /// Σᵢⱼ log(uᵢvⱼ) + Aᵢⱼ/(uᵢvⱼ).
+    pub fn nnmf(u: &[f64], v: &[f64], a: &[Vec<f64>]) -> f64 {
+        let mut s = 0.0;
+        for (i, ui) in u.iter().enumerate() {
+            let mut r = 0.0;
+            for (j, vj) in v.iter().enumerate() {
+                let w = ui * vj;
+                r += w.ln() + a[i][j] / w;
+            }
+            s += r;
+        }
+        s
+    }
+    /// ∂D/∂vⱼ = Σᵢ uᵢ (1/(uᵢvⱼ) − Aᵢⱼ/(uᵢvⱼ)²).
+    pub fn nnmf_grad(u: &[f64], v: &[f64], a: &[Vec<f64>]) -> Vec<f64> {
+        let mut g = vec![0.0; v.len()];
+        for (i, ui) in u.iter().enumerate() {
+            for (j, vj) in v.iter().enumerate() {
+                let w = ui * vj;
+                g[j] += ui * (1.0 / w - a[i][j] / (w * w));
+            }
+        }
+        g
+    }
+}
+
+fn configure<'c>(
+    c: &'c mut Criterion,
+    name: &str,
+) -> criterion::BenchmarkGroup<'c, criterion::measurement::WallTime> {
+    let mut g = c.benchmark_group(name);
+    g.sample_size(10);
+    g
+}
+
+/// dot and vector max: gradients of Vector → Double functions.
+fn micro_gradients(c: &mut Criterion, extra: &Extra) {
+    let dot = modes(extra, "dot", DOT, "f", "v1", true);
+    let vmax = modes(extra, "vmax", VMAX, "f", "v", true);
+    for (name, m) in [("dot", &dot), ("vmax", &vmax)] {
+        let mut g = configure(c, name);
+        for n in [10, 100, 1_000, 10_000, 100_000, 1_000_000] {
+            let (u, v) = (vector(n, 1), vector(n, 2));
+            let args: Vec<Arg> = if name == "dot" {
+                vec![Arg::F64s(&u), Arg::F64s(&v)]
+            } else {
+                vec![Arg::F64s(&u)]
+            };
+            let fo = m.fwd_opt.as_ref().expect("fwd-opt");
+            let mut natives = vec![
+                ("objective", &m.objective),
+                ("fwd-opt", fo),
+                ("rev", &m.rev),
+            ];
+            // Unoptimised forward mode is O(n²) here (one one-hot tangent
+            // vector per element): 11 s per call at n = 10⁴.
+            if n <= 1_000 {
+                natives.push(("fwd", &m.fwd));
+            }
+            let (f, j) = if name == "dot" {
+                (vec![hand::dot(&u, &v)], hand::dot_grad(&u, &v))
+            } else {
+                (vec![hand::max(&u)], hand::max_grad(&u))
+            };
+            for (mode, native) in natives {
+                check(name, mode, native, &args, &f, &j);
+                extra.memory(name, mode, n, arena(native, &args));
+                g.bench_with_input(BenchmarkId::new(mode, n), &args, |b, a| {
+                    b.iter(|| native.call_slices(a).expect("runs"))
+                });
+            }
+            if name == "dot" {
+                g.bench_function(BenchmarkId::new("hand-objective", n), |b| {
+                    b.iter(|| hand::dot(black_box(&u), black_box(&v)))
+                });
+                g.bench_function(BenchmarkId::new("hand", n), |b| {
+                    b.iter(|| hand::dot_grad(black_box(&u), black_box(&v)))
+                });
+            } else {
+                g.bench_function(BenchmarkId::new("hand-objective", n), |b| {
+                    b.iter(|| hand::max(black_box(&u)))
+                });
+                g.bench_function(BenchmarkId::new("hand", n), |b| {
+                    b.iter(|| hand::max_grad(black_box(&u)))
+                });
+            }
+        }
+        g.finish();
+    }
+}
+
+/// Vector addition (∂/∂v1, n×n) and scalar–vector multiplication (∂/∂s,
+/// n×1): Jacobians of Vector-valued functions.
+fn micro_jacobians(c: &mut Criterion, extra: &Extra) {
+    let vadd = modes(extra, "vadd", VADD, "f", "v1", true);
+    let mut g = configure(c, "vadd");
+    // The Jacobian is n×n doubles: 8 MB at n = 10³, 800 MB at 10⁴.
+    for n in [10, 100, 1_000] {
+        let (u, v) = (vector(n, 1), vector(n, 2));
+        let args = vec![Arg::F64s(&u), Arg::F64s(&v)];
+        let fo = vadd.fwd_opt.as_ref().expect("fwd-opt");
+        for (mode, native) in [
+            ("objective", &vadd.objective),
+            ("fwd", &vadd.fwd),
+            ("fwd-opt", fo),
+        ] {
+            check(
+                "vadd",
+                mode,
+                native,
+                &args,
+                &hand::add(&u, &v),
+                &hand::add_jacobian(&u),
+            );
+            extra.memory("vadd", mode, n, arena(native, &args));
+            g.bench_with_input(BenchmarkId::new(mode, n), &args, |b, a| {
+                b.iter(|| native.call_slices(a).expect("runs"))
+            });
+        }
+        assert!(vadd.seeded);
+        let mut jac = vec![0.0; n * n];
+        extra.memory(
+            "vadd",
+            "rev",
+            n,
+            rev_jacobian(&vadd.rev, &args, n, &mut jac),
+        );
+        g.bench_function(BenchmarkId::new("rev", n), |b| {
+            b.iter(|| rev_jacobian(&vadd.rev, &args, n, &mut jac))
+        });
+        g.bench_function(BenchmarkId::new("hand-objective", n), |b| {
+            b.iter(|| hand::add(black_box(&u), black_box(&v)))
+        });
+        g.bench_function(BenchmarkId::new("hand", n), |b| {
+            b.iter(|| hand::add_jacobian(black_box(&u)))
+        });
+    }
+    g.finish();
+
+    let smul = modes(extra, "smul", SMUL, "f", "s", true);
+    let mut g = configure(c, "smul");
+    for n in [10, 100, 1_000, 10_000, 100_000, 1_000_000] {
+        let v = vector(n, 2);
+        let args = vec![Arg::F64(0.75), Arg::F64s(&v)];
+        let fo = smul.fwd_opt.as_ref().expect("fwd-opt");
+        for (mode, native) in [
+            ("objective", &smul.objective),
+            ("fwd", &smul.fwd),
+            ("fwd-opt", fo),
+        ] {
+            check(
+                "smul",
+                mode,
+                native,
+                &args,
+                &hand::smul(0.75, &v),
+                &hand::smul_jacobian(&v),
+            );
+            extra.memory("smul", mode, n, arena(native, &args));
+            g.bench_with_input(BenchmarkId::new(mode, n), &args, |b, a| {
+                b.iter(|| native.call_slices(a).expect("runs"))
+            });
+        }
+        // n reverse runs of O(n) each.
+        if n <= 1_000 {
+            let mut jac = vec![0.0; n];
+            extra.memory(
+                "smul",
+                "rev",
+                n,
+                rev_jacobian(&smul.rev, &args, n, &mut jac),
+            );
+            g.bench_function(BenchmarkId::new("rev", n), |b| {
+                b.iter(|| rev_jacobian(&smul.rev, &args, n, &mut jac))
+            });
+        }
+        g.bench_function(BenchmarkId::new("hand-objective", n), |b| {
+            b.iter(|| hand::smul(black_box(0.75), black_box(&v)))
+        });
+        g.bench_function(BenchmarkId::new("hand", n), |b| {
+            b.iter(|| hand::smul_jacobian(black_box(&v)))
+        });
+    }
+    g.finish();
+}
+
+/// NNMF: ∂D/∂v for an m×n matrix A (m = n).
+fn nnmf(c: &mut Criterion, extra: &Extra) {
+    let m = modes(extra, "nnmf", NNMF, "nnmf", "v", true);
+    let mut g = configure(c, "nnmf");
+    for n in [10, 100, 1_000] {
+        // Positive factors and data, as in NNMF.
+        let u: Vec<f64> = numbers(1).take(n).map(|x| 1.5 + x).collect();
+        let v: Vec<f64> = numbers(2).take(n).map(|x| 1.5 + x).collect();
+        let a: Vec<Vec<f64>> = (0..n)
+            .map(|i| numbers(100 + i as u64).take(n).map(|x| 1.5 + x).collect())
+            .collect();
+        let rows: Vec<&[f64]> = a.iter().map(|r| &r[..]).collect();
+        let args = vec![Arg::F64s(&u), Arg::F64s(&v), Arg::F64Rows(&rows)];
+        let fo = m.fwd_opt.as_ref().expect("fwd-opt");
+        let mut natives = vec![("objective", &m.objective), ("rev", &m.rev)];
+        // Forward mode is O(n³) here, optimised or not (the optimiser does
+        // not find the paper's loop normalisation for NNMF): 25 ms at
+        // n = 10², about 25 s per call at 10³.
+        if n <= 100 {
+            natives.extend([("fwd", &m.fwd), ("fwd-opt", fo)]);
+        }
+        for (mode, native) in natives {
+            check(
+                "nnmf",
+                mode,
+                native,
+                &args,
+                &[hand::nnmf(&u, &v, &a)],
+                &hand::nnmf_grad(&u, &v, &a),
+            );
+            extra.memory("nnmf", mode, n, arena(native, &args));
+            g.bench_with_input(BenchmarkId::new(mode, n), &args, |b, a| {
+                b.iter(|| native.call_slices(a).expect("runs"))
+            });
+        }
+        g.bench_function(BenchmarkId::new("hand-objective", n), |b| {
+            b.iter(|| hand::nnmf(black_box(&u), black_box(&v), black_box(&a)))
+        });
+        g.bench_function(BenchmarkId::new("hand", n), |b| {
+            b.iter(|| hand::nnmf_grad(black_box(&u), black_box(&v), black_box(&a)))
+        });
+    }
+    g.finish();
+}
+
+/// Bundle adjustment: the 2N×11 Jacobian of `project` over N points with
+/// respect to the camera.
+fn ba(c: &mut Criterion, extra: &Extra) {
+    let m = modes(extra, "ba", BA, "projectAll", "cam", true);
+    let cam = [
+        0.1, -0.2, 0.3, 0.5, -0.4, -3.0, 2.0, 0.25, -0.125, 0.01, -0.002,
+    ];
+    let mut g = configure(c, "ba");
+    for n in [10, 1_000, 100_000] {
+        let xs: Vec<Vec<f64>> = (0..n).map(|i| vector(3, 7 + i as u64)).collect();
+        let rows: Vec<&[f64]> = xs.iter().map(|r| &r[..]).collect();
+        let args = vec![Arg::F64s(&cam), Arg::F64Rows(&rows)];
+        let fo = m.fwd_opt.as_ref().expect("fwd-opt");
+        for (mode, native) in [
+            ("objective", &m.objective),
+            ("fwd", &m.fwd),
+            ("fwd-opt", fo),
+        ] {
+            extra.memory("ba", mode, n, arena(native, &args));
+            g.bench_with_input(BenchmarkId::new(mode, n), &args, |b, a| {
+                b.iter(|| native.call_slices(a).expect("runs"))
+            });
+        }
+        // 2N reverse runs of O(N) each.
+        if n <= 1_000 {
+            assert!(m.seeded);
+            let mut jac = vec![0.0; 2 * n * 11];
+            extra.memory("ba", "rev", n, rev_jacobian(&m.rev, &args, 2 * n, &mut jac));
+            g.bench_function(BenchmarkId::new("rev", n), |b| {
+                b.iter(|| rev_jacobian(&m.rev, &args, 2 * n, &mut jac))
+            });
+        }
+    }
+    g.finish();
+}
+
+/// GMM on ADBench's 1k files: the gradient with respect to θ = [alphas,
+/// means, icf].
+fn gmm(c: &mut Criterion, extra: &Extra) {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/adbench/data/gmm/1k");
+    for file in ["gmm_d2_K5", "gmm_d10_K25"] {
+        let path = dir.join(format!("{file}.txt"));
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            eprintln!("skipping {file}: {} is not readable", path.display());
+            continue;
+        };
+        let input = read_gmm(&text).expect("an ADBench GMM file");
+        let m = modes(extra, file, GMM_SOURCE, "gmmObjectiveFlat", "theta", true);
+        let mut theta = input.alphas.clone();
+        theta.extend(input.means.iter().flatten());
+        theta.extend(input.icf.iter().flatten());
+        let rows: Vec<&[f64]> = input.x.iter().map(|r| &r[..]).collect();
+        let args = vec![
+            Arg::F64s(&theta),
+            Arg::F64Rows(&rows),
+            Arg::F64(input.gamma),
+            Arg::I64(input.m),
+        ];
+        let mut g = configure(c, file);
+        let fo = m.fwd_opt.as_ref().expect("fwd-opt");
+        let mut natives = vec![("objective", &m.objective), ("rev", &m.rev)];
+        // |θ| forward passes: 30 for d2_K5, 1650 for d10_K25 (51 s per
+        // call with fwd-opt).
+        if theta.len() <= 100 {
+            natives.extend([("fwd", &m.fwd), ("fwd-opt", fo)]);
+        }
+        for (mode, native) in natives {
+            extra.memory(file, mode, input.n, arena(native, &args));
+            g.bench_with_input(BenchmarkId::new(mode, input.n), &args, |b, a| {
+                b.iter(|| native.call_slices(a).expect("runs"))
+            });
+        }
+        g.finish();
+    }
+}
+
+fn main() {
+    // The transformations recurse on the program's nesting; give them the
+    // binary's stack.
+    let run = std::thread::Builder::new()
+        .stack_size(1 << 30)
+        .spawn(|| {
+            let extra = Extra {
+                lines: RefCell::new(Vec::new()),
+            };
+            let mut c = Criterion::default().configure_from_args();
+            // FSMOOTH_TABLE=micro-gradients,nnmf runs only those groups' functions
+            // (criterion's filter would still compile every program).
+            let only = std::env::var("FSMOOTH_TABLE").ok();
+            let wanted = |name: &str| {
+                only.as_deref()
+                    .is_none_or(|o| o.split(',').any(|w| w == name))
+            };
+            type Group = fn(&mut Criterion, &Extra);
+            let groups: [(&str, Group); 5] = [
+                ("micro-gradients", micro_gradients),
+                ("micro-jacobians", micro_jacobians),
+                ("nnmf", nnmf),
+                ("ba", ba),
+                ("gmm", gmm),
+            ];
+            for (name, group) in groups {
+                if wanted(name) {
+                    group(&mut c, &extra);
+                    extra.flush();
+                }
+            }
+            c.final_summary();
+        })
+        .expect("benchmark thread starts");
+    run.join().expect("benchmarks finish");
+}

@@ -191,7 +191,8 @@ fn subst(
             // loops deep as the array has dimensions. Deeper, or read
             // several times, fusion would recompute every element in each
             // iteration of the outer loops.
-            let small = size(prog, v, SMALL_ELEMENT) <= SMALL_ELEMENT;
+            let small =
+                size(prog, v, SMALL_ELEMENT) <= SMALL_ELEMENT && element_is_loop_free(prog, v);
             let pull = u.only_pull && (small || (u.reads <= 1 && u.depth <= rank(prog, v)));
             // Copying a large value into many uses could grow the term
             // exponentially (builds of builds): a budget bounds the copies.
@@ -259,6 +260,30 @@ fn subst(
             prog.add(rebuilt, span)
         }
     }
+}
+
+/// The element of a pull array computes no loop and calls nothing: a small
+/// term can still cost O(m) per element (`build n (fun i -> ifold … m)`).
+fn element_is_loop_free(prog: &Program, e: ExprId) -> bool {
+    let Expr::Prim {
+        op: Prim::Build,
+        args,
+    } = prog.expr(e)
+    else {
+        return false;
+    };
+    let mut work = vec![args[1]];
+    while let Some(x) = work.pop() {
+        match prog.expr(x) {
+            Expr::Prim {
+                op: Prim::Build | Prim::IFold | Prim::IScan | Prim::Accum | Prim::Concat,
+                ..
+            }
+            | Expr::App { .. } => return false,
+            other => work.extend(other.children()),
+        }
+    }
+    true
 }
 
 /// The number of nested `build`s `e` is (0 if it is not a `build`): the

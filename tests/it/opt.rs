@@ -232,6 +232,27 @@ fn optimised_vector_max_gradient_is_linear() {
     assert_linear_after_optimisation(&e, &o, input);
 }
 
+/// `ifold-single-guarded` keeps its bounds test when the fold's body is
+/// itself a one-hot fold over the same index (found in review: run in
+/// `normalise`, beside `in-bounds-lt`, the class fact `i < n`, true inside
+/// the loop, reached the guard through `let i = j in …` and erased it, so
+/// an index past the end read `v[r]`).
+#[test]
+fn guarded_single_iteration_keeps_its_bounds_test_in_nested_folds() {
+    let src = "let f = fun (v: Vector) (r: Index) ->
+  ifold (fun a i ->
+    if i = r then ifold (fun b q -> if q = i then b + v[q] * v[i] else b) a (length v) else a) 0.5 (length v)";
+    let (e, o) = optimised(src, "f");
+    let printed = print_program(&o.entry.program);
+    assert!(!printed.contains("ifold"), "the loops are gone:\n{printed}");
+    for r in ["-1", "0", "2", "3", "7"] {
+        let input = format!("[[1.5, -2.0, 3.0], {r}]");
+        let (a, _) = run(&e, &input);
+        let (b, _) = run(&o.entry, &input);
+        assert!(a.same(&b), "r = {r}: {a} vs {b}\n{printed}");
+    }
+}
+
 /// A rule placed in a `--rules` directory is loaded, fires, and shows in
 /// `--explain` with its identity.
 #[test]

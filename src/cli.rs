@@ -1345,7 +1345,7 @@ fn compile_cmd(args: CompileArgs) -> Result<(), Failure> {
     let symbol = args
         .symbol
         .clone()
-        .unwrap_or_else(|| format!("{}{suffix}", crate::codegen::c_identifier(&args.entry)));
+        .unwrap_or_else(|| crate::codegen::default_symbol(&args.entry, suffix));
     let mut origin = format!(
         "{}, entry `{}`, mode {mode}",
         args.file.display(),

@@ -88,6 +88,25 @@ pub fn c_identifier(name: &str) -> String {
     s
 }
 
+/// Names an exported symbol must not take: what the object imports (libc,
+/// libm) and what every C program defines.
+const LINKED_NAMES: [&str; 10] = [
+    "main", "malloc", "free", "memcpy", "sin", "cos", "tan", "log", "exp", "pow",
+];
+
+/// The default exported symbol of an entry: its C identifier, with
+/// `suffix`, and `_entry` after it when that is a name it may not take
+/// (the entry `main`, say).
+pub fn default_symbol(entry: &str, suffix: &str) -> String {
+    let s = format!("{}{suffix}", c_identifier(entry));
+    if header::is_c_reserved(&s) || LINKED_NAMES.contains(&s.as_str()) || s.starts_with("fsmooth_")
+    {
+        format!("{s}_entry")
+    } else {
+        s
+    }
+}
+
 /// Compiles `entry` into an object file exporting `options.symbol` and
 /// `{symbol}_slots`, with its C header.
 pub fn compile_object(entry: &Entry, options: &AotOptions) -> Result<ObjectCode, CodegenError> {
@@ -96,6 +115,8 @@ pub fn compile_object(entry: &Entry, options: &AotOptions) -> Result<ObjectCode,
         Some("use letters, digits and `_`, not starting with a digit")
     } else if symbol.starts_with("fsmooth_") {
         Some("the prefix `fsmooth_` is reserved for the runtime")
+    } else if header::is_c_reserved(symbol) || LINKED_NAMES.contains(&symbol.as_str()) {
+        Some("it is a C keyword or a name the object or a C program links against")
     } else {
         None
     };

@@ -110,6 +110,11 @@ const C_RESERVED: [&str; 40] = [
     "uint64_t",
 ];
 
+/// A C keyword, or a name the header itself uses.
+pub(super) fn is_c_reserved(name: &str) -> bool {
+    C_RESERVED.contains(&name)
+}
+
 /// The C element type of an array of `t`, and a note on its layout.
 fn elem_c(t: &Type) -> Result<(String, String), CodegenError> {
     Ok(match t {

@@ -80,7 +80,7 @@ use crate::diagnostic::{Diagnose, Span};
 use crate::ir::Type;
 use crate::pipeline::Entry;
 
-pub use aot::{AotOptions, ObjectCode, c_identifier, compile_object};
+pub use aot::{AotOptions, ObjectCode, c_identifier, compile_object, default_symbol};
 pub use jit::{Arg, Native, NativeLimits, Out, Outputs, Rows};
 
 /// Why native compilation or a native call failed. The run-time variants

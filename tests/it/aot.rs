@@ -517,7 +517,7 @@ fn aot_compile_errors_are_diagnostics() {
     let dot = root().join("examples/dot.fsm").display().to_string();
     let dir = work_dir("errors");
     let out = |name: &str| dir.join(name).display().to_string();
-    let cases: [(Vec<String>, &str); 4] = [
+    let cases: [(Vec<String>, &str); 6] = [
         (
             vec![
                 "--entry".into(),
@@ -546,6 +546,29 @@ fn aot_compile_errors_are_diagnostics() {
                 "2bad'name".into(),
                 "-o".into(),
                 out("b.o"),
+            ],
+            "error[invalid-symbol]",
+        ),
+        (
+            // A name the C program or the object links against.
+            vec![
+                "--entry".into(),
+                "dot".into(),
+                "--symbol".into(),
+                "main".into(),
+                "-o".into(),
+                out("m.o"),
+            ],
+            "error[invalid-symbol]",
+        ),
+        (
+            vec![
+                "--entry".into(),
+                "dot".into(),
+                "--symbol".into(),
+                "double".into(),
+                "-o".into(),
+                out("k.o"),
             ],
             "error[invalid-symbol]",
         ),

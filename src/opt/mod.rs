@@ -35,6 +35,19 @@ pub fn inline_single_uses(prog: &mut Program) {
     }
 }
 
+/// The phases in the order they run: Fig. 9's sequence twice, then
+/// `simplify` once more, which removes the bounds tests that the last
+/// `cleanup` (`ifold-single-guarded`) leaves on loop indices.
+fn schedule() -> Vec<&'static str> {
+    let mut s: Vec<&'static str> = engine::PHASES
+        .iter()
+        .chain(engine::PHASES)
+        .copied()
+        .collect();
+    s.push("simplify");
+    s
+}
+
 /// The optimised program and a report of what happened.
 pub struct Optimised {
     pub program: Program,
@@ -124,7 +137,8 @@ pub fn optimise(
     let mut report = check::CheckReport::default();
     // Fig. 9 runs the sequence of phases twice: once focused on the
     // differentiated code, once on the whole program.
-    for (nonce, phase) in engine::PHASES.iter().chain(engine::PHASES).enumerate() {
+    let schedule = schedule();
+    for (nonce, phase) in schedule.iter().copied().enumerate() {
         if expr.as_ref().len() > MAX_TERM {
             // Graceful: a term too large to saturate is left as it is.
             phases.push(engine::PhaseStats {
@@ -144,7 +158,7 @@ pub fn optimise(
             .iter()
             .filter(|r| {
                 let ps = r.phases();
-                ps.is_empty() || ps.contains(phase)
+                ps.is_empty() || ps.contains(&phase)
             })
             .collect();
         let (best, mut stats, steps, mut checked) = engine::run_phase(
@@ -179,8 +193,24 @@ pub fn optimise(
             root = convert::from_recexpr(&expr, &mut out);
         }
         // Substitute cheap and single-use bindings again, so the next phase
-        // sees the fused term rather than pushing lets through it.
-        let root = inline::inline_lets(&mut out, root);
+        // sees the fused term rather than pushing lets through it. Pull
+        // arrays are fused only if the next phase has the rules that finish
+        // the job (`get-of-build`, `length-of-build`): left as it is,
+        // `(build n f)[i]` builds the whole array per read, and a phase
+        // without those rules keeps it (BA's Jacobian: 2 750× the cost).
+        let next = schedule.get(nonce + 1);
+        let fuses = next.is_some_and(|p| {
+            ["get-of-build", "length-of-build"].iter().all(|name| {
+                rules
+                    .iter()
+                    .any(|r| r.name == *name && (r.phases().is_empty() || r.phases().contains(p)))
+            })
+        });
+        let root = if fuses {
+            inline::inline_lets(&mut out, root)
+        } else {
+            inline::inline_single_uses(&mut out, root)
+        };
         let (e2, b2) = convert::to_recexpr(&out, root);
         expr = e2;
         bounds = b2.into_iter().map(|(s, id)| (s, usize::from(id))).collect();

@@ -765,6 +765,36 @@ fn min_ms(n: u32, f: &mut dyn FnMut() -> Result<(), Failure>) -> Result<f64, Fai
     Ok(best)
 }
 
+/// The derivative's columns, the time they took, and with `--repeat N`
+/// the `"timings"` member (objective and derivative, minimum of N runs
+/// after a warm-up run, which compiles native code).
+fn timed_columns(
+    diff: &crate::adbench::modes::Differentiator,
+    args: &[crate::eval::Value],
+    engine: &crate::gradient::Engine,
+    run: &WorkloadArgs,
+    j_name: &str,
+    run_fail: &dyn Fn(crate::gradient::RunError) -> Failure,
+) -> Result<(crate::gradient::Columns, std::time::Duration, String), Failure> {
+    let start = Instant::now();
+    let cols = diff.columns(args.to_vec(), engine).map_err(run_fail)?;
+    let elapsed = start.elapsed();
+    let mut timings = String::new();
+    if let Some(n) = run.repeat {
+        engine.run(diff.base(), args.to_vec()).map_err(run_fail)?; // warm-up
+        let f_ms = min_ms(n, &mut || {
+            engine.run(diff.base(), args.to_vec()).map_err(run_fail)?;
+            Ok(())
+        })?;
+        let j_ms = min_ms(n, &mut || {
+            diff.columns(args.to_vec(), engine).map_err(run_fail)?;
+            Ok(())
+        })?;
+        timings = timings_json(run, n, f_ms, j_ms, j_name);
+    }
+    Ok((cols, elapsed, timings))
+}
+
 /// `, "timings": {…}` for objective and derivative times `f_ms`, `j_ms`.
 fn timings_json(run: &WorkloadArgs, n: u32, f_ms: f64, j_ms: f64, j_name: &str) -> String {
     format!(
@@ -794,22 +824,8 @@ fn scalar_workload(
     let engine = workload_engine(run)?;
     let diff = Differentiator::new(src, entry, "theta", adbench_mode(run.mode), &opt_options())
         .map_err(fail)?;
-    let start = Instant::now();
-    let cols = diff.columns(args.clone(), &engine).map_err(run_fail)?;
-    let elapsed = start.elapsed();
-    let mut timings = String::new();
-    if let Some(n) = run.repeat {
-        engine.run(diff.base(), args.clone()).map_err(run_fail)?; // warm-up
-        let f_ms = min_ms(n, &mut || {
-            engine.run(diff.base(), args.clone()).map_err(run_fail)?;
-            Ok(())
-        })?;
-        let j_ms = min_ms(n, &mut || {
-            diff.columns(args.clone(), &engine).map_err(run_fail)?;
-            Ok(())
-        })?;
-        timings = timings_json(run, n, f_ms, j_ms, "gradient");
-    }
+    let (cols, elapsed, timings) =
+        timed_columns(&diff, &args, &engine, run, "gradient", &run_fail)?;
     println!(
         "{{\"objective\": {}, \"gradient\": {}{timings}}}",
         cols.value,
@@ -922,22 +938,8 @@ fn hand_cmd(
     )
     .map_err(fail)?;
     let args = input.args(model);
-    let start = Instant::now();
-    let cols = diff.columns(args.clone(), &engine).map_err(run_fail)?;
-    let elapsed = start.elapsed();
-    let mut timings = String::new();
-    if let Some(n) = run.repeat {
-        engine.run(diff.base(), args.clone()).map_err(run_fail)?; // warm-up
-        let f_ms = min_ms(n, &mut || {
-            engine.run(diff.base(), args.clone()).map_err(run_fail)?;
-            Ok(())
-        })?;
-        let j_ms = min_ms(n, &mut || {
-            diff.columns(args.clone(), &engine).map_err(run_fail)?;
-            Ok(())
-        })?;
-        timings = timings_json(run, n, f_ms, j_ms, "jacobian");
-    }
+    let (cols, elapsed, timings) =
+        timed_columns(&diff, &args, &engine, run, "jacobian", &run_fail)?;
     let r = HandResult::from_columns(&cols);
     let doubles = |xs: &[f64]| Value::array(xs.iter().map(|&v| Value::Double(v)).collect());
     let rows = (0..r.nrows)

@@ -17,8 +17,11 @@
 //!
 //! Run with `cargo bench --bench pipeline`; `-- <filter>` picks a group.
 
+mod common;
+
 use std::hint::black_box;
 
+use common::numbers;
 use criterion::{BenchmarkId, Criterion, Throughput};
 use fsmooth::adbench::gmm::{GMM_SOURCE, read_gmm};
 use fsmooth::eval::{Limits, Value};
@@ -26,18 +29,6 @@ use fsmooth::gradient::Engine;
 use fsmooth::pipeline::{self, OptOptions};
 
 const DOT: &str = "let f = fun (v1: Vector) (v2: Vector) -> vectorDot v1 v2";
-
-/// A deterministic pseudo-random sequence in [-1, 1) (an LCG: benchmarks
-/// need repeatable inputs, not good randomness).
-fn numbers(seed: u64) -> impl Iterator<Item = f64> {
-    let mut s = seed;
-    std::iter::repeat_with(move || {
-        s = s
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
-    })
-}
 
 fn vector(n: usize, seed: u64) -> Value {
     Value::array(numbers(seed).take(n).map(Value::Double).collect())

@@ -29,10 +29,13 @@
 //! --measurement-time 3`, then `python3 benches/table.py`;
 //! `FSMOOTH_TABLE=micro-gradients,micro-jacobians,nnmf,ba,gmm` picks groups.
 
+mod common;
+
 use std::cell::RefCell;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use common::numbers;
 use criterion::{BenchmarkId, Criterion};
 use fsmooth::adbench::gmm::{GMM_SOURCE, read_gmm};
 use fsmooth::codegen::{Arg, Native, Out};
@@ -143,17 +146,6 @@ fn modes(extra: &Extra, program: &str, src: &str, f: &str, wrt: &str, opt: bool)
         rev,
         seeded,
     }
-}
-
-/// A deterministic pseudo-random sequence in [-1, 1) (an LCG).
-fn numbers(seed: u64) -> impl Iterator<Item = f64> {
-    let mut s = seed;
-    std::iter::repeat_with(move || {
-        s = s
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
-    })
 }
 
 fn vector(n: usize, seed: u64) -> Vec<f64> {

@@ -40,8 +40,9 @@ use egg::{ENodeOrVar, Id, Language, PatternAst, RecExpr, Symbol, Var};
 use crate::diagnostic::Span;
 use crate::eval::{EvalError, Limits, Value};
 use crate::ir::{Def, Expr, Program, Type};
-use crate::opt::analysis::{FsmAnalysis, Graph, symbol_of};
-use crate::opt::convert::{from_recexpr, to_recexpr};
+use crate::opt::analysis::symbol_of;
+use crate::opt::check::graph_of;
+use crate::opt::convert::from_recexpr;
 use crate::opt::engine::subexpr;
 use crate::opt::lang::{Dbl, Fsm};
 use crate::opt::rules::{Cond, RuleDef, holds, search};
@@ -611,16 +612,7 @@ impl Instance {
         // The e-graph holds the left side where it stands (in the loop, if
         // any), so the loop's size is recorded as the optimiser records it.
         let around = self.in_loop(self.lhs);
-        let whole = self.out.expr(around);
-        let mut scratch = Program::new();
-        let e = from_recexpr(&whole, &mut scratch);
-        let (rec, bounds) = to_recexpr(&scratch, e);
-        let mut egraph = Graph::new(FsmAnalysis::default());
-        egraph.add_expr(&rec);
-        for (s, idx) in bounds {
-            let id = egraph.add_expr(&subexpr(&rec, idx));
-            egraph.analysis.loop_bounds.insert(s, id);
-        }
+        let (mut egraph, rec) = graph_of(&self.out.expr(around));
         // The left side: the whole term, or the loop's body.
         let mut at = Id::from(rec.as_ref().len() - 1);
         if self.looped

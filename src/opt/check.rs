@@ -192,7 +192,7 @@ fn instance_of(
     }
     // The conditions, as the engine judges them, on some match in an
     // e-graph of the term.
-    let mut egraph = graph_of(whole);
+    let (mut egraph, _) = graph_of(whole);
     let at = egraph.add_expr(lhs);
     egraph.rebuild();
     let at = egraph.find(at);
@@ -406,8 +406,9 @@ fn canonical(e: &RecExpr<Fsm>) -> String {
 }
 
 /// An e-graph holding `whole`, with its loop sizes recorded as the engine
-/// records them.
-fn graph_of(whole: &RecExpr<Fsm>) -> Graph {
+/// records them, and `whole` as the engine converts it (its last node is
+/// the root). The rule checker builds its e-graphs with it too.
+pub fn graph_of(whole: &RecExpr<Fsm>) -> (Graph, RecExpr<Fsm>) {
     let mut scratch = Program::new();
     let e = from_recexpr(whole, &mut scratch);
     let (rec, bounds) = to_recexpr(&scratch, e);
@@ -417,7 +418,7 @@ fn graph_of(whole: &RecExpr<Fsm>) -> Graph {
         let id = egraph.add_expr(&subexpr(&rec, idx));
         egraph.analysis.loop_bounds.insert(s, id);
     }
-    egraph
+    (egraph, rec)
 }
 
 fn symbols(e: &RecExpr<Fsm>) -> Vec<Symbol> {

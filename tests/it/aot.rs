@@ -48,6 +48,19 @@ fn check(o: &Output, what: &str) -> String {
 }
 
 /// `fsmooth compile FILE ARGS…` into `dir`.
+/// Writes `KINDS` to `dir` and compiles its entry `kinds` there
+/// (`kinds.o`, `kinds.h`); the source file, for further compilations.
+fn compile_kinds(dir: &Path) -> PathBuf {
+    let file = dir.join("kinds.fsm");
+    std::fs::write(&file, KINDS).unwrap();
+    compile(
+        &file,
+        &["--entry", "kinds", "-o", "kinds.o", "--header", "kinds.h"],
+        dir,
+    );
+    file
+}
+
 fn compile(file: &Path, args: &[&str], dir: &Path) {
     let f = file.display().to_string();
     let mut all = vec!["compile", f.as_str()];
@@ -287,13 +300,7 @@ CASES
 #[test]
 fn aot_every_leaf_kind_and_index_power_agree_with_the_evaluator() {
     let dir = work_dir("kinds");
-    let file = dir.join("kinds.fsm");
-    std::fs::write(&file, KINDS).unwrap();
-    compile(
-        &file,
-        &["--entry", "kinds", "-o", "kinds.o", "--header", "kinds.h"],
-        &dir,
-    );
+    let file = compile_kinds(&dir);
     compile(
         &file,
         &["--entry", "ipow", "-o", "ipow.o", "--header", "ipow.h"],
@@ -454,13 +461,7 @@ fn aot_every_leaf_kind_and_index_power_agree_with_the_evaluator() {
 #[test]
 fn aot_headers_compile_with_warnings_as_errors() {
     let dir = work_dir("headers");
-    let file = dir.join("kinds.fsm");
-    std::fs::write(&file, KINDS).unwrap();
-    compile(
-        &file,
-        &["--entry", "kinds", "-o", "kinds.o", "--header", "kinds.h"],
-        &dir,
-    );
+    compile_kinds(&dir);
     let dot = root().join("examples/dot.fsm");
     compile(
         &dot,

@@ -232,6 +232,52 @@ fn optimised_vector_max_gradient_is_linear() {
     assert_linear_after_optimisation(&e, &o, input);
 }
 
+/// Example 1's derivation goes through the rules that keep and then trim
+/// the bounds test: `ifold-single-guarded` (the sum over `u`, whose length
+/// the optimiser does not know), `index-nonneg` and `in-bounds-lt` (the
+/// tests on loop indices).
+#[test]
+fn example_1_uses_the_guarded_single_iteration_and_bounds_rules() {
+    let src = "let f = fun (u: Vector) (M: Matrix) (v: Vector) -> matrixMap (deriv (vectorDot u (matrixVectorMul M v)) M) (fun r -> vectorMap r snd)";
+    let (_, o) = optimised(src, "f");
+    let applied = |rule: &str| -> usize {
+        o.report
+            .phases
+            .iter()
+            .filter_map(|p| p.applied.get(rule))
+            .sum()
+    };
+    for rule in ["ifold-single-guarded", "index-nonneg", "in-bounds-lt"] {
+        assert!(applied(rule) > 0, "{rule} never fired");
+    }
+}
+
+/// `fst-if` and `snd-if`: a projection moves into the branches, where it
+/// meets the pair (`fst-pair`, `snd-pair`).
+#[test]
+fn projections_move_into_conditionals() {
+    let src = "let f = fun (c: Bool) (a: Double) (b: Double) -> fst (if c then (a, b) else (b, a)) * snd (if c then (a, b) else (b, a))";
+    let (e, o) = optimised(src, "f");
+    let applied = |rule: &str| -> usize {
+        o.report
+            .phases
+            .iter()
+            .filter_map(|p| p.applied.get(rule))
+            .sum()
+    };
+    assert!(applied("fst-if") > 0 && applied("snd-if") > 0);
+    let printed = print_program(&o.entry.program);
+    assert!(
+        !printed.contains("fst") && !printed.contains("snd"),
+        "{printed}"
+    );
+    for input in ["[true, 2.0, 3.0]", "[false, 2.0, -0.5]"] {
+        let (x, _) = run(&e, input);
+        let (y, _) = run(&o.entry, input);
+        assert!(x.same(&y), "{input}: {x} vs {y}");
+    }
+}
+
 /// `ifold-single-guarded` keeps its bounds test when the fold's body is
 /// itself a one-hot fold over the same index (found in review: run in
 /// `normalise`, beside `in-bounds-lt`, the class fact `i < n`, true inside

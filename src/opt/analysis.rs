@@ -2,11 +2,13 @@
 //!
 //! - `free`: for every free variable, which parts of it the class uses:
 //!   bit 1 = `fst x`, bit 2 = `snd x`, 3 = the whole of x. Classes merge
-//!   by union (OR): a condition such as `not-free` must hold of *every*
-//!   member, because extraction may pick any of them (an intersection
-//!   would let `let-dead` drop a binding a chosen member still uses). This
-//!   gives `not-free`, and the `only-fst`/`only-snd` conditions of loop
-//!   fission.
+//!   by intersection (AND): a variable is free in a class when every
+//!   member uses it, so `let x = e in y` (equal to `y`) does not make the
+//!   variables of `e` free in the class of `y`. Extraction keeps this
+//!   honest: it picks only a member whose own variables are exactly its
+//!   class's (`engine::LoopCost`), so what a condition judged on a class
+//!   holds of the extracted term. This gives `not-free`, and the
+//!   `only-fst`/`only-snd` conditions of loop fission.
 //! - `constant`: a literal the class is known to equal (constant folding,
 //!   with the evaluator's own scalar semantics, so ⊥ is never folded).
 //! - `loop_bounds` (global): the size `n` of the loop that binds each index
@@ -172,51 +174,57 @@ fn fold(egraph: &Graph, enode: &Fsm) -> Option<Fsm> {
     literal(&v)
 }
 
+/// The free variables of one node, from its children's classes: what
+/// the node uses if extraction picks it (spec/rules-format.md §7.1).
+pub fn node_free(egraph: &Graph, enode: &Fsm) -> BTreeMap<Symbol, u8> {
+    let mut free: BTreeMap<Symbol, u8> = BTreeMap::new();
+    let add = |m: &BTreeMap<Symbol, u8>, free: &mut BTreeMap<Symbol, u8>| {
+        for (k, b) in m {
+            *free.entry(*k).or_insert(0) |= b;
+        }
+    };
+    match enode {
+        Fsm::Var(s) => {
+            if let Some(x) = symbol_of(egraph, *s) {
+                free.insert(x, 3);
+            }
+        }
+        Fsm::Symbol(_) => {}
+        Fsm::Lam([x, b]) => {
+            add(&egraph[*b].data.free, &mut free);
+            if let Some(x) = symbol_of(egraph, *x) {
+                free.remove(&x);
+            }
+        }
+        Fsm::Let([x, v, b]) => {
+            add(&egraph[*b].data.free, &mut free);
+            if let Some(x) = symbol_of(egraph, *x) {
+                free.remove(&x);
+            }
+            add(&egraph[*v].data.free, &mut free);
+        }
+        Fsm::Fst([c]) | Fsm::Snd([c]) => {
+            let part = if matches!(enode, Fsm::Fst(_)) { 1 } else { 2 };
+            // A projection of a variable reads only that part.
+            add(&egraph[*c].data.free, &mut free);
+            if let Some(x) = var_symbol(egraph, *c) {
+                free.insert(x, part);
+            }
+        }
+        _ => {
+            for c in enode.children() {
+                add(&egraph[*c].data.free, &mut free);
+            }
+        }
+    }
+    free
+}
+
 impl Analysis<Fsm> for FsmAnalysis {
     type Data = Data;
 
     fn make(egraph: &mut Graph, enode: &Fsm, _id: Id) -> Data {
-        let mut free: BTreeMap<Symbol, u8> = BTreeMap::new();
-        let add = |m: &BTreeMap<Symbol, u8>, free: &mut BTreeMap<Symbol, u8>| {
-            for (k, b) in m {
-                *free.entry(*k).or_insert(0) |= b;
-            }
-        };
-        match enode {
-            Fsm::Var(s) => {
-                if let Some(x) = symbol_of(egraph, *s) {
-                    free.insert(x, 3);
-                }
-            }
-            Fsm::Symbol(_) => {}
-            Fsm::Lam([x, b]) => {
-                add(&egraph[*b].data.free, &mut free);
-                if let Some(x) = symbol_of(egraph, *x) {
-                    free.remove(&x);
-                }
-            }
-            Fsm::Let([x, v, b]) => {
-                add(&egraph[*b].data.free, &mut free);
-                if let Some(x) = symbol_of(egraph, *x) {
-                    free.remove(&x);
-                }
-                add(&egraph[*v].data.free, &mut free);
-            }
-            Fsm::Fst([c]) | Fsm::Snd([c]) => {
-                let part = if matches!(enode, Fsm::Fst(_)) { 1 } else { 2 };
-                // Every variable any member uses stays (extraction may pick
-                // any member); a projection of a variable reads only part.
-                add(&egraph[*c].data.free, &mut free);
-                if let Some(x) = var_symbol(egraph, *c) {
-                    free.insert(x, part);
-                }
-            }
-            _ => {
-                for c in enode.children() {
-                    add(&egraph[*c].data.free, &mut free);
-                }
-            }
-        }
+        let free = node_free(egraph, enode);
         // Index arithmetic can overflow; Double `+ - *` and negation cannot
         // fail (IEEE overflow gives infinities, not ⊥).
         let double = is_double(egraph, enode);
@@ -233,10 +241,19 @@ impl Analysis<Fsm> for FsmAnalysis {
     }
 
     fn merge(&mut self, to: &mut Data, from: Data) -> DidMerge {
+        // Intersection, per variable and part: a variable is free in the
+        // class only if every member uses it (egg's `tests/lambda.rs` does
+        // the same). Extraction then picks only members that use exactly
+        // the class's variables (`engine::LoopCost`), so a condition judged
+        // on the class holds of the extracted term.
         let before = to.free.clone();
-        for (k, b) in &from.free {
-            *to.free.entry(*k).or_insert(0) |= b;
-        }
+        to.free = before
+            .iter()
+            .filter_map(|(k, a)| {
+                let both = a & from.free.get(k).copied().unwrap_or(0);
+                (both != 0).then_some((*k, both))
+            })
+            .collect();
         let changed_to = before != to.free;
         let changed_from = to.free != from.free;
         let mut d = DidMerge(changed_to, changed_from);

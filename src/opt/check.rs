@@ -11,12 +11,14 @@
 //! - the new subterm is the rule's right side under that match, up to the
 //!   names of bound variables, with a `fresh` variable given a symbol that
 //!   occurs nowhere (so a reused name passes only if it captures nothing),
-//! - and the rule's own side conditions hold on the terms. `not-free`,
-//!   `only-fst`, `only-snd` and `distinct` must: the optimiser judges them
-//!   for every member of a class. `const`, `nonzero`, `total`, `double`
-//!   and `in-bounds` hold of a class when they hold of *some* member
-//!   (another member is a literal, is total, ...), which the explanation
-//!   does not record: steps that need that are counted apart, not failed.
+//! - and the rule's own side conditions hold on the terms. `distinct`
+//!   must. The others hold of a class when they hold of *some* member
+//!   (another member is a literal, is total, does not use a variable, ...),
+//!   which the explanation does not record: steps that need that are
+//!   counted apart, not failed. (Free variables merge by intersection, and
+//!   extraction picks only members that use exactly their class's
+//!   variables, so `not-free`, `only-fst` and `only-snd` judged on a class
+//!   hold of the output; the engine also checks its scope.)
 //!
 //! A backward step (the new subterm is the left side, the old one the
 //! right side) is verified the same way with the roles swapped. For a rule
@@ -207,17 +209,13 @@ fn instance_of(
         .search_eclass(&egraph, at)
         .map(|m| m.substs)
         .unwrap_or_default();
-    // `not-free`, `only-fst`, `only-snd` and `distinct` hold of a class only
-    // if they hold of every member, so they must hold on the term; the
-    // others hold of a class if they hold of some member.
+    // `distinct` compares two symbols, so it must hold on the term; the
+    // others hold of a class if they hold of some member (free variables
+    // merge by intersection, and extraction picks a member that uses
+    // exactly its class's variables: spec/rules-format.md §7.1).
     let every_member: Vec<Cond> = conds
         .iter()
-        .filter(|c| {
-            matches!(
-                c,
-                Cond::NotFree(..) | Cond::OnlyFst(..) | Cond::OnlySnd(..) | Cond::Distinct(..)
-            )
-        })
+        .filter(|c| matches!(c, Cond::Distinct(..)))
         .cloned()
         .collect();
     let mut strict = false;

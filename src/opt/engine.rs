@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use egg::{CostFunction, Extractor, Id, Language, RecExpr, Runner, StopReason, TreeTerm};
 
-use super::analysis::{FsmAnalysis, Graph};
+use super::analysis::{FsmAnalysis, Graph, node_free};
 use super::check::{CheckReport, check_chain};
 use super::lang::Fsm;
 use super::rules::{RuleDef, rewrite};
@@ -57,17 +57,34 @@ pub struct PhaseStats {
 }
 
 /// Loop-aware extraction cost.
-pub struct LoopCost;
+pub struct LoopCost<'a> {
+    /// The e-graph extracted from: a node is eligible only if it uses
+    /// exactly its class's free variables (see below).
+    pub egraph: &'a Graph,
+}
 
 /// The assumed trip count of every loop.
 pub const TRIP: f64 = 100.0;
 
-impl CostFunction<Fsm> for LoopCost {
+impl CostFunction<Fsm> for LoopCost<'_> {
     type Cost = f64;
     fn cost<C>(&mut self, enode: &Fsm, mut costs: C) -> f64
     where
         C: FnMut(Id) -> f64,
     {
+        // Classes merge their free variables by intersection (analysis.rs):
+        // a member that uses more than its class, such as the dead
+        // `let x = e in y` in the class of `y`, is never extracted, so the
+        // conditions judged on classes (`not-free`, `only-fst`, …) hold
+        // of the output. Every class holds one eligible member in
+        // practice (the term that dropped the variable); one without any
+        // costs infinity, and a phase whose root does keeps its input.
+        let g = self.egraph;
+        if let Some(id) = g.lookup(enode.clone())
+            && node_free(g, enode) != g[id].data.free
+        {
+            return f64::INFINITY;
+        }
         match enode {
             Fsm::Symbol(_) | Fsm::Bool(_) | Fsm::Int(_) | Fsm::Double(_) => 0.1,
             Fsm::Var(_) => 0.2,
@@ -151,7 +168,9 @@ pub fn run_phase(
         let id = egraph.add_expr(&sub);
         egraph.analysis.loop_bounds.insert(*s, id);
     }
-    let cost_before = Extractor::new(&egraph, LoopCost).find_best(root).0;
+    let cost_before = Extractor::new(&egraph, LoopCost { egraph: &egraph })
+        .find_best(root)
+        .0;
     let mut runner = Runner::default()
         .with_scheduler(egg::BackoffScheduler::default().with_initial_match_limit(200))
         .with_egraph(egraph)
@@ -160,20 +179,33 @@ pub fn run_phase(
         .with_time_limit(limits.time)
         .run(&rewrites);
     let root = runner.egraph.find(root);
-    let (cost_after, best) = Extractor::new(&runner.egraph, LoopCost).find_best(root);
+    let (cost_after, best) = Extractor::new(
+        &runner.egraph,
+        LoopCost {
+            egraph: &runner.egraph,
+        },
+    )
+    .find_best(root);
     let mut applied: BTreeMap<String, usize> = BTreeMap::new();
     for it in &runner.iterations {
         for (r, n) in &it.applied {
             *applied.entry(r.to_string()).or_insert(0) += n;
         }
     }
-    let stop = match &runner.stop_reason {
+    let mut stop = match &runner.stop_reason {
         Some(StopReason::Saturated) => "saturated".to_string(),
         Some(StopReason::IterationLimit(n)) => format!("iteration limit ({n})"),
         Some(StopReason::NodeLimit(n)) => format!("node limit ({n})"),
         Some(StopReason::TimeLimit(t)) => format!("time limit ({t:.1} s)"),
         Some(StopReason::Other(s)) => s.clone(),
         None => "not run".to_string(),
+    };
+    // No eligible member (see `LoopCost`) cheaper than the input: keep it.
+    let (cost_after, best) = if cost_after.is_finite() && cost_after <= cost_before {
+        (cost_after, best)
+    } else {
+        stop.push_str(" (input kept: no eligible term as cheap)");
+        (cost_before, expr.clone())
     };
     let mut steps = Vec::new();
     let mut checked = CheckReport::default();

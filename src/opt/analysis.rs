@@ -174,6 +174,17 @@ fn fold(egraph: &Graph, enode: &Fsm) -> Option<Fsm> {
     literal(&v)
 }
 
+/// Whether one node cannot be ⊥, from its children's classes: a total
+/// operation on total children, or a constant fold. Index arithmetic can
+/// overflow; Double `+ - *` and negation cannot fail (IEEE overflow gives
+/// infinities, not ⊥).
+pub fn node_total(egraph: &Graph, enode: &Fsm) -> bool {
+    let double_arith = is_double(egraph, enode)
+        && matches!(enode, Fsm::Add(_) | Fsm::Sub(_) | Fsm::Mul(_) | Fsm::Neg(_));
+    (total_op(enode) || double_arith || fold(egraph, enode).is_some())
+        && enode.children().iter().all(|c| egraph[*c].data.total)
+}
+
 /// The free variables of one node, from its children's classes: what
 /// the node uses if extraction picks it (spec/rules-format.md §7.1).
 pub fn node_free(egraph: &Graph, enode: &Fsm) -> BTreeMap<Symbol, u8> {
@@ -225,13 +236,8 @@ impl Analysis<Fsm> for FsmAnalysis {
 
     fn make(egraph: &mut Graph, enode: &Fsm, _id: Id) -> Data {
         let free = node_free(egraph, enode);
-        // Index arithmetic can overflow; Double `+ - *` and negation cannot
-        // fail (IEEE overflow gives infinities, not ⊥).
         let double = is_double(egraph, enode);
-        let double_arith =
-            double && matches!(enode, Fsm::Add(_) | Fsm::Sub(_) | Fsm::Mul(_) | Fsm::Neg(_));
-        let total = (total_op(enode) || double_arith || fold(egraph, enode).is_some())
-            && enode.children().iter().all(|c| egraph[*c].data.total);
+        let total = node_total(egraph, enode);
         Data {
             free,
             constant: fold(egraph, enode),

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use egg::{CostFunction, Extractor, Id, Language, RecExpr, Runner, StopReason, TreeTerm};
 
-use super::analysis::{FsmAnalysis, Graph, node_free};
+use super::analysis::{FsmAnalysis, Graph, node_free, node_total};
 use super::check::{CheckReport, check_chain};
 use super::lang::Fsm;
 use super::rules::{RuleDef, rewrite};
@@ -79,9 +79,13 @@ impl CostFunction<Fsm> for LoopCost<'_> {
         // of the output. Every class holds one eligible member in
         // practice (the term that dropped the variable); one without any
         // costs infinity, and a phase whose root does keeps its input.
+        // Likewise `total` (merged by OR, one total member makes the class
+        // total): in a total class only a total member is eligible, so
+        // what `total ?e` allowed holds of the term extracted.
         let g = self.egraph;
         if let Some(id) = g.lookup(enode.clone())
-            && node_free(g, enode) != g[id].data.free
+            && (node_free(g, enode) != g[id].data.free
+                || (g[id].data.total && !node_total(g, enode)))
         {
             return f64::INFINITY;
         }

@@ -264,6 +264,9 @@ fn subst(
 
 /// The element of a pull array computes no loop and calls nothing: a small
 /// term can still cost O(m) per element (`build n (fun i -> ifold … m)`).
+/// The element of a nested pull array (`build n (fun i -> build m (fun j
+/// -> e))`, a matrix of dual numbers) is the innermost `e`: reading
+/// `a[i][j]` after fusion computes `e` once.
 fn element_is_loop_free(prog: &Program, e: ExprId) -> bool {
     let Expr::Prim {
         op: Prim::Build,
@@ -272,7 +275,19 @@ fn element_is_loop_free(prog: &Program, e: ExprId) -> bool {
     else {
         return false;
     };
-    let mut work = vec![args[1]];
+    let mut f = args[1];
+    let mut work = Vec::new();
+    // Peel the nested builds; their sizes must be loop-free too.
+    while let Expr::Lam { body, .. } = prog.expr(f)
+        && let Expr::Prim {
+            op: Prim::Build,
+            args,
+        } = prog.expr(*body)
+    {
+        work.push(args[0]);
+        f = args[1];
+    }
+    work.push(f);
     while let Some(x) = work.pop() {
         match prog.expr(x) {
             Expr::Prim {

@@ -278,6 +278,27 @@ fn optimised_vector_max_gradient_is_linear() {
     assert_linear_after_optimisation(&e, &o, input);
 }
 
+/// Refinement on the edge case: the gradient of `vectorMax` at the empty
+/// vector is `[]` (its `build` runs no iteration), and the optimised
+/// program must give it too. The fold that finds the maximum reads
+/// `v[0]`; hoisting it out of the `build` unguarded (once reachable
+/// through `let-dead` and `let-lam-other` right to left) made it ⊥.
+/// `let-lam-other` now requires `total`; the guarded LICM keeps the test.
+#[test]
+fn optimised_vector_max_gradient_is_sound_on_empty_input() {
+    let src = "let f = fun (v: Vector) -> vectorMap (deriv (vectorMax v) v) snd";
+    let (e, o) = optimised(src, "f");
+    let (a, _) = run(&e, "[]");
+    let args = o.entry.read_input(Some("[]")).expect("input");
+    let b = o
+        .entry
+        .run(args, Limits::default(), &mut |_, _| {})
+        .map(|(v, _)| v)
+        .unwrap_or_else(|d| panic!("optimised program is ⊥ where the input is {a}: {d:?}"));
+    assert!(a.same(&b), "{a} vs {b}");
+    assert_eq!(b.to_string(), "[]");
+}
+
 /// Example 1's derivation goes through the rules that keep and then trim
 /// the bounds test: `ifold-single-guarded` (the sum over `u`, whose length
 /// the optimiser does not know), `index-nonneg` and `in-bounds-lt` (the

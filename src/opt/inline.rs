@@ -12,8 +12,9 @@
 //! loops. A projection of a substituted pair is reduced (`fst-pair`,
 //! `snd-pair` left to right). This keeps the e-graph from pushing `let`s
 //! through whole terms. Repeated subterms are bound to `let`s again by the
-//! final re-normalisation. The input is in normal form, where every name
-//! is bound once, so substitution cannot capture.
+//! final re-normalisation. Every name is made to be bound once first
+//! (`uniquify`: the input is in normal form, but extraction copies
+//! binders), so substitution cannot capture.
 
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -146,8 +147,174 @@ fn uses_of(prog: &Program, e: ExprId) -> HashMap<Rc<str>, Uses> {
     uses
 }
 
+/// `e` with every binder that repeats a name bound or free elsewhere in
+/// `e` renamed (`x'uK`, a name that occurs nowhere in `e`), so that each
+/// name is bound once. Extraction copies subterms with their binders and
+/// may nest two binders of one name; the use counts and the substitution
+/// below, and the loop sizes of the next e-graph (keyed by index name,
+/// spec/rules-format.md §6), assume unique names. A term that already has
+/// them is returned unchanged.
+pub fn uniquify(prog: &mut Program, e: ExprId) -> ExprId {
+    let mut taken: HashSet<Rc<str>> = HashSet::new();
+    names(prog, e, &mut taken);
+    let mut bound: HashSet<Rc<str>> = HashSet::new();
+    free_vars(prog, e, &mut Vec::new(), &mut bound);
+    let mut env: HashMap<Rc<str>, Rc<str>> = HashMap::new();
+    rename(prog, e, &mut env, &mut bound, &mut taken)
+}
+
+/// Every name of `e`, bound or free.
+fn names(prog: &Program, e: ExprId, out: &mut HashSet<Rc<str>>) {
+    let mut work = vec![e];
+    while let Some(x) = work.pop() {
+        match prog.expr(x) {
+            Expr::Var(v) => {
+                out.insert(v.clone());
+            }
+            Expr::Lam { param, .. } => {
+                out.insert(param.clone());
+            }
+            Expr::Let { name, .. } => {
+                out.insert(name.clone());
+            }
+            _ => {}
+        }
+        work.extend(prog.expr(x).children());
+    }
+}
+
+/// The free variables of `e` (`scope`: the binders around it).
+fn free_vars(prog: &Program, e: ExprId, scope: &mut Vec<Rc<str>>, out: &mut HashSet<Rc<str>>) {
+    match prog.expr(e) {
+        Expr::Var(v) => {
+            if !scope.contains(v) {
+                out.insert(v.clone());
+            }
+        }
+        Expr::Lam { param, body, .. } => {
+            scope.push(param.clone());
+            free_vars(prog, *body, scope, out);
+            scope.pop();
+        }
+        Expr::Let {
+            name, value, body, ..
+        } => {
+            free_vars(prog, *value, scope, out);
+            scope.push(name.clone());
+            free_vars(prog, *body, scope, out);
+            scope.pop();
+        }
+        other => {
+            for c in other.children() {
+                free_vars(prog, c, scope, out);
+            }
+        }
+    }
+}
+
+/// A binder's name: its own if no binder (or free variable) had it yet,
+/// else a new one.
+fn binder_name(x: &Rc<str>, bound: &mut HashSet<Rc<str>>, taken: &mut HashSet<Rc<str>>) -> Rc<str> {
+    let name = if bound.contains(x) {
+        let mut k = 0;
+        loop {
+            let n: Rc<str> = format!("{x}'u{k}").into();
+            if !taken.contains(&n) {
+                break n;
+            }
+            k += 1;
+        }
+    } else {
+        x.clone()
+    };
+    bound.insert(name.clone());
+    taken.insert(name.clone());
+    name
+}
+
+fn rename(
+    prog: &mut Program,
+    e: ExprId,
+    env: &mut HashMap<Rc<str>, Rc<str>>,
+    bound: &mut HashSet<Rc<str>>,
+    taken: &mut HashSet<Rc<str>>,
+) -> ExprId {
+    let span = prog.span(e);
+    match prog.expr(e).clone() {
+        Expr::Var(x) => match env.get(&x) {
+            Some(n) if *n != x => prog.add(Expr::Var(n.clone()), span),
+            _ => e,
+        },
+        Expr::Lam { param, ann, body } => {
+            let new = binder_name(&param, bound, taken);
+            let saved = env.insert(param.clone(), new.clone());
+            let b = rename(prog, body, env, bound, taken);
+            restore(env, &param, saved);
+            if new == param && b == body {
+                return e;
+            }
+            prog.add(
+                Expr::Lam {
+                    param: new,
+                    ann,
+                    body: b,
+                },
+                span,
+            )
+        }
+        Expr::Let {
+            name,
+            ann,
+            value,
+            body,
+        } => {
+            let v = rename(prog, value, env, bound, taken);
+            let new = binder_name(&name, bound, taken);
+            let saved = env.insert(name.clone(), new.clone());
+            let b = rename(prog, body, env, bound, taken);
+            restore(env, &name, saved);
+            if new == name && v == value && b == body {
+                return e;
+            }
+            prog.add(
+                Expr::Let {
+                    name: new,
+                    ann,
+                    value: v,
+                    body: b,
+                },
+                span,
+            )
+        }
+        other => {
+            let kids = other.children();
+            let new: Vec<ExprId> = kids
+                .iter()
+                .map(|k| rename(prog, *k, env, bound, taken))
+                .collect();
+            if new == kids {
+                return e;
+            }
+            let rebuilt = other.with_children(&new);
+            prog.add(rebuilt, span)
+        }
+    }
+}
+
+fn restore(env: &mut HashMap<Rc<str>, Rc<str>>, x: &Rc<str>, saved: Option<Rc<str>>) {
+    match saved {
+        Some(s) => {
+            env.insert(x.clone(), s);
+        }
+        None => {
+            env.remove(x);
+        }
+    }
+}
+
 /// `e` with the bindings described above substituted.
 pub fn inline_lets(prog: &mut Program, e: ExprId) -> ExprId {
+    let e = uniquify(prog, e);
     let uses = uses_of(prog, e);
     let mut env: HashMap<Rc<str>, ExprId> = HashMap::new();
     subst(prog, e, &uses, &mut env, true)
@@ -156,6 +323,7 @@ pub fn inline_lets(prog: &mut Program, e: ExprId) -> ExprId {
 /// Only single-use and cheap bindings substituted (no work is duplicated):
 /// what remains bound is shared.
 pub fn inline_single_uses(prog: &mut Program, e: ExprId) -> ExprId {
+    let e = uniquify(prog, e);
     let uses = uses_of(prog, e);
     let mut env: HashMap<Rc<str>, ExprId> = HashMap::new();
     subst(prog, e, &uses, &mut env, false)

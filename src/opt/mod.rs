@@ -15,6 +15,7 @@ pub mod check;
 pub mod convert;
 pub mod engine;
 mod inline;
+pub use inline::uniquify;
 pub mod lang;
 pub mod rules;
 

@@ -689,3 +689,28 @@ fn opt_check_cli_verifies_every_step() {
         .expect("a check summary");
     assert!(n > 0, "{err}");
 }
+
+/// The inliner's substitution assumes every name is bound once, which
+/// extraction (copying subterms with their binders) does not keep:
+/// `opt::uniquify` renames each binder that repeats a name bound or free
+/// around it, and leaves the others alone.
+#[test]
+fn repeated_binder_names_are_made_unique_before_substitution() {
+    let src = "let f = fun (x: Double) -> let y = x * 2.0 in (fun y -> let x = y + 1.0 in x * y) y";
+    let mut prog = pipeline::parse(src).expect("parses");
+    let d = prog.defs.last().expect("a definition").clone();
+    let body = fsmooth::opt::uniquify(&mut prog, d.body);
+    prog.defs.last_mut().expect("def").body = body;
+    let printed = print_program(&prog);
+    assert_eq!(
+        printed
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .replace("( ", "("),
+        "let f = fun (x: Double) -> let y = x * 2.0 in (fun y'u0 -> let x'u0 = y'u0 + 1.0 in x'u0 * y'u0) y"
+    );
+    // Already unique: unchanged, node for node.
+    let again = fsmooth::opt::uniquify(&mut prog, body);
+    assert_eq!(again, body);
+}

@@ -359,6 +359,19 @@ impl Lower<'_, '_> {
         let el = array_elem(ty)?;
         let size = elem_bytes(el)?;
         let p = self.alloc(n, size)?;
+        if let Some(src) = copied(body, index) {
+            // `build n (fun i -> a[i])` (the optimised gradient of the dot
+            // product, Example 7) is one memcpy. The loop would read a[i]
+            // for i = 0, 1, …: every read is in bounds when n ≤ length a,
+            // and otherwise the first ⊥ is E-Get-Bot at i = length a, with
+            // the same code and details as here.
+            let a = self.atom(src)?;
+            let (from, len) = (a[0], a[1]);
+            let short = self.b.ins().icmp(IntCC::SignedGreaterThan, n, len);
+            self.fail_if(short, rt::INDEX_OUT_OF_BOUNDS, len, len);
+            self.copy(p, from, n, size)?;
+            return Ok(vec![p, n]);
+        }
         self.counted_loop(n, &[], |l, i, _| {
             l.env.insert(index.clone(), vec![i]);
             let v = l.block(body)?;
@@ -804,6 +817,20 @@ impl Lower<'_, '_> {
         })?;
         Ok(())
     }
+}
+
+/// The array `a` if `body` (of a `build` over `index`) is just `a[index]`.
+fn copied<'b>(body: &'b AnfBlock, index: &Name) -> Option<&'b Atom> {
+    let [bind] = body.binds.as_slice() else {
+        return None;
+    };
+    let Rhs::Prim(Prim::Get, args) = &bind.rhs else {
+        return None;
+    };
+    let [a @ Atom::Var(..), Atom::Var(i, _)] = args.as_slice() else {
+        return None;
+    };
+    (i == index && body.result.var() == Some(&bind.name)).then_some(a)
 }
 
 fn array_elem(t: &Type) -> R<&Type> {

@@ -325,6 +325,32 @@ fn native_get_out_of_bounds_is_an_error_not_a_crash() {
     );
 }
 
+/// `build n (fun i -> a[i])` is lowered to one memcpy (the optimised
+/// dot-product gradient): the same values as the loop, and past the end of
+/// `a` the same ⊥ as the loop's first read out of bounds, at `length a`.
+#[test]
+fn native_copy_loop_is_a_memcpy_with_the_loops_bottom() {
+    let src = "let take (n: Index) (v: Vector) = build n (fun i -> v[i])\n\
+               let rows (n: Index) (m: Matrix) = build n (fun i -> m[i])\n\
+               let pairs (n: Index) (v: Vector) = let z = vectorZip v v in build n (fun i -> z[i])\n";
+    let v = vector(&[1.0, -2.5, 3.0]);
+    let m = Value::array(vec![v.clone(), vector(&[4.0])]);
+    for (f, a) in [("take", &v), ("rows", &m), ("pairs", &v)] {
+        let len = if f == "rows" { 2 } else { 3 };
+        for n in 0..=len {
+            assert_eq!(
+                compare_src(src, f, &[Value::Index(n), a.clone()]),
+                Outcome::Value,
+                "{f} {n}"
+            );
+        }
+        let e = native_error(src, f, &[Value::Index(len + 2), a.clone()]);
+        assert_eq!(e, CodegenError::IndexOutOfBounds { index: len, len });
+        let e = native_error(src, f, &[Value::Index(-1), a.clone()]);
+        assert_eq!(e.code(), "negative-size");
+    }
+}
+
 /// Every ⊥ code of spec/semantics.md §5 but `out-of-fuel`, natively.
 #[test]
 fn native_bottoms_have_the_evaluators_codes() {

@@ -6,6 +6,7 @@
 //! The compiled entry is the slot-level entry of `codegen/module.rs`:
 //! `fn(ctx: *mut Ctx, args: *const u64, out: *mut u64) -> i64`.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cranelift_jit::{JITBuilder, JITModule};
@@ -46,6 +47,42 @@ pub struct Native {
     result: Type,
     compile_time: Duration,
     pub limits: NativeLimits,
+    /// Arenas of finished calls, kept with their chunks for the next
+    /// calls (`Arena::reset`); shared with the [`Outputs`] that return
+    /// theirs when dropped.
+    pool: ArenaPool,
+}
+
+/// At most this many idle arenas are kept.
+const POOL: usize = 2;
+
+#[derive(Clone, Default)]
+struct ArenaPool(Arc<Mutex<Vec<Arena>>>);
+
+impl ArenaPool {
+    /// An arena for one call: a kept one (its chunks reused) or a new one.
+    fn take(&self, limit: usize) -> Box<Arena> {
+        let kept = self.0.lock().ok().and_then(|mut p| p.pop());
+        // Boxed: compiled code holds the arena's address during a call.
+        match kept {
+            Some(mut a) => {
+                a.set_limit(limit);
+                Box::new(a)
+            }
+            None => Box::new(Arena::new(limit)),
+        }
+    }
+
+    /// Gives back the arena of a finished call; nothing it allocated may
+    /// be read any more.
+    fn give(&self, mut arena: Arena) {
+        arena.reset();
+        if let Ok(mut p) = self.0.lock()
+            && p.len() < POOL
+        {
+            p.push(arena);
+        }
+    }
 }
 
 /// The address of the Rust function that provides a helper of
@@ -107,6 +144,7 @@ impl Native {
                 result: normal.body.result.ty().clone(),
                 compile_time: start.elapsed(),
                 limits: NativeLimits::default(),
+                pool: ArenaPool::default(),
             }),
             Err(e) => {
                 // SAFETY: no pointer into the module's code was taken.
@@ -146,7 +184,13 @@ impl Native {
     /// types), returning its result or the ⊥ it reached.
     pub fn call(&self, args: &[Value]) -> Result<Value, CodegenError> {
         self.check_arity(args.len())?;
-        let mut arena = Box::new(Arena::new(self.limits.memory_bytes));
+        let mut arena = self.pool.take(self.limits.memory_bytes);
+        let result = self.call_in(&mut arena, args);
+        self.pool.give(*arena);
+        result
+    }
+
+    fn call_in(&self, arena: &mut Arena, args: &[Value]) -> Result<Value, CodegenError> {
         let total: usize = self
             .params
             .iter()
@@ -158,12 +202,12 @@ impl Native {
         let mut at = 0;
         for (v, t) in args.iter().zip(&self.params) {
             // SAFETY: `input` has room for every parameter's slots.
-            unsafe { runtime::write_value(v, t, &mut arena, input.as_mut_ptr().add(at))? };
+            unsafe { runtime::write_value(v, t, arena, input.as_mut_ptr().add(at))? };
             at += slots(t)?;
         }
         let mut out = vec![0u64; slots(&self.result)?];
         // SAFETY: the buffers have the sizes the compiled code assumes.
-        unsafe { self.invoke(&mut arena, &input, &mut out)? };
+        unsafe { self.invoke(arena, &input, &mut out)? };
         // SAFETY: on success compiled code wrote a value of the result type
         // whose arrays live in `arena` or `input`'s arrays, both alive.
         unsafe { runtime::read_value(&self.result, out.as_ptr()) }
@@ -248,12 +292,23 @@ impl std::fmt::Debug for Rows<'_> {
 /// arrays it hands out are the buffers compiled code wrote (or the
 /// caller's argument slices, which a result may share: hence `'a`).
 pub struct Outputs<'a> {
-    arena: Box<Arena>,
+    /// Always `Some` until dropped, when it goes back to `pool`.
+    arena: Option<Box<Arena>>,
+    pool: ArenaPool,
     /// The row descriptors of matrix arguments, which a result may share.
     _rows: Vec<Vec<[u64; 2]>>,
     out: Vec<u64>,
     leaves: Vec<(Leaf, Type)>,
     _args: std::marker::PhantomData<&'a [u8]>,
+}
+
+impl Drop for Outputs<'_> {
+    fn drop(&mut self) {
+        // The result's slices borrow `self`, so none outlives this.
+        if let Some(a) = self.arena.take() {
+            self.pool.give(*a);
+        }
+    }
 }
 
 impl Outputs<'_> {
@@ -266,12 +321,12 @@ impl Outputs<'_> {
         self.leaves.is_empty()
     }
 
-    /// The bytes the call's arena took from the system allocator: the
-    /// peak of the call's own memory, since an arena frees nothing before
-    /// the call's result is dropped (argument buffers read in place are
-    /// not counted).
+    /// The bytes of the chunks the call's arena used, reused from earlier
+    /// calls or new: the peak of the call's own memory, since an arena
+    /// frees nothing before the call's result is dropped (argument buffers
+    /// read in place are not counted).
     pub fn arena_bytes(&self) -> usize {
-        self.arena.reserved()
+        self.arena.as_ref().map_or(0, |a| a.reserved())
     }
 
     /// Leaf `k` of the result (None past the end).
@@ -435,13 +490,17 @@ impl Native {
             }
         }
         input.push(0);
-        let mut arena = Box::new(Arena::new(self.limits.memory_bytes));
+        let mut arena = self.pool.take(self.limits.memory_bytes);
         let mut out = vec![0u64; slots(&self.result)?.max(1)];
         // SAFETY: as in `call`; the argument slices are only read and
         // outlive the call (and the returned `Outputs`, through `'a`).
-        unsafe { self.invoke(&mut arena, &input, &mut out)? };
+        if let Err(e) = unsafe { self.invoke(&mut arena, &input, &mut out) } {
+            self.pool.give(*arena);
+            return Err(e);
+        }
         Ok(Outputs {
-            arena,
+            arena: Some(arena),
+            pool: self.pool.clone(),
             _rows: rows,
             out,
             leaves,

@@ -57,10 +57,21 @@ pub const CTX_SCRATCH: i32 = 24;
 
 /// A bump allocator over large chunks, all freed together on drop.
 /// Requests larger than a quarter chunk get a chunk of their own.
+///
+/// [`Arena::reset`] keeps the chunks for the next call instead of freeing
+/// them: a chunk the system allocator hands out anew is mapped and zeroed
+/// page by page on first touch, which took 59% of the time of GMM's
+/// reverse-mode gradient (`perf`, benches/README.md). After a reset, a
+/// small request reuses a spare whole chunk, a large one the smallest
+/// spare chunk that holds it.
 pub struct Arena {
+    /// The chunks of the current call.
     chunks: Vec<(NonNull<u8>, Layout)>,
+    /// Chunks kept from earlier calls, free.
+    spare: Vec<(NonNull<u8>, Layout)>,
     cur: usize,
     end: usize,
+    /// The bytes of `chunks`.
     total: usize,
     limit: usize,
 }
@@ -71,6 +82,7 @@ impl Arena {
     pub fn new(limit: usize) -> Arena {
         Arena {
             chunks: Vec::new(),
+            spare: Vec::new(),
             cur: 0,
             end: 0,
             total: 0,
@@ -82,9 +94,24 @@ impl Arena {
         self.limit
     }
 
-    /// The bytes taken from the system allocator so far (whole chunks).
+    /// The most bytes of chunks one call may take from now on.
+    pub fn set_limit(&mut self, limit: usize) {
+        self.limit = limit;
+    }
+
+    /// The bytes of the chunks this call has taken (whole chunks, reused
+    /// or new): the peak of the call's own memory.
     pub fn reserved(&self) -> usize {
         self.total
+    }
+
+    /// Ends a call: every chunk becomes a spare for the next one. Nothing
+    /// allocated before may be read afterwards.
+    pub fn reset(&mut self) {
+        self.spare.append(&mut self.chunks);
+        self.cur = 0;
+        self.end = 0;
+        self.total = 0;
     }
 
     /// `bytes` bytes aligned to 8, or None beyond the limit or when the
@@ -101,25 +128,54 @@ impl Arena {
             return NonNull::new(p as *mut u8);
         }
         let size = if bytes > CHUNK / 4 { bytes } else { CHUNK };
-        if self.total.checked_add(size)? > self.limit {
+        let (p, layout) = match self.take_spare(size) {
+            Some(c) => c,
+            None => {
+                if self.total.checked_add(size)? > self.limit {
+                    return None;
+                }
+                let layout = Layout::from_size_align(size, 8).ok()?;
+                // SAFETY: `layout` has a non-zero size.
+                (NonNull::new(unsafe { alloc(layout) })?, layout)
+            }
+        };
+        if self.total.checked_add(layout.size())? > self.limit {
+            self.spare.push((p, layout));
             return None;
         }
-        let layout = Layout::from_size_align(size, 8).ok()?;
-        // SAFETY: `layout` has a non-zero size.
-        let p = NonNull::new(unsafe { alloc(layout) })?;
         self.chunks.push((p, layout));
-        self.total += size;
+        self.total += layout.size();
         if size == CHUNK {
             self.cur = p.as_ptr() as usize + bytes;
             self.end = p.as_ptr() as usize + CHUNK;
         }
         Some(p)
     }
+
+    /// A spare chunk for a request of `size` bytes: a whole chunk for a
+    /// small request, else the smallest spare of at least `size` bytes
+    /// (at most twice as large, so a small request keeps its chunk).
+    fn take_spare(&mut self, size: usize) -> Option<(NonNull<u8>, Layout)> {
+        let k = self
+            .spare
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, l))| {
+                if size == CHUNK {
+                    l.size() == CHUNK
+                } else {
+                    l.size() >= size && l.size() / 2 <= size
+                }
+            })
+            .min_by_key(|(_, (_, l))| l.size())
+            .map(|(k, _)| k)?;
+        Some(self.spare.swap_remove(k))
+    }
 }
 
 impl Drop for Arena {
     fn drop(&mut self) {
-        for (p, layout) in self.chunks.drain(..) {
+        for (p, layout) in self.chunks.drain(..).chain(self.spare.drain(..)) {
             // SAFETY: allocated by `alloc` with this layout, freed once.
             unsafe { dealloc(p.as_ptr(), layout) };
         }

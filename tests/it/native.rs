@@ -871,6 +871,49 @@ fn native_unsupported_bad_arguments_and_memory_limits_are_errors() {
     assert!(n.call(&[Value::Index(1000)]).is_ok());
 }
 
+/// A call's arena is kept for the next call (`Arena::reset`): results of
+/// reused chunks are right, results alive at once do not share an arena,
+/// and the memory limit still holds per call, spare chunks or not.
+#[test]
+fn native_arenas_are_reused_across_calls() {
+    use fsmooth::codegen::{Arg, Out};
+    let mut n = compile(&load_entry(
+        "let f (n: Index) = build n (fun i -> toDouble i * 0.5)\n",
+        "f",
+    ));
+    let check = |o: &fsmooth::codegen::Outputs<'_>, len: usize| match o.get(0) {
+        Some(Out::F64s(xs)) => {
+            assert_eq!(xs.len(), len);
+            assert!(xs.iter().enumerate().all(|(i, x)| *x == i as f64 * 0.5));
+        }
+        other => panic!("{other:?}"),
+    };
+    let big = 300_000; // 2.4 MB: a chunk of its own
+    let first = n.call_slices(&[Arg::I64(big as i64)]).expect("runs");
+    let bytes = first.arena_bytes();
+    // Alive at the same time: a second arena.
+    let small = n.call_slices(&[Arg::I64(1000)]).expect("runs");
+    check(&first, big);
+    check(&small, 1000);
+    drop(first);
+    drop(small);
+    for _ in 0..3 {
+        let again = n.call_slices(&[Arg::I64(big as i64)]).expect("runs");
+        check(&again, big);
+        assert_eq!(again.arena_bytes(), bytes);
+        let v = n.call(&[Value::Index(5)]).expect("runs");
+        assert_eq!(v.to_string(), "[0.0, 0.5, 1.0, 1.5, 2.0]");
+    }
+    // A spare 2.4 MB chunk does not lift a 1 MiB limit.
+    n.limits.memory_bytes = 1 << 20;
+    let e = n
+        .call_slices(&[Arg::I64(big as i64)])
+        .err()
+        .expect("over the limit");
+    assert_eq!(e.code(), "out-of-memory", "{e}");
+    assert!(n.call(&[Value::Index(1000)]).is_ok());
+}
+
 /// `run --engine native` and `grad --engine native` print what the
 /// evaluator prints, in every mode that runs a derivative program.
 #[test]

@@ -108,6 +108,12 @@ impl Arena {
     /// Ends a call: every chunk becomes a spare for the next one. Nothing
     /// allocated before may be read afterwards.
     pub fn reset(&mut self) {
+        // Spares this call did not take are freed: what is kept is what the
+        // last call used, at most its limit.
+        for (p, layout) in self.spare.drain(..) {
+            // SAFETY: allocated by `alloc` with this layout, freed once.
+            unsafe { dealloc(p.as_ptr(), layout) };
+        }
         self.spare.append(&mut self.chunks);
         self.cur = 0;
         self.end = 0;
@@ -128,7 +134,11 @@ impl Arena {
             return NonNull::new(p as *mut u8);
         }
         let size = if bytes > CHUNK / 4 { bytes } else { CHUNK };
-        let (p, layout) = match self.take_spare(size) {
+        // A spare (up to twice the size) only if it fits the limit; else a
+        // new chunk of the size asked for, so that whether a call runs out
+        // of memory does not depend on earlier calls.
+        let room = self.limit.saturating_sub(self.total);
+        let (p, layout) = match self.take_spare(size, room) {
             Some(c) => c,
             None => {
                 if self.total.checked_add(size)? > self.limit {
@@ -139,10 +149,6 @@ impl Arena {
                 (NonNull::new(unsafe { alloc(layout) })?, layout)
             }
         };
-        if self.total.checked_add(layout.size())? > self.limit {
-            self.spare.push((p, layout));
-            return None;
-        }
         self.chunks.push((p, layout));
         self.total += layout.size();
         if size == CHUNK {
@@ -152,16 +158,19 @@ impl Arena {
         Some(p)
     }
 
-    /// A spare chunk for a request of `size` bytes: a whole chunk for a
-    /// small request, else the smallest spare of at least `size` bytes
-    /// (at most twice as large, so a small request keeps its chunk).
-    fn take_spare(&mut self, size: usize) -> Option<(NonNull<u8>, Layout)> {
+    /// A spare chunk for a request of `size` bytes, of at most `room`
+    /// bytes: a whole chunk for a small request, else the smallest spare of
+    /// at least `size` bytes (at most twice as large, so a small request
+    /// keeps its chunk).
+    fn take_spare(&mut self, size: usize, room: usize) -> Option<(NonNull<u8>, Layout)> {
         let k = self
             .spare
             .iter()
             .enumerate()
             .filter(|(_, (_, l))| {
-                if size == CHUNK {
+                if l.size() > room {
+                    false
+                } else if size == CHUNK {
                     l.size() == CHUNK
                 } else {
                     l.size() >= size && l.size() / 2 <= size
@@ -390,6 +399,37 @@ mod tests {
         assert!(a.alloc(2 * CHUNK).is_some());
         assert!(a.alloc(2 * CHUNK).is_none(), "over the limit");
         assert!(a.alloc(0).is_some());
+    }
+
+    /// Reuse does not change which calls fit the limit: a 2 MiB spare
+    /// is not taken for 2.5 MiB plus 1.1 MiB under 4 MiB when a fresh
+    /// arena would fit both (found in review).
+    #[test]
+    fn a_reused_arena_fits_what_a_fresh_one_fits() {
+        let mut a = Arena::new(4 * CHUNK);
+        assert!(a.alloc(2 * CHUNK).is_some());
+        a.reset();
+        assert!(a.alloc(5 * CHUNK / 2).is_some());
+        assert!(a.alloc(11 * CHUNK / 10).is_some());
+        assert!(a.reserved() <= 4 * CHUNK);
+    }
+
+    /// What an arena keeps between calls is what the last call used:
+    /// growing requests do not pile up spares (found in review).
+    #[test]
+    fn an_arena_keeps_only_the_last_calls_chunks() {
+        let mut a = Arena::new(1 << 30);
+        let mut last = 0;
+        for k in 0..100 {
+            assert!(a.alloc(CHUNK + 8192 * k).is_some());
+            last = a.reserved();
+            a.reset();
+        }
+        let kept: usize = a.spare.iter().map(|(_, l)| l.size()).sum();
+        assert!(kept <= last, "{kept} bytes kept, the last call used {last}");
+        // And the next call of that size reuses it.
+        assert!(a.alloc(CHUNK + 8192 * 99).is_some());
+        assert!(a.spare.is_empty());
     }
 
     #[test]

@@ -26,6 +26,10 @@ use crate::ir::Prim;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Data {
     pub free: BTreeMap<Symbol, u8>,
+    /// Every name that occurs in some member, bound or free (merged by
+    /// union): what a `fresh` name must avoid to capture nothing in any
+    /// member (`free` is an intersection).
+    pub names: std::collections::BTreeSet<Symbol>,
     pub constant: Option<Fsm>,
     /// Cannot be ⊥: built from total operations only (merged by OR: one
     /// total member makes the class total, as all members are equal).
@@ -218,7 +222,11 @@ pub fn node_free(egraph: &Graph, enode: &Fsm) -> BTreeMap<Symbol, u8> {
             let part = if matches!(enode, Fsm::Fst(_)) { 1 } else { 2 };
             // A projection of a variable reads only that part.
             add(&egraph[*c].data.free, &mut free);
-            if let Some(x) = var_symbol(egraph, *c) {
+            // Only when the child's class uses the whole of `x`, as the
+            // `(var x)` it holds does: extraction then picks that var.
+            if let Some(x) = var_symbol(egraph, *c)
+                && egraph[*c].data.free.get(&x) == Some(&3)
+            {
                 free.insert(x, part);
             }
         }
@@ -236,10 +244,18 @@ impl Analysis<Fsm> for FsmAnalysis {
 
     fn make(egraph: &mut Graph, enode: &Fsm, _id: Id) -> Data {
         let free = node_free(egraph, enode);
+        let mut names = std::collections::BTreeSet::new();
+        if let Fsm::Symbol(x) = enode {
+            names.insert(*x);
+        }
+        for c in enode.children() {
+            names.extend(egraph[*c].data.names.iter().copied());
+        }
         let double = is_double(egraph, enode);
         let total = node_total(egraph, enode);
         Data {
             free,
+            names,
             constant: fold(egraph, enode),
             total,
             double,
@@ -263,6 +279,10 @@ impl Analysis<Fsm> for FsmAnalysis {
         let changed_to = before != to.free;
         let changed_from = to.free != from.free;
         let mut d = DidMerge(changed_to, changed_from);
+        let from_more = !from.names.is_subset(&to.names);
+        let to_more = !to.names.is_subset(&from.names);
+        to.names.extend(from.names);
+        d = d | DidMerge(from_more, to_more);
         if !to.double && from.double {
             to.double = true;
             d = d | DidMerge(true, false);

@@ -83,10 +83,12 @@ impl CostFunction<Fsm> for LoopCost<'_> {
         // total): in a total class only a total member is eligible, so
         // what `total ?e` allowed holds of the term extracted.
         let g = self.egraph;
-        if let Some(id) = g.lookup(enode.clone())
-            && (node_free(g, enode) != g[id].data.free
-                || (g[id].data.total && !node_total(g, enode)))
-        {
+        // (The graph is rebuilt before extraction, so every node's class
+        // is found; a miss is treated as ineligible.)
+        let eligible = g.lookup(enode.clone()).is_some_and(|id| {
+            node_free(g, enode) == g[id].data.free && (!g[id].data.total || node_total(g, enode))
+        });
+        if !eligible {
             return f64::INFINITY;
         }
         match enode {
@@ -172,6 +174,7 @@ pub fn run_phase(
         let id = egraph.add_expr(&sub);
         egraph.analysis.loop_bounds.insert(*s, id);
     }
+    egraph.rebuild();
     let cost_before = Extractor::new(&egraph, LoopCost { egraph: &egraph })
         .find_best(root)
         .0;

@@ -603,15 +603,16 @@ pub fn holds(
                     egraph.analysis.nonce,
                     usize::from(class)
                 );
-                // Not free in any member of the matched class (a name made
-                // for this class before may be free in a member that a
-                // substitution built since): then it captures nothing.
+                // Occurring in no member of the matched class, bound or free
+                // (a name made for this class before may be free in a member
+                // that a substitution built since): then it captures nothing.
+                // `names` is a union over members; `free` an intersection.
                 let mut name = base.clone();
                 let mut k = 0;
                 while egraph[class]
                     .data
-                    .free
-                    .contains_key(&Symbol::from(name.as_str()))
+                    .names
+                    .contains(&Symbol::from(name.as_str()))
                 {
                     k += 1;
                     name = format!("{base}'{k}");

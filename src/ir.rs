@@ -441,6 +441,21 @@ impl Program {
         self.spans[id]
     }
 
+    /// Every name of every expression in the arena, bound or free: what a
+    /// fresh name must avoid.
+    pub fn all_names(&self) -> std::collections::HashSet<Name> {
+        let mut names = std::collections::HashSet::new();
+        for e in self.exprs.values() {
+            match e {
+                Expr::Var(x) | Expr::Lam { param: x, .. } | Expr::Let { name: x, .. } => {
+                    names.insert(x.clone());
+                }
+                _ => {}
+            }
+        }
+        names
+    }
+
     /// The last definition with this name (later ones shadow earlier ones).
     pub fn def(&self, name: &str) -> Option<&Def> {
         self.defs.iter().rev().find(|d| &*d.name == name)

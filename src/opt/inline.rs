@@ -148,39 +148,19 @@ fn uses_of(prog: &Program, e: ExprId) -> HashMap<Rc<str>, Uses> {
 }
 
 /// `e` with every binder that repeats a name bound or free elsewhere in
-/// `e` renamed (`x'uK`, a name that occurs nowhere in `e`), so that each
+/// `e` renamed (`x'uK`, a name that occurs nowhere in the program), so that each
 /// name is bound once. Extraction copies subterms with their binders and
 /// may nest two binders of one name; the use counts and the substitution
 /// below, and the loop sizes of the next e-graph (keyed by index name,
 /// spec/rules-format.md §6), assume unique names. A term that already has
 /// them is returned unchanged.
 pub fn uniquify(prog: &mut Program, e: ExprId) -> ExprId {
-    let mut taken: HashSet<Rc<str>> = HashSet::new();
-    names(prog, e, &mut taken);
+    // Every name of the arena (a superset of `e`'s): new names avoid them.
+    let mut taken = prog.all_names();
     let mut bound: HashSet<Rc<str>> = HashSet::new();
     free_vars(prog, e, &mut Vec::new(), &mut bound);
     let mut env: HashMap<Rc<str>, Rc<str>> = HashMap::new();
     rename(prog, e, &mut env, &mut bound, &mut taken)
-}
-
-/// Every name of `e`, bound or free.
-fn names(prog: &Program, e: ExprId, out: &mut HashSet<Rc<str>>) {
-    let mut work = vec![e];
-    while let Some(x) = work.pop() {
-        match prog.expr(x) {
-            Expr::Var(v) => {
-                out.insert(v.clone());
-            }
-            Expr::Lam { param, .. } => {
-                out.insert(param.clone());
-            }
-            Expr::Let { name, .. } => {
-                out.insert(name.clone());
-            }
-            _ => {}
-        }
-        work.extend(prog.expr(x).children());
-    }
 }
 
 /// The free variables of `e` (`scope`: the binders around it).

@@ -45,7 +45,7 @@ pub fn monomorphise(
         cache: HashMap::new(),
         names: HashMap::new(),
         taken: HashSet::new(),
-        used: all_names(prog),
+        used: prog.all_names(),
         queue: Vec::new(),
         done: Vec::new(),
     };
@@ -81,19 +81,6 @@ pub fn monomorphise(
         program: m.out,
         types: m.types,
     })
-}
-
-fn all_names(prog: &Program) -> HashSet<Name> {
-    let mut names = HashSet::new();
-    for e in prog.exprs.values() {
-        match e {
-            Expr::Var(x) | Expr::Lam { param: x, .. } | Expr::Let { name: x, .. } => {
-                names.insert(x.clone());
-            }
-            _ => {}
-        }
-    }
-    names
 }
 
 struct Mono<'a> {

@@ -122,6 +122,10 @@ enum Command {
         /// `fwd` prints D[[·]] of the entry; `rev` its reverse-mode program.
         #[arg(long, value_enum, default_value_t = Mode::Fwd)]
         mode: Mode,
+        /// With `--mode fwd-opt`: a directory of `*.rules` files adding to
+        /// (or replacing, by family name) the default rule set.
+        #[arg(long)]
+        rules: Option<PathBuf>,
     },
 }
 
@@ -293,6 +297,10 @@ struct DerivArgs {
     /// What runs the derivative programs (`native`: modes fwd, fwd-opt, rev).
     #[arg(long, value_enum, default_value_t)]
     engine: EngineKind,
+    /// With `--mode fwd-opt`: a directory of `*.rules` files adding to (or
+    /// replacing, by family name) the default rule set.
+    #[arg(long)]
+    rules: Option<PathBuf>,
 }
 
 /// The program `compile` compiles.
@@ -622,6 +630,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             entry,
             wrt,
             mode,
+            rules,
         } => {
             let files = Files::read(&file)?;
             let fail = |d: Diagnostic| Failure(render(&d, &files));
@@ -639,10 +648,15 @@ fn run(cli: Cli) -> Result<(), Failure> {
                         .program
                 }
                 Mode::FwdOpt => {
-                    pipeline::optimised_derivative(&files.main_src, &entry, &wrt, &opt_options())
-                        .map_err(fail)?
-                        .wrapper
-                        .program
+                    pipeline::optimised_derivative(
+                        &files.main_src,
+                        &entry,
+                        &wrt,
+                        &opt_options_with(rules),
+                    )
+                    .map_err(fail)?
+                    .wrapper
+                    .program
                 }
                 Mode::Fd | Mode::Tape => {
                     return Err(Failure(
@@ -969,6 +983,14 @@ fn opt_options() -> pipeline::OptOptions {
     }
 }
 
+/// [`opt_options`] with a `--rules` directory.
+fn opt_options_with(rules: Option<PathBuf>) -> pipeline::OptOptions {
+    pipeline::OptOptions {
+        rules_dir: rules,
+        ..opt_options()
+    }
+}
+
 fn opt_cmd(
     file: &std::path::Path,
     entry: &str,
@@ -1229,7 +1251,7 @@ fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
                 &files.main_src,
                 &args.entry,
                 &args.wrt,
-                &opt_options(),
+                &opt_options_with(args.rules.clone()),
             )
             .map_err(fail)?;
             crate::gradient::forward_on(&d, values, &engine).map_err(run_fail)?

@@ -397,6 +397,82 @@ fn rules_from_a_directory_load_fire_and_explain() {
     );
 }
 
+/// `--rules` reaches the optimiser behind `--mode fwd-opt` too (`ad`,
+/// `grad`): a user rule shows in the optimised derivative, and a malformed
+/// rule file is the loader's located error.
+#[test]
+fn rules_directories_apply_to_optimised_derivatives() {
+    let dir = std::env::temp_dir().join(format!("fsmooth-rules-deriv-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    // A narrow rule whose effect is visible: (x + x) * 3 = x * 6, exact
+    // (x + x is exact, and each side rounds 6x once).
+    std::fs::write(
+        dir.join("extra.rules"),
+        "## (x + x) * 3 = x * 6\nrule six : (* (+ ?x ?x) 3.0) => (* ?x 6.0)\n  tags: phase=simplify\n",
+    )
+    .expect("write");
+    let p = temp_file("six.fsm", "let main = fun (x: Double) -> x * x * 3.0\n");
+    let args = |rules: bool| {
+        let mut a = vec![
+            "ad",
+            p.to_str().expect("path"),
+            "--wrt",
+            "x",
+            "--mode",
+            "fwd-opt",
+        ];
+        if rules {
+            a.extend(["--rules", dir.to_str().expect("dir")]);
+        }
+        cli(&a)
+    };
+    let (plain, with) = (args(false), args(true));
+    assert!(plain.status.success() && with.status.success());
+    let (plain, with) = (
+        String::from_utf8_lossy(&plain.stdout).to_string(),
+        String::from_utf8_lossy(&with.stdout).to_string(),
+    );
+    assert_ne!(plain, with, "the user rule changed nothing:\n{with}");
+    assert!(canon(&with).contains("v1 * 6.0"), "{with}");
+    let g = cli(&[
+        "grad",
+        p.to_str().expect("path"),
+        "--wrt",
+        "x",
+        "--mode",
+        "fwd-opt",
+        "--rules",
+        dir.to_str().expect("dir"),
+        "--input",
+        "[2.0]",
+    ]);
+    assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
+    assert!(String::from_utf8_lossy(&g.stdout).contains("\"gradient\": 12.0"));
+    std::fs::write(
+        dir.join("extra.rules"),
+        "## x\nrule bad-op : (frobnicate ?x) => ?x\n",
+    )
+    .expect("write");
+    let bad = cli(&[
+        "grad",
+        p.to_str().expect("path"),
+        "--wrt",
+        "x",
+        "--mode",
+        "fwd-opt",
+        "--rules",
+        dir.to_str().expect("dir"),
+        "--input",
+        "[2.0]",
+    ]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("unknown-operator") && err.contains("extra.rules:2:"),
+        "{err}"
+    );
+}
+
 /// Malformed rule files give errors with the file, line and column.
 #[test]
 fn malformed_rule_files_are_located_errors() {

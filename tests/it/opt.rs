@@ -366,17 +366,24 @@ fn guarded_single_iteration_keeps_its_bounds_test_in_nested_folds() {
     }
 }
 
+/// A fresh `--rules` directory `fsmooth-<name>-<pid>` holding one rule
+/// file `file` with `text`.
+fn rules_dir(name: &str, file: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("fsmooth-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join(file), text).expect("write");
+    dir
+}
+
 /// A rule placed in a `--rules` directory is loaded, fires, and shows in
 /// `--explain` with its identity.
 #[test]
 fn rules_from_a_directory_load_fire_and_explain() {
-    let dir = std::env::temp_dir().join(format!("fsmooth-rules-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    std::fs::write(
-        dir.join("extra.rules"),
+    let dir = rules_dir(
+        "rules",
+        "extra.rules",
         "# user rules\n\n## -(-x) = x\nrule neg-neg : (neg (neg ?x)) => ?x\n  tags: phase=simplify\n",
-    )
-    .expect("write");
+    );
     let p = temp_file(
         "negneg.fsm",
         "let main = fun (x: Double) -> -(-(x * 3.0))\n",
@@ -402,15 +409,13 @@ fn rules_from_a_directory_load_fire_and_explain() {
 /// rule file is the loader's located error.
 #[test]
 fn rules_directories_apply_to_optimised_derivatives() {
-    let dir = std::env::temp_dir().join(format!("fsmooth-rules-deriv-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
     // A narrow rule whose effect is visible: (x + x) * 3 = x * 6, exact
     // (x + x is exact, and each side rounds 6x once).
-    std::fs::write(
-        dir.join("extra.rules"),
+    let dir = rules_dir(
+        "rules-deriv",
+        "extra.rules",
         "## (x + x) * 3 = x * 6\nrule six : (* (+ ?x ?x) 3.0) => (* ?x 6.0)\n  tags: phase=simplify\n",
-    )
-    .expect("write");
+    );
     let p = temp_file("six.fsm", "let main = fun (x: Double) -> x * x * 3.0\n");
     let args = |rules: bool| {
         let mut a = vec![
@@ -434,18 +439,21 @@ fn rules_directories_apply_to_optimised_derivatives() {
     );
     assert_ne!(plain, with, "the user rule changed nothing:\n{with}");
     assert!(canon(&with).contains("v1 * 6.0"), "{with}");
-    let g = cli(&[
-        "grad",
-        p.to_str().expect("path"),
-        "--wrt",
-        "x",
-        "--mode",
-        "fwd-opt",
-        "--rules",
-        dir.to_str().expect("dir"),
-        "--input",
-        "[2.0]",
-    ]);
+    let grad = || {
+        cli(&[
+            "grad",
+            p.to_str().expect("path"),
+            "--wrt",
+            "x",
+            "--mode",
+            "fwd-opt",
+            "--rules",
+            dir.to_str().expect("dir"),
+            "--input",
+            "[2.0]",
+        ])
+    };
+    let g = grad();
     assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
     assert!(String::from_utf8_lossy(&g.stdout).contains("\"gradient\": 12.0"));
     std::fs::write(
@@ -453,18 +461,7 @@ fn rules_directories_apply_to_optimised_derivatives() {
         "## x\nrule bad-op : (frobnicate ?x) => ?x\n",
     )
     .expect("write");
-    let bad = cli(&[
-        "grad",
-        p.to_str().expect("path"),
-        "--wrt",
-        "x",
-        "--mode",
-        "fwd-opt",
-        "--rules",
-        dir.to_str().expect("dir"),
-        "--input",
-        "[2.0]",
-    ]);
+    let bad = grad();
     assert!(!bad.status.success());
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(
@@ -503,9 +500,7 @@ fn malformed_rule_files_are_located_errors() {
     ];
     let p = temp_file("rulesprog.fsm", "let main = fun (x: Double) -> x\n");
     for (k, (text, code, at)) in cases.iter().enumerate() {
-        let dir = std::env::temp_dir().join(format!("fsmooth-badrules-{}-{k}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        std::fs::write(dir.join("mine.rules"), text).expect("write");
+        let dir = rules_dir(&format!("badrules-{k}"), "mine.rules", text);
         let o = cli(&[
             "opt",
             p.to_str().expect("path"),

@@ -12,6 +12,7 @@
 //! context and returns the status code.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
@@ -20,6 +21,7 @@ use cranelift_codegen::ir::{
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 
+use super::fuse::{self, Fused, Index, Plan};
 use super::layout::{Leaf, SLOT, clif_types, elem_bytes, leaves, slots};
 use super::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH};
 use super::{CodegenError, compile_error, unsupported};
@@ -76,6 +78,9 @@ pub fn lower_function(
         env: HashMap::new(),
         ctx,
         fail,
+        plan: fuse::plan(normal),
+        fused: HashMap::new(),
+        trusted: 0,
     };
     let mut off = 0i64;
     for (name, ty) in &normal.params {
@@ -107,6 +112,23 @@ struct Lower<'a, 'f> {
     env: HashMap<Name, Vals>,
     ctx: Value,
     fail: Block,
+    /// The bindings not built (Note [Fusion] in `codegen/fuse.rs`) ...
+    plan: Plan,
+    /// ... and, once their binding is passed, how to read them.
+    fused: HashMap<Name, Live>,
+    /// Inside a fused body, whose reads the guard has checked.
+    trusted: usize,
+}
+
+/// A fused array past its binding.
+#[derive(Clone)]
+enum Live {
+    Build {
+        n: Value,
+        index: Name,
+        body: Rc<AnfBlock>,
+    },
+    Literal(Rc<[Atom]>),
 }
 
 impl Lower<'_, '_> {
@@ -270,10 +292,132 @@ impl Lower<'_, '_> {
 
     fn block(&mut self, blk: &AnfBlock) -> R<Vals> {
         for bind in &blk.binds {
+            if let Some(f) = self.plan.fused.get(&bind.name).cloned() {
+                self.fuse(bind, f)?;
+                continue;
+            }
             let v = self.binding(bind)?;
             self.env.insert(bind.name.clone(), v);
         }
         self.atom(&blk.result)
+    }
+
+    // ----- fusion (Note [Fusion] in `codegen/fuse.rs`) ----------------------------
+
+    /// The binding of a fused array: for a `build`, the guard, and the
+    /// array built as usual (to its ⊥) when the guard fails.
+    fn fuse(&mut self, bind: &Binding, f: Fused) -> R<()> {
+        let live = match (&bind.rhs, f) {
+            (Rhs::Array(items), Fused::Literal) => Live::Literal(items.clone().into()),
+            (
+                Rhs::Loop {
+                    n: n_atom,
+                    index,
+                    body,
+                    ..
+                },
+                Fused::Build { reads },
+            ) => {
+                let n = self.scalar(n_atom)?;
+                let mut all = self.b.ins().iconst(types::I8, 1);
+                for r in &reads {
+                    let len = self.length_of(&r.array)?;
+                    let ok = match &r.index {
+                        Index::Loop => self.b.ins().icmp(IntCC::SignedLessThanOrEqual, n, len),
+                        // One unsigned test covers c < 0.
+                        Index::Const(c) => {
+                            let c = self.scalar(c)?;
+                            self.b.ins().icmp(IntCC::UnsignedLessThan, c, len)
+                        }
+                        Index::Offset(c) => {
+                            let c = self.scalar(c)?;
+                            let fits = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, n, len);
+                            let nonneg =
+                                self.b
+                                    .ins()
+                                    .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, c, 0);
+                            // len − n cannot overflow: both are ≥ 0 when `fits`.
+                            let room = self.b.ins().isub(len, n);
+                            let within = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, c, room);
+                            let a = self.b.ins().band(fits, nonneg);
+                            self.b.ins().band(a, within)
+                        }
+                    };
+                    all = self.b.ins().band(all, ok);
+                }
+                let empty = self.b.ins().icmp_imm_s(IntCC::Equal, n, 0);
+                let nonneg = self
+                    .b
+                    .ins()
+                    .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, n, 0);
+                let ok = self.b.ins().bor(empty, all);
+                let ok = self.b.ins().band(ok, nonneg);
+                let (cont, slow) = (self.b.create_block(), self.b.create_block());
+                self.b.set_cold_block(slow);
+                self.b.ins().brif(ok, cont, &[], slow, &[]);
+                self.b.switch_to_block(slow);
+                // Some element is ⊥ (Note [Fusion], exactness): the loop
+                // stops there with E-Build's ⊥ and never reaches the jump.
+                self.build(n_atom, index, body, &bind.ty)?;
+                let (code, m1) = (self.iconst(rt::INDEX_OUT_OF_BOUNDS), self.iconst(-1));
+                let fail = self.fail;
+                self.b.ins().jump(fail, &args_of(&[code, m1, m1]));
+                self.b.switch_to_block(cont);
+                Live::Build {
+                    n,
+                    index: index.clone(),
+                    body: Rc::new(body.clone()),
+                }
+            }
+            _ => return Err(compile_error("a fused binding of the wrong kind")),
+        };
+        self.fused.insert(bind.name.clone(), live);
+        Ok(())
+    }
+
+    /// `length a`, for a fused array or not.
+    fn length_of(&mut self, a: &Name) -> R<Value> {
+        Ok(match self.fused.get(a).cloned() {
+            Some(Live::Build { n, .. }) => n,
+            Some(Live::Literal(items)) => self.iconst(items.len() as i64),
+            None => {
+                let v = self
+                    .env
+                    .get(a)
+                    .cloned()
+                    .ok_or_else(|| compile_error(format!("`{a}` is not bound")))?;
+                v[1]
+            }
+        })
+    }
+
+    /// `x[k]` of a fused `x`: E-Get-Bot's test against its length, then its
+    /// element, computed here.
+    fn fused_get(&mut self, live: Live, k: &Atom) -> R<Vals> {
+        match live {
+            Live::Literal(items) => {
+                let Atom::Lit(Lit::Int(k), _) = k else {
+                    return Err(compile_error("a fused literal read at a variable index"));
+                };
+                let item = usize::try_from(*k)
+                    .ok()
+                    .and_then(|k| items.get(k))
+                    .ok_or_else(|| compile_error("a fused literal read out of bounds"))?;
+                self.atom(item)
+            }
+            Live::Build { n, index, body } => {
+                let j = self.scalar(k)?;
+                if self.trusted == 0 {
+                    let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, j, n);
+                    self.fail_if(out, rt::INDEX_OUT_OF_BOUNDS, j, n);
+                }
+                self.env.insert(index, vec![j]);
+                self.trusted += 1;
+                let r = self.block(&body);
+                self.trusted -= 1;
+                r
+            }
+        }
     }
 
     fn atom(&mut self, a: &Atom) -> R<Vals> {
@@ -359,7 +503,9 @@ impl Lower<'_, '_> {
         let el = array_elem(ty)?;
         let size = elem_bytes(el)?;
         let p = self.alloc(n, size)?;
-        if let Some(src) = copied(body, index) {
+        if let Some(src) = copied(body, index)
+            && !src.var().is_some_and(|a| self.fused.contains_key(a))
+        {
             // `build n (fun i -> a[i])` (the optimised gradient of the dot
             // product, Example 7) is one memcpy. The loop would read a[i]
             // for i = 0, 1, …: every read is in bounds when n ≤ length a,
@@ -496,10 +642,22 @@ impl Lower<'_, '_> {
             }
             Prim::Length => {
                 // E-Length
+                if let Atom::Var(x, _) = &args[0]
+                    && self.fused.contains_key(x)
+                {
+                    return Ok(vec![self.length_of(x)?]);
+                }
                 let v = self.atom(&args[0])?;
                 Ok(vec![v[1]])
             }
-            Prim::Get => self.get(&args[0], &args[1]),
+            Prim::Get => {
+                if let Atom::Var(x, _) = &args[0]
+                    && let Some(live) = self.fused.get(x).cloned()
+                {
+                    return self.fused_get(live, &args[1]);
+                }
+                self.get(&args[0], &args[1])
+            }
             Prim::Concat => self.concat(&args[0], ty),
             Prim::Accum => self.accum(&args[0], &args[1], &args[2]),
             Prim::Build | Prim::IFold | Prim::IScan => Err(compile_error(format!(
@@ -675,8 +833,10 @@ impl Lower<'_, '_> {
         let a = self.atom(arr)?;
         let i = self.scalar(i)?;
         let (p, n) = (a[0], a[1]);
-        let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, n);
-        self.fail_if(out, rt::INDEX_OUT_OF_BOUNDS, i, n);
+        if self.trusted == 0 {
+            let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, n);
+            self.fail_if(out, rt::INDEX_OUT_OF_BOUNDS, i, n);
+        }
         let size = elem_bytes(&el)?;
         let at = self.element(p, i, size);
         self.load(&el, at, 0)

@@ -66,6 +66,7 @@
 //! turns it into a [`CodegenError`] with the evaluator's error code.
 
 mod aot;
+mod fuse;
 mod header;
 mod jit;
 mod layout;

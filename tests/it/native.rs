@@ -1108,3 +1108,64 @@ fn native_call_slices_agrees_with_call() {
         .map(|o| o.len());
     assert!(matches!(e, Err(CodegenError::Argument { .. })), "{e:?}");
 }
+
+/// Note [Fusion] (`codegen/fuse.rs`): a pull array read only by `get` and
+/// `length` is not built — the dot product's `vectorEMul`, a slice of a
+/// difference, a chain of maps take no arena at all — and fusion is
+/// exact: where some element is ⊥, read or not (E-Build evaluates them
+/// all), the native code stops with the evaluator's ⊥ and its details.
+#[test]
+fn fused_pull_arrays_take_no_memory_and_keep_the_evaluators_bottoms() {
+    use fsmooth::codegen::Arg;
+    let src = "let dot (u: Vector) (v: Vector) = vectorDot u v\n\
+               let sliced (u: Vector) (v: Vector) (s: Index) = vectorSum (vectorSlice (vectorSub u v) s (s + 1))\n\
+               let chain (u: Vector) (v: Vector) = let a = vectorAdd u v in let b = vectorSMul a 3.0 in let c = vectorSub b u in c[1] + vectorSum c\n\
+               let unread (u: Vector) (n: Index) = let y = build n (fun i -> u[i] * 2.0) in y[0]\n\
+               let at (u: Vector) (k: Index) = let y = build 2 (fun i -> u[k] + toDouble i) in y[1] + toDouble (length y)\n\
+               let lit (a: Double) (b: Double) = let w = [a, b, a * b] in w[0] + w[2] * toDouble (length w)\n";
+    let (u, v) = (vector(&[1.0, 2.0, 3.0]), vector(&[4.0, -5.0, 6.5]));
+    let short = vector(&[1.0, 2.0]);
+    let i = Value::Index;
+    let d = Value::Double;
+    let values: Vec<(&str, Vec<Value>)> = vec![
+        ("dot", vec![u.clone(), v.clone()]),
+        ("dot", vec![vector(&[]), vector(&[])]),
+        ("sliced", vec![u.clone(), v.clone(), i(0)]),
+        ("sliced", vec![u.clone(), v.clone(), i(1)]),
+        ("sliced", vec![short.clone(), v.clone(), i(0)]),
+        ("chain", vec![u.clone(), v.clone()]),
+        ("unread", vec![short.clone(), i(2)]),
+        ("at", vec![short.clone(), i(1)]),
+        ("lit", vec![d(2.0), d(-3.0)]),
+    ];
+    for (f, args) in &values {
+        assert_eq!(compare_src(src, f, args), Outcome::Value, "{f} {args:?}");
+    }
+    let oob = |index, len| CodegenError::IndexOutOfBounds { index, len };
+    let bottoms: Vec<(&str, Vec<Value>, CodegenError)> = vec![
+        ("dot", vec![u.clone(), short.clone()], oob(2, 2)),
+        ("sliced", vec![u.clone(), v.clone(), i(2)], oob(3, 3)),
+        ("sliced", vec![u.clone(), v.clone(), i(-1)], oob(-1, 3)),
+        ("sliced", vec![u.clone(), short.clone(), i(0)], oob(2, 2)),
+        ("chain", vec![u.clone(), short.clone()], oob(2, 2)),
+        // Only y[0] is read, but y[2] is ⊥.
+        ("unread", vec![short.clone(), i(3)], oob(2, 2)),
+        ("unread", vec![short.clone(), i(0)], oob(0, 0)),
+        ("at", vec![short.clone(), i(2)], oob(2, 2)),
+        ("at", vec![short.clone(), i(-1)], oob(-1, 2)),
+    ];
+    for (f, args, want) in &bottoms {
+        assert_eq!(&native_error(src, f, args), want, "{f} {args:?}");
+    }
+    let e = native_error(src, "unread", &[short.clone(), i(-1)]);
+    assert_eq!(e.code(), "negative-size");
+    // No buffer at all: the arena never takes a chunk.
+    let big: Vec<f64> = (0..200_000).map(|k| k as f64 * 0.5).collect();
+    for f in ["dot", "chain"] {
+        let n = compile(&load_entry(src, f));
+        let o = n
+            .call_slices(&[Arg::F64s(&big), Arg::F64s(&big)])
+            .expect("runs");
+        assert_eq!(o.arena_bytes(), 0, "{f}: an array was built");
+    }
+}

@@ -1,0 +1,337 @@
+//! Which arrays the lowering never builds (Note [Fusion]).
+//!
+//! # Note [Fusion]
+//!
+//! The prelude is written with pull arrays: `vectorDot v1 v2` is
+//! `vectorSum (build n (fun i -> v1[i] * v2[i]))`, `vectorSlice v s e` is
+//! `build (e - s + 1) (fun i -> v[i + s])`. Built literally, each is a
+//! buffer in the arena, written once and read once. Here, before lowering,
+//! a binding `x = build n (fun i -> body)` is *fused* when
+//!
+//! 1. every use of `x` is `x[j]` or `length x` (it is never passed,
+//!    stored, returned or concatenated);
+//! 2. `body` is *simple*: no loop, no conditional, no array literal, and
+//!    every primitive total (Double `+ - *`, negation, `sin`, `cos`,
+//!    `exp`, comparisons, `not`, `toDouble`, pairs and projections,
+//!    `length`) except reads `a[k]` of an array `a` bound outside the body,
+//!    at an index `k` that is the loop index `i`, a value bound outside the
+//!    body (`c`), or `i + c` (an Index `+` used only as such an index);
+//! 3. recomputing it is cheap: its cost (one per operation, 20 per `sin`,
+//!    `cos`, `exp`, a fused array's cost per read of it) is at most
+//!    [`CHEAP`], or at most [`AFFORDABLE`] when every read of `x` is at
+//!    most one loop deeper than `x` and indexed by that loop's index (each
+//!    element read about once), and there are at most [`READS`] of them.
+//!
+//! Then no buffer is allocated: `length x` is `n`, and `x[j]` is the
+//! bounds test of E-Get-Bot against `n` followed by `body` with `i := j`.
+//!
+//! Exactness. E-Build evaluates every element at the binding, so a ⊥ in an
+//! element nobody reads is still ⊥. Condition 2 makes every element
+//! defined exactly when a few tests hold, which the lowering emits at the
+//! binding (`guard`): `n ≥ 0`, and when `n > 0`, for each read `a[i]`
+//! `n ≤ length a`; for `a[c]` `0 ≤ c < length a`; for `a[i + c]`
+//! `n ≤ length a`, `0 ≤ c` and `c ≤ length a − n` (so `i + c` cannot
+//! overflow). When they hold, every element is defined and fusion changes
+//! nothing observable; when one fails, the lowering builds the array as
+//! usual, which then stops with the evaluator's ⊥, its code and details
+//! (the first failing element in order, as E-Build). So the reads inside
+//! a fused body need no bounds test of their own.
+//!
+//! An array literal `x = [a₀, …, aₘ₋₁]` is fused when every use is
+//! `length x` or `x[k]` with a literal `0 ≤ k < m`: the read is the atom.
+//!
+//! What is not fused: reverse mode's tapes keep every array they bind
+//! (condition 1), and a `build` whose elements are loops (condition 2).
+
+use std::collections::HashMap;
+
+use crate::ad::anf::{Atom, Block, LoopKind, Normal, Rhs};
+use crate::ir::{Lit, Name, Prim, Type};
+
+/// Cost at or below which a body is recomputed at every read.
+pub const CHEAP: usize = 4;
+/// Cost at or below which a body is recomputed when each element is read
+/// about once.
+pub const AFFORDABLE: usize = 64;
+/// The most reads of an array fused under [`AFFORDABLE`].
+pub const READS: usize = 4;
+
+/// The index of a read inside a fused body, relative to its loop index.
+#[derive(Clone, Debug)]
+pub enum Index {
+    /// `a[i]`.
+    Loop,
+    /// `a[c]`, `c` bound outside the body (or a literal).
+    Const(Atom),
+    /// `a[i + c]`.
+    Offset(Atom),
+}
+
+/// What the guard of a fused `build` tests: one per read in its body.
+#[derive(Clone, Debug)]
+pub struct Read {
+    pub array: Name,
+    pub index: Index,
+}
+
+#[derive(Clone, Debug)]
+pub enum Fused {
+    Build { reads: Vec<Read> },
+    Literal,
+}
+
+/// The fused bindings, by name.
+#[derive(Default, Debug)]
+pub struct Plan {
+    pub fused: HashMap<Name, Fused>,
+}
+
+/// One use of a variable.
+#[derive(Clone, Copy)]
+enum Use {
+    /// The array of `x[k]`: loops between the binding and the read, whether
+    /// `k` is the innermost enclosing loop's index, and `k` if a literal.
+    Read {
+        depth: usize,
+        by_loop_index: bool,
+        literal: Option<i64>,
+    },
+    Length,
+    Other,
+}
+
+#[derive(Default)]
+struct Walk {
+    uses: HashMap<Name, Vec<Use>>,
+    /// Loop depth of every binding.
+    depth_of: HashMap<Name, usize>,
+    /// Candidates in binding order: name, and the binding's index path.
+    candidates: Vec<Name>,
+    bodies: HashMap<Name, Candidate>,
+}
+
+enum Candidate {
+    Build { index: Name, body: Block },
+    Literal { len: usize },
+}
+
+impl Walk {
+    fn atom(&mut self, a: &Atom) {
+        if let Atom::Var(x, _) = a {
+            self.uses.entry(x.clone()).or_default().push(Use::Other);
+        }
+    }
+
+    fn block(&mut self, b: &Block, depth: usize, loops: &mut Vec<Name>) {
+        for bind in &b.binds {
+            self.depth_of.insert(bind.name.clone(), depth);
+            match &bind.rhs {
+                Rhs::Prim(Prim::Get, args) if args.len() == 2 => {
+                    if let Atom::Var(x, _) = &args[0] {
+                        let bound = self.depth_of.get(x).copied().unwrap_or(0);
+                        let by_loop_index =
+                            args[1].var().is_some() && args[1].var() == loops.last();
+                        let literal = match &args[1] {
+                            Atom::Lit(Lit::Int(k), _) => Some(*k),
+                            _ => None,
+                        };
+                        self.uses.entry(x.clone()).or_default().push(Use::Read {
+                            depth: depth.saturating_sub(bound),
+                            by_loop_index,
+                            literal,
+                        });
+                    } else {
+                        self.atom(&args[0]);
+                    }
+                    self.atom(&args[1]);
+                }
+                Rhs::Prim(Prim::Length, args) if args.len() == 1 => match &args[0] {
+                    Atom::Var(x, _) => self.uses.entry(x.clone()).or_default().push(Use::Length),
+                    a => self.atom(a),
+                },
+                Rhs::Prim(_, args) => args.iter().for_each(|a| self.atom(a)),
+                Rhs::Array(items) => {
+                    items.iter().for_each(|a| self.atom(a));
+                    self.candidates.push(bind.name.clone());
+                    self.bodies
+                        .insert(bind.name.clone(), Candidate::Literal { len: items.len() });
+                }
+                Rhs::If(c, t, e) => {
+                    self.atom(c);
+                    self.block(t, depth, loops);
+                    self.block(e, depth, loops);
+                }
+                Rhs::Loop {
+                    kind,
+                    n,
+                    state,
+                    index,
+                    body,
+                } => {
+                    self.atom(n);
+                    if let Some((z, s, _)) = state {
+                        self.atom(z);
+                        self.depth_of.insert(s.clone(), depth + 1);
+                    }
+                    self.depth_of.insert(index.clone(), depth + 1);
+                    loops.push(index.clone());
+                    self.block(body, depth + 1, loops);
+                    loops.pop();
+                    if *kind == LoopKind::Build && state.is_none() {
+                        self.candidates.push(bind.name.clone());
+                        self.bodies.insert(
+                            bind.name.clone(),
+                            Candidate::Build {
+                                index: index.clone(),
+                                body: body.clone(),
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        self.atom(&b.result);
+    }
+}
+
+/// Decides which bindings of `normal` are fused (Note [Fusion]).
+pub fn plan(normal: &Normal) -> Plan {
+    let mut w = Walk::default();
+    for (p, _) in &normal.params {
+        w.depth_of.insert(p.clone(), 0);
+    }
+    w.block(&normal.body, 0, &mut Vec::new());
+    let mut plan = Plan::default();
+    // Costs of the fused builds decided so far (candidates come in binding
+    // order, so a body's reads of earlier arrays are already decided).
+    let mut costs: HashMap<Name, usize> = HashMap::new();
+    let no_uses = Vec::new();
+    for x in &w.candidates {
+        let uses = w.uses.get(x).unwrap_or(&no_uses);
+        match &w.bodies[x] {
+            Candidate::Literal { len } => {
+                let ok = uses.iter().all(|u| match u {
+                    Use::Length => true,
+                    Use::Read { literal, .. } => {
+                        literal.is_some_and(|k| 0 <= k && (k as usize) < *len)
+                    }
+                    Use::Other => false,
+                });
+                if ok {
+                    plan.fused.insert(x.clone(), Fused::Literal);
+                    costs.insert(x.clone(), 0);
+                }
+            }
+            Candidate::Build { index, body } => {
+                if uses.iter().any(|u| matches!(u, Use::Other)) {
+                    continue;
+                }
+                let Some((reads, cost)) = simple(body, index, &plan, &costs) else {
+                    continue;
+                };
+                let n_reads = uses
+                    .iter()
+                    .filter(|u| matches!(u, Use::Read { .. }))
+                    .count();
+                let once = n_reads <= READS
+                    && uses.iter().all(|u| match u {
+                        Use::Read {
+                            depth,
+                            by_loop_index,
+                            ..
+                        } => *depth == 0 || (*depth == 1 && *by_loop_index),
+                        _ => true,
+                    });
+                if cost <= CHEAP || (cost <= AFFORDABLE && once) {
+                    plan.fused.insert(x.clone(), Fused::Build { reads });
+                    costs.insert(x.clone(), cost);
+                }
+            }
+        }
+    }
+    plan
+}
+
+/// Condition 2 of Note [Fusion]: the reads of a simple body and its cost.
+fn simple(
+    body: &Block,
+    index: &Name,
+    plan: &Plan,
+    costs: &HashMap<Name, usize>,
+) -> Option<(Vec<Read>, usize)> {
+    let local: Vec<&Name> = body.binds.iter().map(|b| &b.name).collect();
+    let outside = |a: &Atom| match a {
+        Atom::Var(x, _) => x != index && !local.contains(&x),
+        Atom::Lit(..) => true,
+    };
+    // Index `+`s of the form i + c, by name, with c.
+    let mut offsets: HashMap<&Name, Atom> = HashMap::new();
+    let mut reads = Vec::new();
+    let mut cost = 0usize;
+    for bind in &body.binds {
+        let Rhs::Prim(op, args) = &bind.rhs else {
+            return None;
+        };
+        let double = args.first().is_some_and(|a| *a.ty() == Type::Double);
+        match op {
+            Prim::Add | Prim::Sub | Prim::Mul if double => cost += 1,
+            Prim::Add if *args[0].ty() == Type::Index => {
+                let is_i = |a: &Atom| a.var() == Some(index);
+                let c = match (&args[0], &args[1]) {
+                    (i, c) if is_i(i) && outside(c) => c.clone(),
+                    (c, i) if is_i(i) && outside(c) => c.clone(),
+                    _ => return None,
+                };
+                offsets.insert(&bind.name, c);
+                cost += 1;
+            }
+            Prim::Neg if double => cost += 1,
+            Prim::Sin | Prim::Cos | Prim::Exp => cost += 20,
+            Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne | Prim::Not => {
+                cost += 1
+            }
+            Prim::ToDouble | Prim::Pair | Prim::Fst | Prim::Snd => {}
+            Prim::Length if outside(&args[0]) => {}
+            Prim::Get => {
+                let Atom::Var(a, _) = &args[0] else {
+                    return None;
+                };
+                if !outside(&args[0]) {
+                    return None;
+                }
+                let k = &args[1];
+                let idx = if k.var() == Some(index) {
+                    Index::Loop
+                } else if outside(k) {
+                    Index::Const(k.clone())
+                } else if let Some(c) = k.var().and_then(|v| offsets.get(v)) {
+                    Index::Offset(c.clone())
+                } else {
+                    return None;
+                };
+                cost += 1 + match plan.fused.get(a) {
+                    Some(_) => costs.get(a).copied().unwrap_or(0),
+                    None => 0,
+                };
+                reads.push(Read {
+                    array: a.clone(),
+                    index: idx,
+                });
+            }
+            _ => return None,
+        }
+    }
+    // An `i + c` is total only where the guard covers it: as the index of
+    // a read. Any other use (an operand, the result) is not simple.
+    for name in offsets.keys() {
+        let used_elsewhere = body.binds.iter().any(|b| match &b.rhs {
+            Rhs::Prim(Prim::Get, args) => args[0].var() == Some(*name),
+            Rhs::Prim(_, args) => args.iter().any(|a| a.var() == Some(*name)),
+            _ => false,
+        }) || body.result.var() == Some(*name);
+        if used_elsewhere {
+            return None;
+        }
+    }
+    Some((reads, cost))
+}

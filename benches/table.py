@@ -41,6 +41,24 @@ JAX = {
 }
 
 
+JAX_MEASURED = os.path.join(ROOT, "target", "bench-jax.json")
+
+
+def jax_figures():
+    """The JAX figures: measured here by benches/jax_compare.py when it has
+    run, else the issue's published ones. Returns (figures, where from)."""
+    if not os.path.exists(JAX_MEASURED):
+        return JAX, "the issue's figures (benches/jax_compare.py has not run here)"
+    with open(JAX_MEASURED) as f:
+        data = json.load(f)
+    out = {}
+    for (group, n) in JAX:
+        r = data["results"].get(f"{group}/{n}")
+        if r is not None:
+            out[(group, n)] = (round(r["objective_ms"], 3), round(r["gradient_ms"], 3))
+    return out, f"measured on this machine by benches/jax_compare.py (JAX {data['jax']})"
+
+
 def medians():
     """(group, mode, n) -> median in ns."""
     out = {}
@@ -142,10 +160,13 @@ def main():
             ]
             print("| " + " | ".join(cells) + " |")
     print()
+    figures, source = jax_figures()
+    print(f"JAX: {source}.")
+    print()
     print("| JAX target | JAX F | JAX J | fsmooth F | fsmooth J (best mode) "
           "| F ÷ JAX | J ÷ JAX | J/F fsmooth | J/F JAX |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for (group, n), (jf, jj) in JAX.items():
+    for (group, n), (jf, jj) in figures.items():
         f, (j, mode) = best.get((group, n), (None, (None, None)))
         title = dict(GROUPS)[group]
         cells = [

@@ -32,7 +32,11 @@
 //!
 //! # Memory
 //!
-//! Every buffer comes from an arena owned by the Rust wrapper of one call
+//! A pull array read only by `get` and `length`, with a simple body, is
+//! not built at all: each read computes its element (Note [Fusion] in
+//! `codegen/fuse.rs`; the dot product's `vectorEMul`, a slice of a
+//! difference, BA's chains of small vector maps). Every other buffer
+//! comes from an arena owned by the Rust wrapper of one call
 //! (`runtime::Arena`): the compiled code calls `fsmooth_alloc` once per
 //! array, never per element, and the whole arena is freed when the call
 //! returns, after the result has been copied out into [`Value`]s.

@@ -23,12 +23,19 @@ use super::lang::{Dbl, Fsm};
 use crate::eval::{Value, scalar};
 use crate::ir::Prim;
 
+/// What every name made by a `fresh` condition contains
+/// (`opt/rules.rs`: `v'f{nonce}'{class}`).
+pub const FRESH_MARK: &str = "'f";
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Data {
     pub free: BTreeMap<Symbol, u8>,
-    /// Every name that occurs in some member, bound or free (merged by
+    /// Every *made* name (one containing [`FRESH_MARK`], as every `fresh`
+    /// name does) that occurs in some member, bound or free (merged by
     /// union): what a `fresh` name must avoid to capture nothing in any
-    /// member (`free` is an intersection).
+    /// member (`free` is an intersection). Names without the mark can
+    /// never equal a made one, so they are left out: the set stays as
+    /// small as the number of names made, not the size of the program.
     pub names: std::collections::BTreeSet<Symbol>,
     pub constant: Option<Fsm>,
     /// Cannot be ⊥: built from total operations only (merged by OR: one
@@ -245,7 +252,9 @@ impl Analysis<Fsm> for FsmAnalysis {
     fn make(egraph: &mut Graph, enode: &Fsm, _id: Id) -> Data {
         let free = node_free(egraph, enode);
         let mut names = std::collections::BTreeSet::new();
-        if let Fsm::Symbol(x) = enode {
+        if let Fsm::Symbol(x) = enode
+            && x.as_str().contains(FRESH_MARK)
+        {
             names.insert(*x);
         }
         for c in enode.children() {

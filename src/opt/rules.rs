@@ -598,15 +598,17 @@ pub fn holds(
                 let _ = counter;
                 let class = egraph.find(eclass);
                 let base = format!(
-                    "{}'f{}'{}",
+                    "{}{}{}'{}",
                     v.to_string().trim_start_matches('?'),
+                    super::analysis::FRESH_MARK,
                     egraph.analysis.nonce,
                     usize::from(class)
                 );
                 // Occurring in no member of the matched class, bound or free
                 // (a name made for this class before may be free in a member
                 // that a substitution built since): then it captures nothing.
-                // `names` is a union over members; `free` an intersection.
+                // `names` is a union over members (of the names holding
+                // FRESH_MARK, which `name` does); `free` an intersection.
                 let mut name = base.clone();
                 let mut k = 0;
                 while egraph[class]

@@ -30,12 +30,16 @@ pub const FRESH_MARK: &str = "'f";
 #[derive(Debug, Clone, PartialEq)]
 pub struct Data {
     pub free: BTreeMap<Symbol, u8>,
-    /// Every *made* name (one containing [`FRESH_MARK`], as every `fresh`
-    /// name does) that occurs in some member, bound or free (merged by
-    /// union): what a `fresh` name must avoid to capture nothing in any
-    /// member (`free` is an intersection). Names without the mark can
-    /// never equal a made one, so they are left out: the set stays as
-    /// small as the number of names made, not the size of the program.
+    /// The *made* names (those containing [`FRESH_MARK`], as every
+    /// `fresh` name does) free in some term the class represents (merged
+    /// by union; `free` is an intersection): what a `fresh` name must
+    /// avoid to capture nothing in any member. Names without the mark can
+    /// never equal a made one, so they are left out. Bound occurrences do
+    /// not count: a name made for a class and bound in one of its members
+    /// may be made again, so applying a rule twice to a class builds the
+    /// same term (counting them made a new name at every application, and
+    /// the `cleanup` phase of the vector-max gradient ran into its time
+    /// limit, 4.4 s where it took 0.3 s).
     pub names: std::collections::BTreeSet<Symbol>,
     pub constant: Option<Fsm>,
     /// Cannot be ⊥: built from total operations only (merged by OR: one
@@ -246,20 +250,48 @@ pub fn node_free(egraph: &Graph, enode: &Fsm) -> BTreeMap<Symbol, u8> {
     free
 }
 
+/// The `names` fact of one node: made names free in it, as `node_free`
+/// computes free variables but from the children's unions.
+fn node_free_made(egraph: &Graph, enode: &Fsm) -> std::collections::BTreeSet<Symbol> {
+    let of = |c: &Id| egraph[*c].data.names.iter().copied();
+    let mut out = std::collections::BTreeSet::new();
+    match enode {
+        Fsm::Var(s) => {
+            if let Some(x) = symbol_of(egraph, *s)
+                && x.as_str().contains(FRESH_MARK)
+            {
+                out.insert(x);
+            }
+        }
+        Fsm::Symbol(_) => {}
+        Fsm::Lam([x, b]) => {
+            out.extend(of(b));
+            if let Some(x) = symbol_of(egraph, *x) {
+                out.remove(&x);
+            }
+        }
+        Fsm::Let([x, v, b]) => {
+            out.extend(of(b));
+            if let Some(x) = symbol_of(egraph, *x) {
+                out.remove(&x);
+            }
+            out.extend(of(v));
+        }
+        _ => {
+            for c in enode.children() {
+                out.extend(of(c));
+            }
+        }
+    }
+    out
+}
+
 impl Analysis<Fsm> for FsmAnalysis {
     type Data = Data;
 
     fn make(egraph: &mut Graph, enode: &Fsm, _id: Id) -> Data {
         let free = node_free(egraph, enode);
-        let mut names = std::collections::BTreeSet::new();
-        if let Fsm::Symbol(x) = enode
-            && x.as_str().contains(FRESH_MARK)
-        {
-            names.insert(*x);
-        }
-        for c in enode.children() {
-            names.extend(egraph[*c].data.names.iter().copied());
-        }
+        let names = node_free_made(egraph, enode);
         let double = is_double(egraph, enode);
         let total = node_total(egraph, enode);
         Data {

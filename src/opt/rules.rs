@@ -604,11 +604,12 @@ pub fn holds(
                     egraph.analysis.nonce,
                     usize::from(class)
                 );
-                // Occurring in no member of the matched class, bound or free
-                // (a name made for this class before may be free in a member
-                // that a substitution built since): then it captures nothing.
-                // `names` is a union over members (of the names holding
-                // FRESH_MARK, which `name` does); `free` an intersection.
+                // Free in no term of the matched class (a name made for
+                // this class before may be free in a member that a
+                // substitution built since): then it captures nothing.
+                // `names` is a union over members (of the free names
+                // holding FRESH_MARK, which `name` does); `free` an
+                // intersection.
                 let mut name = base.clone();
                 let mut k = 0;
                 while egraph[class]

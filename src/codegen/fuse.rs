@@ -10,17 +10,23 @@
 //!
 //! 1. every use of `x` is `x[j]` or `length x` (it is never passed,
 //!    stored, returned or concatenated);
-//! 2. `body` is *simple*: no loop, no conditional, no array literal, and
-//!    every primitive total (Double `+ - *`, negation, `sin`, `cos`,
-//!    `exp`, comparisons, `not`, `toDouble`, pairs and projections,
-//!    `length`) except reads `a[k]` of an array `a` bound outside the body,
-//!    at an index `k` that is the loop index `i`, a value bound outside the
-//!    body (`c`), or `i + c` (an Index `+` used only as such an index);
-//! 3. recomputing it is cheap: its cost (one per operation, 20 per `sin`,
-//!    `cos`, `exp`, a fused array's cost per read of it) is at most
-//!    [`CHEAP`], or at most [`AFFORDABLE`] when every read of `x` is at
-//!    most one loop deeper than `x` and indexed by that loop's index (each
-//!    element read about once), and there are at most [`READS`] of them.
+//! 2. `body` is *simple*: no loop, no array literal, and every primitive
+//!    total (Double `+ - *`, negation, `sin`, `cos`, `exp`, comparisons,
+//!    `not`, `toDouble`, pairs and projections, `length`) except reads
+//!    `a[k]` of an array `a` bound outside the body, at an index `k` that
+//!    is the loop index `i`, a value bound outside the body (`c`), or
+//!    `i + c` (an Index `+` used only as such an index); a conditional
+//!    only if neither branch reads or can fail (forward mode's one-hot
+//!    seed `(p[i], if i = r then 1.0 else 0.0)`), so that which reads
+//!    run does not depend on a test;
+//! 3. recomputing it is cheap: no read of `x` is inside a loop (relative
+//!    to `x`) at an index other than that loop's (it would read the same
+//!    element at every iteration), and its cost (one per operation, 20
+//!    per `sin`, `cos`, `exp`, a fused array's cost per read of it) is at
+//!    most [`CHEAP`], or at most [`AFFORDABLE`] when every read of `x` is
+//!    at most one loop deeper than `x` and indexed by that loop's index
+//!    (each element read about once), and there are at most [`READS`] of
+//!    them.
 //!
 //! Then no buffer is allocated: `length x` is `n`, and `x[j]` is the
 //! bounds test of E-Get-Bot against `n` followed by `body` with `i := j`.
@@ -242,7 +248,13 @@ pub fn plan(normal: &Normal) -> Plan {
                         } => *depth == 0 || (*depth == 1 && *by_loop_index),
                         _ => true,
                     });
-                if cost <= CHEAP || (cost <= AFFORDABLE && once) {
+                // A read inside a loop at an index not that loop's (a
+                // constant, an outer index) reads the same element at every
+                // iteration: built once, it is cheaper than recomputed.
+                let invariant = uses.iter().any(|u| {
+                    matches!(u, Use::Read { depth, by_loop_index, .. } if *depth > 0 && !*by_loop_index)
+                });
+                if !invariant && (cost <= CHEAP || (cost <= AFFORDABLE && once)) {
                     plan.fused.insert(x.clone(), Fused::Build { reads });
                     costs.insert(x.clone(), cost);
                 }
@@ -269,6 +281,11 @@ fn simple(
     let mut reads = Vec::new();
     let mut cost = 0usize;
     for bind in &body.binds {
+        if let Rhs::If(_, t, e) = &bind.rhs {
+            // Only what cannot fail in either branch (E-If runs one).
+            cost += 1 + total_cost(t)?.max(total_cost(e)?);
+            continue;
+        }
         let Rhs::Prim(op, args) = &bind.rhs else {
             return None;
         };
@@ -327,11 +344,47 @@ fn simple(
         let used_elsewhere = body.binds.iter().any(|b| match &b.rhs {
             Rhs::Prim(Prim::Get, args) => args[0].var() == Some(*name),
             Rhs::Prim(_, args) => args.iter().any(|a| a.var() == Some(*name)),
-            _ => false,
+            Rhs::If(c, t, e) => c.var() == Some(*name) || mentions(t, name) || mentions(e, name),
+            _ => true,
         }) || body.result.var() == Some(*name);
         if used_elsewhere {
             return None;
         }
     }
     Some((reads, cost))
+}
+
+/// The cost of a block of total primitives and conditionals only (no
+/// read, no Index arithmetic), or `None`.
+fn total_cost(b: &Block) -> Option<usize> {
+    let mut cost = 0;
+    for bind in &b.binds {
+        cost += match &bind.rhs {
+            Rhs::If(_, t, e) => 1 + total_cost(t)?.max(total_cost(e)?),
+            Rhs::Prim(op, args) => {
+                let double = args.first().is_some_and(|a| *a.ty() == Type::Double);
+                match op {
+                    Prim::Add | Prim::Sub | Prim::Mul | Prim::Neg if double => 1,
+                    Prim::Sin | Prim::Cos | Prim::Exp => 20,
+                    Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne | Prim::Not => {
+                        1
+                    }
+                    Prim::ToDouble | Prim::Pair | Prim::Fst | Prim::Snd | Prim::Length => 0,
+                    _ => return None,
+                }
+            }
+            _ => return None,
+        };
+    }
+    Some(cost)
+}
+
+/// Whether `x` occurs in a block of primitives and conditionals.
+fn mentions(b: &Block, x: &Name) -> bool {
+    b.result.var() == Some(x)
+        || b.binds.iter().any(|bind| match &bind.rhs {
+            Rhs::Prim(_, args) | Rhs::Array(args) => args.iter().any(|a| a.var() == Some(x)),
+            Rhs::If(c, t, e) => c.var() == Some(x) || mentions(t, x) || mentions(e, x),
+            Rhs::Loop { .. } => true,
+        })
 }

@@ -1122,7 +1122,8 @@ fn fused_pull_arrays_take_no_memory_and_keep_the_evaluators_bottoms() {
                let chain (u: Vector) (v: Vector) = let a = vectorAdd u v in let b = vectorSMul a 3.0 in let c = vectorSub b u in c[1] + vectorSum c\n\
                let unread (u: Vector) (n: Index) = let y = build n (fun i -> u[i] * 2.0) in y[0]\n\
                let at (u: Vector) (k: Index) = let y = build 2 (fun i -> u[k] + toDouble i) in y[1] + toDouble (length y)\n\
-               let lit (a: Double) (b: Double) = let w = [a, b, a * b] in w[0] + w[2] * toDouble (length w)\n";
+               let lit (a: Double) (b: Double) = let w = [a, b, a * b] in w[0] + w[2] * toDouble (length w)\n\
+               let seed (v: Vector) (r: Index) = let d = build (length v) (fun i -> (v[i], if i = r then 1.0 else 0.0)) in vectorSum (build (length v) (fun i -> fst d[i] * snd d[i]))\n";
     let (u, v) = (vector(&[1.0, 2.0, 3.0]), vector(&[4.0, -5.0, 6.5]));
     let short = vector(&[1.0, 2.0]);
     let i = Value::Index;
@@ -1137,6 +1138,8 @@ fn fused_pull_arrays_take_no_memory_and_keep_the_evaluators_bottoms() {
         ("unread", vec![short.clone(), i(2)]),
         ("at", vec![short.clone(), i(1)]),
         ("lit", vec![d(2.0), d(-3.0)]),
+        ("seed", vec![u.clone(), i(1)]),
+        ("seed", vec![u.clone(), i(7)]),
     ];
     for (f, args) in &values {
         assert_eq!(compare_src(src, f, args), Outcome::Value, "{f} {args:?}");
@@ -1168,4 +1171,8 @@ fn fused_pull_arrays_take_no_memory_and_keep_the_evaluators_bottoms() {
             .expect("runs");
         assert_eq!(o.arena_bytes(), 0, "{f}: an array was built");
     }
+    // Forward mode's one-hot seed: a conditional whose branches cannot fail.
+    let n = compile(&load_entry(src, "seed"));
+    let o = n.call_slices(&[Arg::F64s(&big), Arg::I64(3)]).expect("runs");
+    assert_eq!(o.arena_bytes(), 0, "seed: an array was built");
 }

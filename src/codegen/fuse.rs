@@ -46,6 +46,28 @@
 //! An array literal `x = [a₀, …, aₘ₋₁]` is fused when every use is
 //! `length x` or `x[k]` with a literal `0 ≤ k < m`: the read is the atom.
 //!
+//! ## Through tuples
+//!
+//! Before planning, projections of pairs are forwarded
+//! ([`forward_projections`]): after `x = (a, b)`, `fst x` is `a`, and
+//! pairs, projections and literals nobody uses are dropped (none can be
+//! ⊥). Reverse mode returns every cotangent as `(adj, false)` and reads it
+//! back with `fst`; forwarded, the list is seen where `accum` consumes it.
+//!
+//! ## Accumulations
+//!
+//! `c = concat parts`, when every use of `c` is the contributions of an
+//! `accum`, is never joined: the accumulation reads the parts in place, in
+//! order (E-Concat then E-Accum add the same contributions in the same
+//! order; `concat` cannot be ⊥). When `parts` is itself a `build` used
+//! only so, with a simple body (condition 2; its result may be an array
+//! literal) and contributions without arrays (one pass reads each part
+//! once), no part is built either: the accumulation computes each part in
+//! its loop, and a literal part's items are contributions directly.
+//! Reverse mode's `accum 0 n (concat (build m (fun i -> [(i, ct)])))`, a
+//! scatter-add, then allocates only its result. The parts' guard is at
+//! their binding, as for any fused `build`.
+//!
 //! What is not fused: reverse mode's tapes keep every array they bind
 //! (condition 1), and a `build` whose elements are loops (condition 2).
 
@@ -82,8 +104,17 @@ pub struct Read {
 
 #[derive(Clone, Debug)]
 pub enum Fused {
-    Build { reads: Vec<Read> },
+    Build {
+        reads: Vec<Read>,
+    },
     Literal,
+    /// A `concat` read only by `accum`s.
+    Concat,
+    /// A `build` read only as the parts of a fused `concat`: its elements
+    /// are computed in the accumulation (a literal result is not built).
+    Parts {
+        reads: Vec<Read>,
+    },
 }
 
 /// The fused bindings, by name.
@@ -93,7 +124,7 @@ pub struct Plan {
 }
 
 /// One use of a variable.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 enum Use {
     /// The array of `x[k]`: loops between the binding and the read, whether
     /// `k` is the innermost enclosing loop's index, and `k` if a literal.
@@ -103,6 +134,10 @@ enum Use {
         literal: Option<i64>,
     },
     Length,
+    /// The parts of `c = concat x`.
+    Concat(Name),
+    /// The contributions of an `accum`.
+    Accum,
     Other,
 }
 
@@ -117,8 +152,17 @@ struct Walk {
 }
 
 enum Candidate {
-    Build { index: Name, body: Block },
-    Literal { len: usize },
+    Build {
+        index: Name,
+        body: Block,
+    },
+    Literal {
+        len: usize,
+    },
+    /// `concat x`; whether its elements hold arrays.
+    Concat {
+        arrays: bool,
+    },
 }
 
 impl Walk {
@@ -155,6 +199,31 @@ impl Walk {
                     Atom::Var(x, _) => self.uses.entry(x.clone()).or_default().push(Use::Length),
                     a => self.atom(a),
                 },
+                Rhs::Prim(Prim::Concat, args) if args.len() == 1 => {
+                    match &args[0] {
+                        Atom::Var(x, _) => self
+                            .uses
+                            .entry(x.clone())
+                            .or_default()
+                            .push(Use::Concat(bind.name.clone())),
+                        a => self.atom(a),
+                    }
+                    let arrays = match &bind.ty {
+                        Type::Array(e) => has_array(e),
+                        _ => true,
+                    };
+                    self.candidates.push(bind.name.clone());
+                    self.bodies
+                        .insert(bind.name.clone(), Candidate::Concat { arrays });
+                }
+                Rhs::Prim(Prim::Accum, args) if args.len() == 3 => {
+                    self.atom(&args[0]);
+                    self.atom(&args[1]);
+                    match &args[2] {
+                        Atom::Var(x, _) => self.uses.entry(x.clone()).or_default().push(Use::Accum),
+                        a => self.atom(a),
+                    }
+                }
                 Rhs::Prim(_, args) => args.iter().for_each(|a| self.atom(a)),
                 Rhs::Array(items) => {
                     items.iter().for_each(|a| self.atom(a));
@@ -212,16 +281,32 @@ pub fn plan(normal: &Normal) -> Plan {
     // order, so a body's reads of earlier arrays are already decided).
     let mut costs: HashMap<Name, usize> = HashMap::new();
     let no_uses = Vec::new();
+    // A `concat` whose only consumers are `accum`s is never joined: the
+    // accumulation reads its parts (Note [Fusion], "accumulations").
+    let mut concats: HashMap<Name, bool> = HashMap::new();
+    for x in &w.candidates {
+        if let Candidate::Concat { arrays } = &w.bodies[x]
+            && w.uses
+                .get(x)
+                .unwrap_or(&no_uses)
+                .iter()
+                .all(|u| matches!(u, Use::Accum))
+        {
+            concats.insert(x.clone(), *arrays);
+            plan.fused.insert(x.clone(), Fused::Concat);
+        }
+    }
     for x in &w.candidates {
         let uses = w.uses.get(x).unwrap_or(&no_uses);
         match &w.bodies[x] {
+            Candidate::Concat { .. } => {}
             Candidate::Literal { len } => {
                 let ok = uses.iter().all(|u| match u {
                     Use::Length => true,
                     Use::Read { literal, .. } => {
                         literal.is_some_and(|k| 0 <= k && (k as usize) < *len)
                     }
-                    Use::Other => false,
+                    Use::Concat(_) | Use::Accum | Use::Other => false,
                 });
                 if ok {
                     plan.fused.insert(x.clone(), Fused::Literal);
@@ -229,10 +314,26 @@ pub fn plan(normal: &Normal) -> Plan {
                 }
             }
             Candidate::Build { index, body } => {
-                if uses.iter().any(|u| matches!(u, Use::Other)) {
+                // The parts of accumulated `concat`s of elements without
+                // arrays (one pass reads each element once): any simple
+                // body, whose result may be an array literal.
+                if !uses.is_empty()
+                    && uses
+                        .iter()
+                        .all(|u| matches!(u, Use::Concat(c) if concats.get(c) == Some(&false)))
+                {
+                    if let Some((reads, _)) = simple(body, index, &plan, &costs, true) {
+                        plan.fused.insert(x.clone(), Fused::Parts { reads });
+                    }
                     continue;
                 }
-                let Some((reads, cost)) = simple(body, index, &plan, &costs) else {
+                if uses
+                    .iter()
+                    .any(|u| matches!(u, Use::Other | Use::Accum | Use::Concat(_)))
+                {
+                    continue;
+                }
+                let Some((reads, cost)) = simple(body, index, &plan, &costs, false) else {
                     continue;
                 };
                 let n_reads = uses
@@ -270,6 +371,7 @@ fn simple(
     index: &Name,
     plan: &Plan,
     costs: &HashMap<Name, usize>,
+    literal_result: bool,
 ) -> Option<(Vec<Read>, usize)> {
     let local: Vec<&Name> = body.binds.iter().map(|b| &b.name).collect();
     let outside = |a: &Atom| match a {
@@ -284,6 +386,12 @@ fn simple(
         if let Rhs::If(_, t, e) = &bind.rhs {
             // Only what cannot fail in either branch (E-If runs one).
             cost += 1 + total_cost(t)?.max(total_cost(e)?);
+            continue;
+        }
+        if let Rhs::Array(_) = &bind.rhs
+            && literal_result
+            && body.result.var() == Some(&bind.name)
+        {
             continue;
         }
         let Rhs::Prim(op, args) = &bind.rhs else {
@@ -345,7 +453,8 @@ fn simple(
             Rhs::Prim(Prim::Get, args) => args[0].var() == Some(*name),
             Rhs::Prim(_, args) => args.iter().any(|a| a.var() == Some(*name)),
             Rhs::If(c, t, e) => c.var() == Some(*name) || mentions(t, name) || mentions(e, name),
-            _ => true,
+            Rhs::Array(items) => items.iter().any(|a| a.var() == Some(*name)),
+            Rhs::Loop { .. } => true,
         }) || body.result.var() == Some(*name);
         if used_elsewhere {
             return None;
@@ -387,4 +496,135 @@ fn mentions(b: &Block, x: &Name) -> bool {
             Rhs::If(c, t, e) => c.var() == Some(x) || mentions(t, x) || mentions(e, x),
             Rhs::Loop { .. } => true,
         })
+}
+
+// ----- projections of pairs ----------------------------------------------------
+
+/// Forwards projections of pairs and drops what nobody uses (Note
+/// [Fusion], "through tuples"): after `x = (a, b)`, a later `y = fst x`
+/// makes every use of `y` a use of `a` (names are unique, so nothing is
+/// captured); then pairs, projections and array literals that nothing
+/// uses are removed, which cannot change a result or a ⊥ (E-Pair, E-Fst,
+/// E-Snd and E-Array cannot fail). Reverse mode returns every cotangent in
+/// a tuple (`(adj, false)`) and reads it back with `fst`; this lets the
+/// plan see the cotangent list where `accum` consumes it.
+pub fn forward_projections(body: &mut Block) {
+    let mut pairs: HashMap<Name, (Atom, Atom)> = HashMap::new();
+    let mut alias: HashMap<Name, Atom> = HashMap::new();
+    forward_block(body, &mut pairs, &mut alias);
+    // Removing a pair can leave its operands unused: repeat, boundedly.
+    for _ in 0..8 {
+        let mut uses: HashMap<Name, usize> = HashMap::new();
+        count_block(body, &mut uses);
+        if !drop_unused(body, &uses) {
+            break;
+        }
+    }
+}
+
+fn resolve(a: &mut Atom, alias: &HashMap<Name, Atom>) {
+    if let Atom::Var(x, _) = a
+        && let Some(b) = alias.get(x)
+    {
+        *a = b.clone();
+    }
+}
+
+fn forward_block(
+    b: &mut Block,
+    pairs: &mut HashMap<Name, (Atom, Atom)>,
+    alias: &mut HashMap<Name, Atom>,
+) {
+    for bind in &mut b.binds {
+        match &mut bind.rhs {
+            Rhs::Prim(op, args) => {
+                args.iter_mut().for_each(|a| resolve(a, alias));
+                match (*op, args.as_slice()) {
+                    (Prim::Pair, [a, c]) => {
+                        pairs.insert(bind.name.clone(), (a.clone(), c.clone()));
+                    }
+                    (Prim::Fst | Prim::Snd, [Atom::Var(x, _)]) => {
+                        if let Some((a, c)) = pairs.get(x) {
+                            let part = if *op == Prim::Fst { a } else { c };
+                            alias.insert(bind.name.clone(), part.clone());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Rhs::Array(items) => items.iter_mut().for_each(|a| resolve(a, alias)),
+            Rhs::If(c, t, e) => {
+                resolve(c, alias);
+                forward_block(t, pairs, alias);
+                forward_block(e, pairs, alias);
+            }
+            Rhs::Loop { n, state, body, .. } => {
+                resolve(n, alias);
+                if let Some((z, _, _)) = state {
+                    resolve(z, alias);
+                }
+                forward_block(body, pairs, alias);
+            }
+        }
+    }
+    resolve(&mut b.result, alias);
+}
+
+fn count_atom(a: &Atom, uses: &mut HashMap<Name, usize>) {
+    if let Atom::Var(x, _) = a {
+        *uses.entry(x.clone()).or_default() += 1;
+    }
+}
+
+fn count_block(b: &Block, uses: &mut HashMap<Name, usize>) {
+    for bind in &b.binds {
+        match &bind.rhs {
+            Rhs::Prim(_, args) | Rhs::Array(args) => args.iter().for_each(|a| count_atom(a, uses)),
+            Rhs::If(c, t, e) => {
+                count_atom(c, uses);
+                count_block(t, uses);
+                count_block(e, uses);
+            }
+            Rhs::Loop { n, state, body, .. } => {
+                count_atom(n, uses);
+                if let Some((z, _, _)) = state {
+                    count_atom(z, uses);
+                }
+                count_block(body, uses);
+            }
+        }
+    }
+    count_atom(&b.result, uses);
+}
+
+fn drop_unused(b: &mut Block, uses: &HashMap<Name, usize>) -> bool {
+    let mut changed = false;
+    b.binds.retain(|bind| {
+        let pure = matches!(
+            bind.rhs,
+            Rhs::Prim(Prim::Pair | Prim::Fst | Prim::Snd, _) | Rhs::Array(_)
+        );
+        let keep = !pure || uses.get(&bind.name).copied().unwrap_or(0) > 0;
+        changed |= !keep;
+        keep
+    });
+    for bind in &mut b.binds {
+        match &mut bind.rhs {
+            Rhs::If(_, t, e) => {
+                changed |= drop_unused(t, uses);
+                changed |= drop_unused(e, uses);
+            }
+            Rhs::Loop { body, .. } => changed |= drop_unused(body, uses),
+            _ => {}
+        }
+    }
+    changed
+}
+
+fn has_array(t: &Type) -> bool {
+    match t {
+        Type::Array(_) => true,
+        Type::Pair(a, b) => has_array(a) || has_array(b),
+        _ => false,
+    }
 }

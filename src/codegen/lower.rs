@@ -59,6 +59,13 @@ pub fn lower_function(
     imports: &Imports,
     target: TargetFrontendConfig,
 ) -> R<()> {
+    // Projections of pairs forwarded, so that fusion sees through tuples.
+    let mut body = normal.body.clone();
+    fuse::forward_projections(&mut body);
+    let normal = &Normal {
+        params: normal.params.clone(),
+        body,
+    };
     let mut b = FunctionBuilder::new(func, fctx);
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
@@ -129,6 +136,23 @@ enum Live {
         body: Rc<AnfBlock>,
     },
     Literal(Rc<[Atom]>),
+    /// `concat parts`, read only by `accum`.
+    Concat(Atom),
+}
+
+/// Where an `accum` reads its contributions.
+enum Source {
+    /// A list in memory: pointer and length.
+    Flat(Value, Value),
+    /// The parts of a fused `concat`, an array of lists in memory.
+    Parts(Value, Value),
+    /// The parts of a fused `concat`, a fused `build`: each part computed
+    /// in place, a literal one not built.
+    Fused {
+        n: Value,
+        index: Name,
+        body: Rc<AnfBlock>,
+    },
 }
 
 impl Lower<'_, '_> {
@@ -292,14 +316,18 @@ impl Lower<'_, '_> {
 
     fn block(&mut self, blk: &AnfBlock) -> R<Vals> {
         for bind in &blk.binds {
-            if let Some(f) = self.plan.fused.get(&bind.name).cloned() {
-                self.fuse(bind, f)?;
-                continue;
-            }
-            let v = self.binding(bind)?;
-            self.env.insert(bind.name.clone(), v);
+            self.bind(bind)?;
         }
         self.atom(&blk.result)
+    }
+
+    fn bind(&mut self, bind: &Binding) -> R<()> {
+        if let Some(f) = self.plan.fused.get(&bind.name).cloned() {
+            return self.fuse(bind, f);
+        }
+        let v = self.binding(bind)?;
+        self.env.insert(bind.name.clone(), v);
+        Ok(())
     }
 
     // ----- fusion (Note [Fusion] in `codegen/fuse.rs`) ----------------------------
@@ -309,6 +337,7 @@ impl Lower<'_, '_> {
     fn fuse(&mut self, bind: &Binding, f: Fused) -> R<()> {
         let live = match (&bind.rhs, f) {
             (Rhs::Array(items), Fused::Literal) => Live::Literal(items.clone().into()),
+            (Rhs::Prim(Prim::Concat, args), Fused::Concat) => Live::Concat(args[0].clone()),
             (
                 Rhs::Loop {
                     n: n_atom,
@@ -316,7 +345,7 @@ impl Lower<'_, '_> {
                     body,
                     ..
                 },
-                Fused::Build { reads },
+                Fused::Build { reads } | Fused::Parts { reads },
             ) => {
                 let n = self.scalar(n_atom)?;
                 let mut all = self.b.ins().iconst(types::I8, 1);
@@ -380,6 +409,7 @@ impl Lower<'_, '_> {
         Ok(match self.fused.get(a).cloned() {
             Some(Live::Build { n, .. }) => n,
             Some(Live::Literal(items)) => self.iconst(items.len() as i64),
+            Some(Live::Concat(_)) => return Err(compile_error("the length of a fused `concat`")),
             None => {
                 let v = self
                     .env
@@ -395,6 +425,7 @@ impl Lower<'_, '_> {
     /// element, computed here.
     fn fused_get(&mut self, live: Live, k: &Atom) -> R<Vals> {
         match live {
+            Live::Concat(_) => Err(compile_error("a read of a fused `concat`")),
             Live::Literal(items) => {
                 let Atom::Lit(Lit::Int(k), _) = k else {
                     return Err(compile_error("a fused literal read at a variable index"));
@@ -867,6 +898,108 @@ impl Lower<'_, '_> {
         Ok(vec![dst, total])
     }
 
+    /// Where `accum` reads its contributions: a list, or the parts of a
+    /// fused `concat` (Note [Fusion], accumulations).
+    fn accum_source(&mut self, cs: &Atom) -> R<Source> {
+        if let Atom::Var(c, _) = cs
+            && let Some(live) = self.fused.get(c).cloned()
+        {
+            let Live::Concat(parts) = live else {
+                return Err(compile_error("`accum` of a fused array"));
+            };
+            if let Atom::Var(p, _) = &parts
+                && let Some(Live::Build { n, index, body }) = self.fused.get(p).cloned()
+            {
+                return Ok(Source::Fused { n, index, body });
+            }
+            let a = self.atom(&parts)?;
+            return Ok(Source::Parts(a[0], a[1]));
+        }
+        let c = self.atom(cs)?;
+        Ok(Source::Flat(c[0], c[1]))
+    }
+
+    /// Calls `f` on the slots of every contribution `(j, c)` of `src`, in
+    /// order.
+    fn for_each_record(
+        &mut self,
+        src: &Source,
+        rec_ty: &Type,
+        f: &mut dyn FnMut(&mut Self, &[Value]) -> R<()>,
+    ) -> R<()> {
+        let rsize = elem_bytes(rec_ty)?;
+        let flags = MemFlagsData::trusted();
+        match src {
+            Source::Flat(p, cn) => {
+                let p = *p;
+                self.counted_loop(*cn, &[], |l, k, _| {
+                    let rec = l.element(p, k, rsize);
+                    let v = l.load(rec_ty, rec, 0)?;
+                    f(l, &v)?;
+                    Ok(Vec::new())
+                })?;
+            }
+            Source::Parts(pp, pn) => {
+                let pp = *pp;
+                self.counted_loop(*pn, &[], |l, k, _| {
+                    let d = l.element(pp, k, 2 * SLOT);
+                    let p = l.b.ins().load(types::I64, flags, d, 0);
+                    let cn = l.b.ins().load(types::I64, flags, d, SLOT as i32);
+                    l.counted_loop(cn, &[], |l, j, _| {
+                        let rec = l.element(p, j, rsize);
+                        let v = l.load(rec_ty, rec, 0)?;
+                        f(l, &v)?;
+                        Ok(Vec::new())
+                    })?;
+                    Ok(Vec::new())
+                })?;
+            }
+            Source::Fused { n, index, body } => {
+                self.counted_loop(*n, &[], |l, i, _| {
+                    l.env.insert(index.clone(), vec![i]);
+                    // The guard at the parts' binding checked every read.
+                    l.trusted += 1;
+                    let r = l.part(body, rec_ty, f);
+                    l.trusted -= 1;
+                    r?;
+                    Ok(Vec::new())
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One part of a fused `concat`: its body, but a literal result is not
+    /// built — its items are the contributions.
+    fn part(
+        &mut self,
+        body: &AnfBlock,
+        rec_ty: &Type,
+        f: &mut dyn FnMut(&mut Self, &[Value]) -> R<()>,
+    ) -> R<()> {
+        let literal = body.result.var().and_then(|x| {
+            body.binds.iter().find_map(|b| match &b.rhs {
+                Rhs::Array(items) if &b.name == x => Some((&b.name, items)),
+                _ => None,
+            })
+        });
+        for bind in &body.binds {
+            if literal.is_some_and(|(x, _)| *x == bind.name) {
+                continue;
+            }
+            self.bind(bind)?;
+        }
+        if let Some((_, items)) = literal {
+            for it in items {
+                let v = self.atom(it)?;
+                f(self, &v)?;
+            }
+            return Ok(());
+        }
+        let a = self.atom(&body.result)?;
+        self.for_each_record(&Source::Flat(a[0], a[1]), rec_ty, f)
+    }
+
     /// E-Accum / E-Accum-Bot: every slot starts as `zero`; contributions
     /// are added in order (Doubles add, Index and Bool keep `zero`'s,
     /// arrays concatenate: counted first, then copied).
@@ -874,11 +1007,10 @@ impl Lower<'_, '_> {
         let zt = zero.ty().clone();
         let z = self.atom(zero)?;
         let n = self.scalar(n)?;
-        let c = self.atom(cs)?;
-        let (cp, cn) = (c[0], c[1]);
+        let src = self.accum_source(cs)?;
         self.check_count(n, rt::NEGATIVE_SIZE);
         let size = elem_bytes(&zt)?;
-        let rsize = SLOT + size;
+        let rec_ty = Type::pair(Type::Index, zt.clone());
         let out = self.alloc(n, size)?;
         self.counted_loop(n, &[], |l, j, _| {
             let at = l.element(out, j, size);
@@ -888,35 +1020,35 @@ impl Lower<'_, '_> {
         let mut ls = Vec::new();
         leaves(&zt, 0, &mut ls)?;
         let flags = MemFlagsData::trusted();
+        // The slot of a leaf at byte offset `o` of `zero`, in a record.
+        let slot = |o: i32| 1 + o as usize / SLOT as usize;
         // Pass 1: bounds, Double sums, array lengths.
-        self.counted_loop(cn, &[], |l, k, _| {
-            let rec = l.element(cp, k, rsize);
-            let j = l.b.ins().load(types::I64, flags, rec, 0);
+        let ls_ref = &ls;
+        self.for_each_record(&src, &rec_ty, &mut |l, v| {
+            let j = v[0];
             let bad = l.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, j, n);
             l.fail_if(bad, rt::INDEX_OUT_OF_BOUNDS, j, n);
             let dst = l.element(out, j, size);
-            for leaf in &ls {
+            for leaf in ls_ref {
                 match *leaf {
                     Leaf::Double(o) => {
                         let x = l.b.ins().load(types::F64, flags, dst, o);
-                        let y = l.b.ins().load(types::F64, flags, rec, o + SLOT as i32);
-                        let s = l.b.ins().fadd(x, y);
+                        let s = l.b.ins().fadd(x, v[slot(o)]);
                         l.b.ins().store(flags, s, dst, o);
                     }
                     Leaf::Array(o, _) => {
                         let len = o + SLOT as i32;
                         let x = l.b.ins().load(types::I64, flags, dst, len);
-                        let y = l.b.ins().load(types::I64, flags, rec, len + SLOT as i32);
-                        let s = l.b.ins().iadd(x, y);
+                        let s = l.b.ins().iadd(x, v[slot(o) + 1]);
                         l.b.ins().store(flags, s, dst, len);
                     }
                     Leaf::Index(_) | Leaf::Bool(_) => {}
                 }
             }
-            Ok(Vec::new())
+            Ok(())
         })?;
         if ls.iter().any(|l| matches!(l, Leaf::Array(..))) {
-            self.accum_arrays(&ls, &z, out, n, size, cp, cn)?;
+            self.accum_arrays(&ls, &z, out, n, size, &src, &rec_ty)?;
         }
         Ok(vec![out, n])
     }
@@ -931,8 +1063,8 @@ impl Lower<'_, '_> {
         out: Value,
         n: Value,
         size: i64,
-        cp: Value,
-        cn: Value,
+        src: &Source,
+        rec_ty: &Type,
     ) -> R<()> {
         let flags = MemFlagsData::trusted();
         // The zero's (ptr, len) for each array leaf, by its slot index.
@@ -958,24 +1090,22 @@ impl Lower<'_, '_> {
             }
             Ok(Vec::new())
         })?;
-        self.counted_loop(cn, &[], |l, k, _| {
-            let rec = l.element(cp, k, SLOT + size);
-            let j = l.b.ins().load(types::I64, flags, rec, 0);
+        let at = |o: i32| 1 + o as usize / SLOT as usize;
+        self.for_each_record(src, rec_ty, &mut |l, v| {
+            let j = v[0];
             let dst = l.element(out, j, size);
             for &(o, e, _, _) in arrays_ref {
                 let len_at = o + SLOT as i32;
-                let src = l.b.ins().load(types::I64, flags, rec, o + SLOT as i32);
-                let cl = l.b.ins().load(types::I64, flags, rec, len_at + SLOT as i32);
+                let (from, cl) = (v[at(o)], v[at(o) + 1]);
                 let dp = l.b.ins().load(types::I64, flags, dst, o);
                 let cur = l.b.ins().load(types::I64, flags, dst, len_at);
                 let to = l.element(dp, cur, e);
-                l.copy(to, src, cl, e)?;
+                l.copy(to, from, cl, e)?;
                 let s = l.b.ins().iadd(cur, cl);
                 l.b.ins().store(flags, s, dst, len_at);
             }
-            Ok(Vec::new())
-        })?;
-        Ok(())
+            Ok(())
+        })
     }
 }
 

@@ -1173,6 +1173,62 @@ fn fused_pull_arrays_take_no_memory_and_keep_the_evaluators_bottoms() {
     }
     // Forward mode's one-hot seed: a conditional whose branches cannot fail.
     let n = compile(&load_entry(src, "seed"));
-    let o = n.call_slices(&[Arg::F64s(&big), Arg::I64(3)]).expect("runs");
+    let o = n
+        .call_slices(&[Arg::F64s(&big), Arg::I64(3)])
+        .expect("runs");
     assert_eq!(o.arena_bytes(), 0, "seed: an array was built");
+}
+
+/// Note [Fusion], accumulations: `accum z n (concat parts)` reads the parts
+/// in place (the joined list is never built), and when `parts` is a
+/// `build` of literal lists, as reverse mode's scatter-adds are, no part is
+/// built either: the arena holds the result and nothing else. Values and
+/// ⊥ codes as the evaluator's, through tuples (projections are
+/// forwarded), with parts that are not fused (Index arithmetic in the
+/// body, array-valued contributions), and where a part is ⊥.
+#[test]
+fn accumulations_read_their_parts_in_place() {
+    use fsmooth::codegen::Arg;
+    let src = "let scatter (v: Vector) (n: Index) = accum 0.0 n (concat (build (length v) (fun i -> [(i, v[i] * 2.0)])))\n\
+               let tupled (v: Vector) (n: Index) = let t = (concat (build (length v) (fun i -> [(i, v[i]), (0, 1.0)])), 1.0) in accum (snd t) n (fst t)\n\
+               let reversed (v: Vector) (n: Index) = accum 0.0 n (concat (build (length v) (fun i -> [(n - 1 - i, v[i])])))\n\
+               let lists (v: Vector) (n: Index) = accum [0.5] n (concat (build (length v) (fun i -> [(i, [v[i], 1.0])])))\n\
+               let short (v: Vector) (m: Index) = accum 0.0 m (concat (build m (fun i -> [(i, v[i])])))\n";
+    let v = vector(&[1.0, -2.0, 3.5]);
+    let i = Value::Index;
+    for f in ["scatter", "tupled", "reversed", "lists"] {
+        for n in [3, 5] {
+            let args = [v.clone(), i(n)];
+            assert_eq!(compare_src(src, f, &args), Outcome::Value, "{f} {n}");
+        }
+        // A contribution past the end: E-Accum-Bot.
+        let e = native_error(src, f, &[v.clone(), i(2)]);
+        assert_eq!(e.code(), "index-out-of-bounds", "{f}");
+        let e = native_error(src, f, &[v.clone(), i(-1)]);
+        assert!(
+            ["negative-size", "index-out-of-bounds"].contains(&e.code()),
+            "{f}: {e}"
+        );
+    }
+    // A part is ⊥ (v[3]): the parts' guard fails and E-Build's ⊥ is kept.
+    assert_eq!(
+        compare_src(src, "short", &[v.clone(), i(3)]),
+        Outcome::Value
+    );
+    let e = native_error(src, "short", &[v.clone(), i(4)]);
+    assert_eq!(e, CodegenError::IndexOutOfBounds { index: 3, len: 3 });
+    // Nothing but the result in the arena: 2·10⁵ doubles, 1.6 MB (the
+    // parts, their descriptors and the joined list would be 9.6 MB more).
+    let n = 200_000;
+    let big: Vec<f64> = (0..n).map(|k| k as f64).collect();
+    let native = compile(&load_entry(src, "scatter"));
+    let o = native
+        .call_slices(&[Arg::F64s(&big), Arg::I64(n as i64)])
+        .expect("runs");
+    assert!(
+        o.arena_bytes() <= 2 * 8 * n,
+        "scatter: {} arena bytes for a {}-byte result",
+        o.arena_bytes(),
+        8 * n
+    );
 }

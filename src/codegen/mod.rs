@@ -35,7 +35,9 @@
 //! A pull array read only by `get` and `length`, with a simple body, is
 //! not built at all: each read computes its element (Note [Fusion] in
 //! `codegen/fuse.rs`; the dot product's `vectorEMul`, a slice of a
-//! difference, BA's chains of small vector maps). Every other buffer
+//! difference, BA's chains of small vector maps), and an `accum` of a
+//! `concat` reads the parts in place, computing them there when they are
+//! such a `build` (reverse mode's scatter-adds). Every other buffer
 //! comes from an arena owned by the Rust wrapper of one call
 //! (`runtime::Arena`): the compiled code calls `fsmooth_alloc` once per
 //! array, never per element, and the whole arena is freed when the call

@@ -88,6 +88,8 @@ pub fn lower_function(
         plan: fuse::plan(normal),
         fused: HashMap::new(),
         trusted: 0,
+        length_of: HashMap::new(),
+        in_bounds: Vec::new(),
     };
     let mut off = 0i64;
     for (name, ty) in &normal.params {
@@ -125,6 +127,12 @@ struct Lower<'a, 'f> {
     fused: HashMap<Name, Live>,
     /// Inside a fused body, whose reads the guard has checked.
     trusted: usize,
+    /// `x = length a`: x ↦ a.
+    length_of: HashMap<Name, Name>,
+    /// (loop index, array) of the enclosing loops that run over
+    /// `0 .. length array`: reading that array at that index needs no
+    /// bounds test (arrays are immutable).
+    in_bounds: Vec<(Name, Name)>,
 }
 
 /// A fused array past its binding.
@@ -325,6 +333,12 @@ impl Lower<'_, '_> {
         if let Some(f) = self.plan.fused.get(&bind.name).cloned() {
             return self.fuse(bind, f);
         }
+        if let Rhs::Prim(Prim::Length, args) = &bind.rhs
+            && let [Atom::Var(a, _)] = args.as_slice()
+            && !self.fused.contains_key(a)
+        {
+            self.length_of.insert(bind.name.clone(), a.clone());
+        }
         let v = self.binding(bind)?;
         self.env.insert(bind.name.clone(), v);
         Ok(())
@@ -484,12 +498,23 @@ impl Lower<'_, '_> {
                 state,
                 index,
                 body,
-            } => match (kind, state) {
-                (LoopKind::Build, None) => self.build(n, index, body, &bind.ty),
-                (LoopKind::IFold, Some((z, s, _))) => self.ifold(n, z, s, index, body),
-                (LoopKind::IScan, Some((z, s, st))) => self.iscan(n, z, s, st, index, body),
-                _ => Err(compile_error("a loop without its state")),
-            },
+            } => {
+                // A loop over `0 .. length a` reads `a[index]` in bounds.
+                let over = n.var().and_then(|x| self.length_of.get(x)).cloned();
+                let pushed = over
+                    .map(|a| self.in_bounds.push((index.clone(), a)))
+                    .is_some();
+                let r = match (kind, state) {
+                    (LoopKind::Build, None) => self.build(n, index, body, &bind.ty),
+                    (LoopKind::IFold, Some((z, s, _))) => self.ifold(n, z, s, index, body),
+                    (LoopKind::IScan, Some((z, s, st))) => self.iscan(n, z, s, st, index, body),
+                    _ => Err(compile_error("a loop without its state")),
+                };
+                if pushed {
+                    self.in_bounds.pop();
+                }
+                r
+            }
         }
     }
 
@@ -861,10 +886,16 @@ impl Lower<'_, '_> {
     /// E-Get / E-Get-Bot: one unsigned comparison covers i < 0 and i ≥ n.
     fn get(&mut self, arr: &Atom, i: &Atom) -> R<Vals> {
         let el = array_elem(arr.ty())?.clone();
+        let known = match (arr, i) {
+            (Atom::Var(a, _), Atom::Var(k, _)) => {
+                self.in_bounds.iter().any(|(ki, ai)| ki == k && ai == a)
+            }
+            _ => false,
+        };
         let a = self.atom(arr)?;
         let i = self.scalar(i)?;
         let (p, n) = (a[0], a[1]);
-        if self.trusted == 0 {
+        if self.trusted == 0 && !known {
             let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, n);
             self.fail_if(out, rt::INDEX_OUT_OF_BOUNDS, i, n);
         }

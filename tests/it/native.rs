@@ -1232,3 +1232,37 @@ fn accumulations_read_their_parts_in_place() {
         8 * n
     );
 }
+
+/// A loop over `0 .. length a` reads `a[i]` without a bounds test
+/// (`codegen/lower.rs`, `in_bounds`); every other read keeps its test:
+/// another array at the same index, the same array at another index, a
+/// loop over another length.
+#[test]
+fn reads_at_a_loops_own_length_skip_only_their_own_test() {
+    let src = "let dot (a: Vector) (b: Vector) = ifold (fun s i -> s + a[i] * b[i]) 0.0 (length a)\n\
+               let next (a: Vector) = ifold (fun s i -> s + a[i] * a[i + 1]) 0.0 (length a)\n\
+               let other (a: Vector) (b: Vector) = ifold (fun s i -> s + a[i]) 0.0 (length b)\n\
+               let nested (m: Matrix) = ifold (fun s i -> s + ifold (fun t j -> t + m[i][j]) 0.0 (length m)) 0.0 (length m)\n";
+    let (a, short) = (vector(&[1.0, 2.0, 3.0]), vector(&[4.0, 5.0]));
+    assert_eq!(
+        compare_src(src, "dot", &[a.clone(), a.clone()]),
+        Outcome::Value
+    );
+    assert_eq!(
+        compare_src(src, "other", &[a.clone(), short.clone()]),
+        Outcome::Value
+    );
+    let oob = |index, len| CodegenError::IndexOutOfBounds { index, len };
+    assert_eq!(
+        native_error(src, "dot", &[a.clone(), short.clone()]),
+        oob(2, 2)
+    );
+    assert_eq!(native_error(src, "next", std::slice::from_ref(&a)), oob(3, 3));
+    assert_eq!(
+        native_error(src, "other", &[short.clone(), a.clone()]),
+        oob(2, 2)
+    );
+    // Rows of different lengths: m[i][j] is not a read of `m` at its length.
+    let ragged = Value::array(vec![a.clone(), short.clone(), a.clone()]);
+    assert_eq!(native_error(src, "nested", &[ragged]), oob(2, 2));
+}

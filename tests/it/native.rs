@@ -1257,7 +1257,10 @@ fn reads_at_a_loops_own_length_skip_only_their_own_test() {
         native_error(src, "dot", &[a.clone(), short.clone()]),
         oob(2, 2)
     );
-    assert_eq!(native_error(src, "next", std::slice::from_ref(&a)), oob(3, 3));
+    assert_eq!(
+        native_error(src, "next", std::slice::from_ref(&a)),
+        oob(3, 3)
+    );
     assert_eq!(
         native_error(src, "other", &[short.clone(), a.clone()]),
         oob(2, 2)

@@ -277,6 +277,156 @@ mod hand {
         }
         g
     }
+
+    /// Bundle adjustment's `project` (examples/ba_project.fsm), generic
+    /// over the number type: `f64` for the objective, [`Dual`] for the
+    /// Jacobian by forward mode written out by hand.
+    pub trait Num:
+        Copy
+        + std::ops::Add<Output = Self>
+        + std::ops::Sub<Output = Self>
+        + std::ops::Mul<Output = Self>
+        + std::ops::Div<Output = Self>
+    {
+        fn c(x: f64) -> Self;
+        fn sqrt(self) -> Self;
+        fn sin(self) -> Self;
+        fn cos(self) -> Self;
+    }
+
+    impl Num for f64 {
+        fn c(x: f64) -> f64 {
+            x
+        }
+        fn sqrt(self) -> f64 {
+            f64::sqrt(self)
+        }
+        fn sin(self) -> f64 {
+            f64::sin(self)
+        }
+        fn cos(self) -> f64 {
+            f64::cos(self)
+        }
+    }
+
+    /// A value and its 11 partial derivatives with respect to the camera.
+    #[derive(Clone, Copy)]
+    pub struct Dual {
+        v: f64,
+        d: [f64; 11],
+    }
+
+    impl Dual {
+        fn var(v: f64, k: usize) -> Dual {
+            let mut d = [0.0; 11];
+            d[k] = 1.0;
+            Dual { v, d }
+        }
+        /// Value `v`, tangent `a·self + b·o`.
+        fn zip(self, o: Dual, v: f64, a: f64, b: f64) -> Dual {
+            let mut d = [0.0; 11];
+            for (k, x) in d.iter_mut().enumerate() {
+                *x = a * self.d[k] + b * o.d[k];
+            }
+            Dual { v, d }
+        }
+        fn scale(self, v: f64, a: f64) -> Dual {
+            self.zip(self, v, a, 0.0)
+        }
+    }
+
+    impl std::ops::Add for Dual {
+        type Output = Dual;
+        fn add(self, o: Dual) -> Dual {
+            self.zip(o, self.v + o.v, 1.0, 1.0)
+        }
+    }
+    impl std::ops::Sub for Dual {
+        type Output = Dual;
+        fn sub(self, o: Dual) -> Dual {
+            self.zip(o, self.v - o.v, 1.0, -1.0)
+        }
+    }
+    impl std::ops::Mul for Dual {
+        type Output = Dual;
+        fn mul(self, o: Dual) -> Dual {
+            self.zip(o, self.v * o.v, o.v, self.v)
+        }
+    }
+    impl std::ops::Div for Dual {
+        type Output = Dual;
+        fn div(self, o: Dual) -> Dual {
+            let v = self.v / o.v;
+            self.zip(o, v, 1.0 / o.v, -v / o.v)
+        }
+    }
+    impl Num for Dual {
+        fn c(x: f64) -> Dual {
+            Dual { v: x, d: [0.0; 11] }
+        }
+        fn sqrt(self) -> Dual {
+            let s = self.v.sqrt();
+            self.scale(s, 0.5 / s)
+        }
+        fn sin(self) -> Dual {
+            self.scale(self.v.sin(), self.v.cos())
+        }
+        fn cos(self) -> Dual {
+            self.scale(self.v.cos(), -self.v.sin())
+        }
+    }
+
+    /// `project cam x`: Rodrigues' rotation, perspective division, radial
+    /// distortion, focal length and principal point.
+    pub fn project<T: Num>(cam: &[T; 11], x: &[f64]) -> [T; 2] {
+        let y = [
+            T::c(x[0]) - cam[3],
+            T::c(x[1]) - cam[4],
+            T::c(x[2]) - cam[5],
+        ];
+        let rot = [cam[0], cam[1], cam[2]];
+        let theta = (rot[0] * rot[0] + rot[1] * rot[1] + rot[2] * rot[2]).sqrt();
+        let inv = T::c(1.0) / theta;
+        let w = [rot[0] * inv, rot[1] * inv, rot[2] * inv];
+        let cross = [
+            w[1] * y[2] - w[2] * y[1],
+            w[2] * y[0] - w[0] * y[2],
+            w[0] * y[1] - w[1] * y[0],
+        ];
+        let (c, s) = (theta.cos(), theta.sin());
+        let tmp = (w[0] * y[0] + w[1] * y[1] + w[2] * y[2]) * (T::c(1.0) - c);
+        let xc: Vec<T> = (0..3)
+            .map(|k| y[k] * c + cross[k] * s + w[k] * tmp)
+            .collect();
+        let f = T::c(1.0) / xc[2];
+        let p = [xc[0] * f, xc[1] * f];
+        let rsq = p[0] * p[0] + p[1] * p[1];
+        let l = T::c(1.0) + cam[9] * rsq + cam[10] * rsq * rsq;
+        [cam[7] + p[0] * l * cam[6], cam[8] + p[1] * l * cam[6]]
+    }
+
+    /// The objective: `project` of every point, 2N numbers.
+    pub fn project_all(cam: &[f64], xs: &[Vec<f64>]) -> Vec<f64> {
+        let cam: [f64; 11] = cam.try_into().expect("11 camera parameters");
+        xs.iter().flat_map(|x| project(&cam, x)).collect()
+    }
+
+    /// The 2N×11 Jacobian by forward mode with 11 tangents at once, laid
+    /// out as fsmooth's forward-mode wrapper returns it: one row of 2N
+    /// per camera parameter.
+    pub fn project_all_jacobian(cam: &[f64], xs: &[Vec<f64>]) -> Vec<f64> {
+        let cam: [Dual; 11] = std::array::from_fn(|k| Dual::var(cam[k], k));
+        let rows = 2 * xs.len();
+        let mut j = vec![0.0; 11 * rows];
+        for (i, x) in xs.iter().enumerate() {
+            for (r, out) in project(&cam, x).iter().enumerate() {
+                for k in 0..11 {
+                    j[k * rows + 2 * i + r] = out.d[k];
+                }
+            }
+        }
+        j
+    }
 }
 
 fn configure<'c>(
@@ -501,16 +651,27 @@ fn ba(c: &mut Criterion, extra: &Extra) {
         let rows: Vec<&[f64]> = xs.iter().map(|r| &r[..]).collect();
         let args = vec![Arg::F64s(&cam), Arg::F64Rows(&rows)];
         let fo = m.fwd_opt.as_ref().expect("fwd-opt");
+        let (f, j) = (
+            hand::project_all(&cam, &xs),
+            hand::project_all_jacobian(&cam, &xs),
+        );
         for (mode, native) in [
             ("objective", &m.objective),
             ("fwd", &m.fwd),
             ("fwd-opt", fo),
         ] {
+            check("ba", mode, native, &args, &f, &j);
             extra.memory("ba", mode, n, arena(native, &args));
             g.bench_with_input(BenchmarkId::new(mode, n), &args, |b, a| {
                 b.iter(|| native.call_slices(a).expect("runs"))
             });
         }
+        g.bench_function(BenchmarkId::new("hand-objective", n), |b| {
+            b.iter(|| hand::project_all(black_box(&cam), black_box(&xs)))
+        });
+        g.bench_function(BenchmarkId::new("hand", n), |b| {
+            b.iter(|| hand::project_all_jacobian(black_box(&cam), black_box(&xs)))
+        });
         // 2N reverse runs of O(N) each.
         if n <= 1_000 {
             assert!(m.seeded);

@@ -322,7 +322,7 @@ pub fn plan(normal: &Normal) -> Plan {
                         .iter()
                         .all(|u| matches!(u, Use::Concat(c) if concats.get(c) == Some(&false)))
                 {
-                    if let Some((reads, _)) = simple(body, index, &plan, &costs, true) {
+                    if let Some((reads, _)) = simple(body, index, &costs, true) {
                         plan.fused.insert(x.clone(), Fused::Parts { reads });
                     }
                     continue;
@@ -333,7 +333,7 @@ pub fn plan(normal: &Normal) -> Plan {
                 {
                     continue;
                 }
-                let Some((reads, cost)) = simple(body, index, &plan, &costs, false) else {
+                let Some((reads, cost)) = simple(body, index, &costs, false) else {
                     continue;
                 };
                 let n_reads = uses
@@ -369,7 +369,6 @@ pub fn plan(normal: &Normal) -> Plan {
 fn simple(
     body: &Block,
     index: &Name,
-    plan: &Plan,
     costs: &HashMap<Name, usize>,
     literal_result: bool,
 ) -> Option<(Vec<Read>, usize)> {
@@ -397,9 +396,11 @@ fn simple(
         let Rhs::Prim(op, args) = &bind.rhs else {
             return None;
         };
-        let double = args.first().is_some_and(|a| *a.ty() == Type::Double);
+        if let Some(c) = total_op_cost(*op, args) {
+            cost += c;
+            continue;
+        }
         match op {
-            Prim::Add | Prim::Sub | Prim::Mul if double => cost += 1,
             Prim::Add if *args[0].ty() == Type::Index => {
                 let is_i = |a: &Atom| a.var() == Some(index);
                 let c = match (&args[0], &args[1]) {
@@ -410,13 +411,6 @@ fn simple(
                 offsets.insert(&bind.name, c);
                 cost += 1;
             }
-            Prim::Neg if double => cost += 1,
-            Prim::Sin | Prim::Cos | Prim::Exp => cost += 20,
-            Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne | Prim::Not => {
-                cost += 1
-            }
-            Prim::ToDouble | Prim::Pair | Prim::Fst | Prim::Snd => {}
-            Prim::Length if outside(&args[0]) => {}
             Prim::Get => {
                 let Atom::Var(a, _) = &args[0] else {
                     return None;
@@ -434,10 +428,8 @@ fn simple(
                 } else {
                     return None;
                 };
-                cost += 1 + match plan.fused.get(a) {
-                    Some(_) => costs.get(a).copied().unwrap_or(0),
-                    None => 0,
-                };
+                // A fused array's read recomputes its element.
+                cost += 1 + costs.get(a).copied().unwrap_or(0);
                 reads.push(Read {
                     array: a.clone(),
                     index: idx,
@@ -470,22 +462,25 @@ fn total_cost(b: &Block) -> Option<usize> {
     for bind in &b.binds {
         cost += match &bind.rhs {
             Rhs::If(_, t, e) => 1 + total_cost(t)?.max(total_cost(e)?),
-            Rhs::Prim(op, args) => {
-                let double = args.first().is_some_and(|a| *a.ty() == Type::Double);
-                match op {
-                    Prim::Add | Prim::Sub | Prim::Mul | Prim::Neg if double => 1,
-                    Prim::Sin | Prim::Cos | Prim::Exp => 20,
-                    Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne | Prim::Not => {
-                        1
-                    }
-                    Prim::ToDouble | Prim::Pair | Prim::Fst | Prim::Snd | Prim::Length => 0,
-                    _ => return None,
-                }
-            }
+            Rhs::Prim(op, args) => total_op_cost(*op, args)?,
             _ => return None,
         };
     }
     Some(cost)
+}
+
+/// The cost of a primitive that cannot fail (Double `+ - *` and
+/// negation, `sin`, `cos`, `exp`, comparisons, `not`, `toDouble`, pairs,
+/// projections, `length`), or `None` for one that can or that reads.
+fn total_op_cost(op: Prim, args: &[Atom]) -> Option<usize> {
+    let double = args.first().is_some_and(|a| *a.ty() == Type::Double);
+    Some(match op {
+        Prim::Add | Prim::Sub | Prim::Mul | Prim::Neg if double => 1,
+        Prim::Sin | Prim::Cos | Prim::Exp => 20,
+        Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne | Prim::Not => 1,
+        Prim::ToDouble | Prim::Pair | Prim::Fst | Prim::Snd | Prim::Length => 0,
+        _ => return None,
+    })
 }
 
 /// Whether `x` occurs in a block of primitives and conditionals.

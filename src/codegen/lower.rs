@@ -976,12 +976,7 @@ impl Lower<'_, '_> {
                     let d = l.element(pp, k, 2 * SLOT);
                     let p = l.b.ins().load(types::I64, flags, d, 0);
                     let cn = l.b.ins().load(types::I64, flags, d, SLOT as i32);
-                    l.counted_loop(cn, &[], |l, j, _| {
-                        let rec = l.element(p, j, rsize);
-                        let v = l.load(rec_ty, rec, 0)?;
-                        f(l, &v)?;
-                        Ok(Vec::new())
-                    })?;
+                    l.for_each_record(&Source::Flat(p, cn), rec_ty, f)?;
                     Ok(Vec::new())
                 })?;
             }

@@ -58,8 +58,9 @@ pub enum Cond {
     OnlySnd(Var, Var),
     /// `fresh ?y`: binds ?y to a symbol used nowhere (capture avoidance).
     Fresh(Var),
-    /// `free-in ?x ?e`: the symbol ?x is free in ?e (some member uses it).
-    FreeIn(Var, Var),
+    /// `free-in ?x ?e₁ … ?eₖ`: the symbol ?x is free in at least one of
+    /// the ?eᵢ (some member of its class uses it).
+    FreeIn(Var, Vec<Var>),
     /// `total ?e`: ?e cannot be ⊥ (built only from total operations).
     Total(Var),
     /// `double ?e`: ?e is known to be a Double (not Index arithmetic).
@@ -88,8 +89,8 @@ impl Cond {
             | Cond::Distinct(a, b)
             | Cond::InBounds(a, b)
             | Cond::OnlyFst(a, b)
-            | Cond::OnlySnd(a, b)
-            | Cond::FreeIn(a, b) => vec![*a, *b],
+            | Cond::OnlySnd(a, b) => vec![*a, *b],
+            Cond::FreeIn(a, es) => std::iter::once(*a).chain(es.iter().copied()).collect(),
             Cond::Const(a)
             | Cond::Index(a)
             | Cond::Nonzero(a)
@@ -112,7 +113,10 @@ impl fmt::Display for Cond {
             Cond::OnlyFst(a, b) => write!(f, "only-fst {a} {b}"),
             Cond::OnlySnd(a, b) => write!(f, "only-snd {a} {b}"),
             Cond::Fresh(a) => write!(f, "fresh {a}"),
-            Cond::FreeIn(a, b) => write!(f, "free-in {a} {b}"),
+            Cond::FreeIn(a, es) => {
+                write!(f, "free-in {a}")?;
+                es.iter().try_for_each(|e| write!(f, " {e}"))
+            }
             Cond::Total(a) => write!(f, "total {a}"),
             Cond::Double(a) => write!(f, "double {a}"),
         }
@@ -439,7 +443,12 @@ fn condition(words: &[&str]) -> Result<Cond, (&'static str, String)> {
         "only-fst" => Cond::OnlyFst(var(1)?, var(2)?),
         "only-snd" => Cond::OnlySnd(var(1)?, var(2)?),
         "fresh" => Cond::Fresh(var(1)?),
-        "free-in" => Cond::FreeIn(var(1)?, var(2)?),
+        "free-in" => Cond::FreeIn(
+            var(1)?,
+            std::iter::once(var(2))
+                .chain((3..words.len()).map(var))
+                .collect::<Result<_, _>>()?,
+        ),
         "total" => Cond::Total(var(1)?),
         "double" => Cond::Double(var(1)?),
         other => {
@@ -547,8 +556,10 @@ pub fn holds(
                 None => false,
             },
             Cond::Distinct(a, b) => egraph.find(subst[*a]) != egraph.find(subst[*b]),
-            Cond::FreeIn(x, e) => match symbol_of(egraph, subst[*x]) {
-                Some(s) => egraph[subst[*e]].data.free.contains_key(&s),
+            Cond::FreeIn(x, es) => match symbol_of(egraph, subst[*x]) {
+                Some(s) => es
+                    .iter()
+                    .any(|e| egraph[subst[*e]].data.free.contains_key(&s)),
                 None => false,
             },
             Cond::Total(e) => egraph[subst[*e]].data.total,

@@ -427,6 +427,192 @@ mod hand {
         }
         j
     }
+
+    /// ADBench's GMM (shared/data/adbench/README.md, "GMM") on the flat
+    /// θ = [alphas (k), means (k×d), icf (k×T)], T = d(d+1)/2, as
+    /// examples/adbench/gmm.fsm lays it out: row c of icf holds the d logs
+    /// of Q_c's diagonal, then the strictly lower entries column by column.
+    pub struct Gmm<'a> {
+        pub d: usize,
+        pub k: usize,
+        pub t: usize,
+        pub alphas: &'a [f64],
+        pub means: &'a [f64],
+        pub icf: &'a [f64],
+    }
+
+    impl<'a> Gmm<'a> {
+        pub fn new(theta: &'a [f64], d: usize) -> Gmm<'a> {
+            let t = d * (d + 1) / 2;
+            let k = theta.len() / (1 + d + t);
+            let (alphas, rest) = theta.split_at(k);
+            let (means, icf) = rest.split_at(k * d);
+            Gmm {
+                d,
+                k,
+                t,
+                alphas,
+                means,
+                icf,
+            }
+        }
+
+        /// The offset in an icf row of Q[r][s], s < r.
+        fn lower(&self, r: usize, s: usize) -> usize {
+            self.d + s * self.d - s * (s + 1) / 2 + (r - s - 1)
+        }
+
+        /// exp of each diagonal log, component-major (computed once).
+        fn diagonals(&self) -> Vec<f64> {
+            (0..self.k)
+                .flat_map(|c| {
+                    self.icf[c * self.t..c * self.t + self.d]
+                        .iter()
+                        .map(|q| q.exp())
+                })
+                .collect()
+        }
+
+        /// Σ_j q_c,j per component.
+        fn sum_qs(&self) -> Vec<f64> {
+            (0..self.k)
+                .map(|c| self.icf[c * self.t..c * self.t + self.d].iter().sum())
+                .collect()
+        }
+
+        /// For point `x` and component `c`: x − μ_c into `xc`, Q_c (x − μ_c)
+        /// into `y`; returns α_c + Σ_j q_c,j − ½‖y‖².
+        fn main_term(
+            &self,
+            c: usize,
+            x: &[f64],
+            qd: &[f64],
+            sq: &[f64],
+            xc: &mut [f64],
+            y: &mut [f64],
+        ) -> f64 {
+            let (d, q) = (self.d, &self.icf[c * self.t..(c + 1) * self.t]);
+            for s in 0..d {
+                xc[s] = x[s] - self.means[c * d + s];
+            }
+            let mut norm = 0.0;
+            for r in 0..d {
+                let mut v = qd[c * d + r] * xc[r];
+                for s in 0..r {
+                    v += q[self.lower(r, s)] * xc[s];
+                }
+                y[r] = v;
+                norm += v * v;
+            }
+            self.alphas[c] + sq[c] - 0.5 * norm
+        }
+
+        /// Everything but the data term: −n logsumexp(α) + the Wishart
+        /// prior − k C − (n d / 2) log(2π), with ADBench's π literal.
+        fn rest(&self, n: usize, gamma: f64, m: i64) -> f64 {
+            #[allow(clippy::approx_constant, reason = "ADBench's literal PI (defs.h)")]
+            let pi = 3.14159265359f64;
+            let (d, k) = (self.d, self.k);
+            let mut prior = 0.0;
+            let sq = self.sum_qs();
+            for (c, sq_c) in sq.iter().enumerate() {
+                let q = &self.icf[c * self.t..(c + 1) * self.t];
+                let frob: f64 = q[..d].iter().map(|v| (2.0 * v).exp()).sum::<f64>()
+                    + q[d..].iter().map(|v| v * v).sum::<f64>();
+                prior += 0.5 * gamma * gamma * frob - m as f64 * sq_c;
+            }
+            let big_n = d as i64 + m + 1;
+            let lgamma_d = 0.25 * (d * (d - 1)) as f64 * pi.ln()
+                + (0..d)
+                    .map(|j| lgamma(0.5 * (big_n - j as i64) as f64))
+                    .sum::<f64>();
+            let wishart = (big_n * d as i64) as f64 * (gamma.ln() - 0.5 * 2f64.ln()) - lgamma_d;
+            -((n * d) as f64) * 0.5 * (2.0 * pi).ln() - n as f64 * logsumexp(self.alphas) + prior
+                - k as f64 * wishart
+        }
+    }
+
+    fn lgamma(x: f64) -> f64 {
+        unsafe extern "C" {
+            safe fn lgamma(x: f64) -> f64;
+        }
+        lgamma(x)
+    }
+
+    fn logsumexp(v: &[f64]) -> f64 {
+        let mx = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        mx + v.iter().map(|x| (x - mx).exp()).sum::<f64>().ln()
+    }
+
+    pub fn gmm(theta: &[f64], x: &[Vec<f64>], gamma: f64, m: i64) -> f64 {
+        let g = Gmm::new(theta, x[0].len());
+        let (qd, sq) = (g.diagonals(), g.sum_qs());
+        let (mut xc, mut y, mut main) = (vec![0.0; g.d], vec![0.0; g.d], vec![0.0; g.k]);
+        let mut data = 0.0;
+        for xi in x {
+            for (c, mc) in main.iter_mut().enumerate() {
+                *mc = g.main_term(c, xi, &qd, &sq, &mut xc, &mut y);
+            }
+            data += logsumexp(&main);
+        }
+        data + g.rest(x.len(), gamma, m)
+    }
+
+    /// ∇θ of [`gmm`], reverse mode written out: per point, the softmax
+    /// weights w_c of the main terms are their adjoints; ȳ = −w_c y flows
+    /// back through y = Q_c (x − μ_c) into Q_c's entries (the diagonal's
+    /// through exp) and into μ_c; then logsumexp(α) and the prior.
+    pub fn gmm_grad(theta: &[f64], x: &[Vec<f64>], gamma: f64, m: i64) -> Vec<f64> {
+        let g = Gmm::new(theta, x[0].len());
+        let (d, k, t) = (g.d, g.k, g.t);
+        let (qd, sq) = (g.diagonals(), g.sum_qs());
+        let mut grad = vec![0.0; theta.len()];
+        let (ga, rest) = grad.split_at_mut(k);
+        let (gm, gq) = rest.split_at_mut(k * d);
+        let (mut xcs, mut ys, mut main) = (vec![0.0; k * d], vec![0.0; k * d], vec![0.0; k]);
+        let mut dxc = vec![0.0; d];
+        for xi in x {
+            for c in 0..k {
+                let (xc, y) = (&mut xcs[c * d..(c + 1) * d], &mut ys[c * d..(c + 1) * d]);
+                main[c] = g.main_term(c, xi, &qd, &sq, xc, y);
+            }
+            let lse = logsumexp(&main);
+            for c in 0..k {
+                let w = (main[c] - lse).exp();
+                let (xc, y) = (&xcs[c * d..(c + 1) * d], &ys[c * d..(c + 1) * d]);
+                let q = &g.icf[c * t..(c + 1) * t];
+                let gqc = &mut gq[c * t..(c + 1) * t];
+                ga[c] += w;
+                dxc.iter_mut().for_each(|v| *v = 0.0);
+                for r in 0..d {
+                    gqc[r] += w;
+                    let dy = -w * y[r];
+                    gqc[r] += dy * xc[r] * qd[c * d + r];
+                    dxc[r] += dy * qd[c * d + r];
+                    for s in 0..r {
+                        let l = g.lower(r, s);
+                        gqc[l] += dy * xc[s];
+                        dxc[s] += dy * q[l];
+                    }
+                }
+                for s in 0..d {
+                    gm[c * d + s] -= dxc[s];
+                }
+            }
+        }
+        let lse = logsumexp(g.alphas);
+        for c in 0..k {
+            ga[c] -= x.len() as f64 * (g.alphas[c] - lse).exp();
+            let q = &g.icf[c * t..(c + 1) * t];
+            for j in 0..d {
+                gq[c * t + j] += gamma * gamma * (2.0 * q[j]).exp() - m as f64;
+            }
+            for j in d..t {
+                gq[c * t + j] += gamma * gamma * q[j];
+            }
+        }
+        grad
+    }
 }
 
 fn configure<'c>(
@@ -716,12 +902,24 @@ fn gmm(c: &mut Criterion, extra: &Extra) {
         if theta.len() <= 100 {
             natives.extend([("fwd", &m.fwd), ("fwd-opt", fo)]);
         }
+        let (x, gamma, wm) = (&input.x, input.gamma, input.m);
+        let (f, j) = (
+            hand::gmm(&theta, x, gamma, wm),
+            hand::gmm_grad(&theta, x, gamma, wm),
+        );
         for (mode, native) in natives {
+            check(file, mode, native, &args, &[f], &j);
             extra.memory(file, mode, input.n, arena(native, &args));
             g.bench_with_input(BenchmarkId::new(mode, input.n), &args, |b, a| {
                 b.iter(|| native.call_slices(a).expect("runs"))
             });
         }
+        g.bench_function(BenchmarkId::new("hand-objective", input.n), |b| {
+            b.iter(|| hand::gmm(black_box(&theta), black_box(x), gamma, wm))
+        });
+        g.bench_function(BenchmarkId::new("hand", input.n), |b| {
+            b.iter(|| hand::gmm_grad(black_box(&theta), black_box(x), gamma, wm))
+        });
         g.finish();
     }
 }

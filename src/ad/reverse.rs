@@ -101,6 +101,38 @@ fn fv_block(b: &Block, bound: &mut Vec<Name>, out: &mut Vec<(Name, Type)>) {
     bound.truncate(mark);
 }
 
+/// How often the variable `x` occurs in `b`, nested blocks included
+/// (names are bound once in the normal form, so every occurrence is `x`).
+fn occurrences(b: &Block, x: &Name) -> usize {
+    let at = |a: &Atom| usize::from(a.var() == Some(x));
+    let mut n = at(&b.result);
+    for bd in &b.binds {
+        n += match &bd.rhs {
+            Rhs::Prim(_, args) | Rhs::Array(args) => args.iter().map(at).sum(),
+            Rhs::If(c, t, f) => at(c) + occurrences(t, x) + occurrences(f, x),
+            Rhs::Loop { n, state, body, .. } => {
+                at(n) + state.as_ref().map_or(0, |(z, _, _)| at(z)) + occurrences(body, x)
+            }
+        };
+    }
+    n
+}
+
+/// `Some((y, T, i))` when the array `w` occurs in `b` exactly once, as
+/// `y = w[i]` at the top level of `b` (with `y : T`): then `w`'s cotangent
+/// from `b` is the one pair `(i, ȳ)` (R-Get), which a loop stores bare.
+pub(super) fn read_once(b: &Block, w: &Name) -> Option<(Name, Type, Atom)> {
+    if occurrences(b, w) != 1 {
+        return None;
+    }
+    b.binds.iter().find_map(|bd| match &bd.rhs {
+        Rhs::Prim(Prim::Get, args) if args[0].var() == Some(w) => {
+            Some((bd.name.clone(), bd.ty.clone(), args[1].clone()))
+        }
+        _ => None,
+    })
+}
+
 pub(super) struct Reverse<'b, 'a> {
     pub b: &'b mut Builder<'a>,
     /// For compound bindings: the variable holding their sub-tape.
@@ -524,6 +556,23 @@ impl<'b, 'a> Reverse<'b, 'a> {
         seed: Option<Name>,
         wanted: &[(Name, Type)],
     ) -> Result<ExprId, AdError> {
+        self.rev_bare(blk, seed, wanted, &[])
+    }
+
+    /// [`rev`], except that a wanted array read once in `blk` (`bare[k]`,
+    /// see [`read_once`]) gets its one contribution as a bare pair
+    /// `(i, ȳ)` rather than the list `[(i, ȳ)]` (ȳ is `0` when the element
+    /// received no cotangent): a loop then stores pairs, and its list of
+    /// contributions is their array, with nothing to allocate per
+    /// iteration or to join (spec/ad-reverse.md, "Bare contributions").
+    fn rev_bare(
+        &mut self,
+        blk: &Block,
+        seed: Option<Name>,
+        wanted: &[(Name, Type)],
+        bare: &[bool],
+    ) -> Result<ExprId, AdError> {
+        let is_bare = |y: &Name| wanted.iter().zip(bare).any(|((w, _), b)| *b && w == y);
         let mut lets = Lets(Vec::new());
         let mut adj: HashMap<Name, Name> = HashMap::new();
         // Which parts of each adjoint are structural zeros.
@@ -539,7 +588,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
             };
             let mask = masks.get(&bd.name).cloned().unwrap_or(Zero::No);
             for (y, ty, c, m) in self.contributions(bd, &xb, &mask, &mut lets)? {
-                if !has_doubles(&ty) || !self.active.contains(&y) {
+                if !has_doubles(&ty) || !self.active.contains(&y) || is_bare(&y) {
                     continue;
                 }
                 let (v, m) = match adj.get(&y).cloned() {
@@ -556,7 +605,17 @@ impl<'b, 'a> Reverse<'b, 'a> {
             }
         }
         let mut items = Vec::new();
-        for (w, t) in wanted {
+        for (k, (w, t)) in wanted.iter().enumerate() {
+            if bare.get(k).copied().unwrap_or(false) {
+                let (y, yt, i) = read_once(blk, w).expect("a bare variable is read once");
+                let i = self.atom(&i);
+                let c = match adj.get(&y) {
+                    Some(a) => self.b.var(a, cotangent_type(&yt)),
+                    None => self.zero_ct(&yt),
+                };
+                items.push(self.b.pair(i, c));
+                continue;
+            }
             items.push(match adj.get(w) {
                 Some(a) => self.b.var(a, cotangent_type(t)),
                 None => self.zero_ct(t),
@@ -564,6 +623,49 @@ impl<'b, 'a> Reverse<'b, 'a> {
         }
         let out = self.tuple(items);
         Ok(lets.wrap(self.b, out))
+    }
+
+    /// The zero a bare position starts from: `(0, 0_T)` for an array of T.
+    /// (It fills `bk[0]` of a backward scan, which [`gather_bare`] skips.)
+    fn bare_zero(&mut self, t: &Type) -> ExprId {
+        let Type::Array(el) = t else {
+            unreachable!("bare contributions are to arrays")
+        };
+        let i = self.b.index(0);
+        let z = self.zero_ct(el);
+        self.b.pair(i, z)
+    }
+
+    /// The contributions list of a bare position `k`: the pairs component
+    /// `k` of `arr[j]` holds, j from `from` (a backward scan's `bk[0]` is
+    /// its initial zeros) — `build (length arr - from) (fun j -> π_k arr[j + from])`.
+    fn gather_bare(
+        &mut self,
+        arr: &Name,
+        arr_t: &Type,
+        k: usize,
+        from: i64,
+        in_state: bool,
+    ) -> ExprId {
+        let av = self.b.var(arr, arr_t.clone());
+        let mut count = self.b.length(av);
+        if from != 0 {
+            let from_e = self.b.index(from);
+            count = self.b.prim(Prim::Sub, vec![count, from_e], Type::Index);
+        }
+        self.build_with(count, |me, j| {
+            let av = me.b.var(arr, arr_t.clone());
+            let jv = me.b.var(j, Type::Index);
+            let at = if from == 0 {
+                jv
+            } else {
+                let f = me.b.index(from);
+                me.b.prim(Prim::Add, vec![jv, f], Type::Index)
+            };
+            let e = me.b.get(av, at);
+            let tup = if in_state { me.b.snd(e) } else { e };
+            me.proj(tup, k)
+        })
     }
 
     /// The contributions (operand, its type, cotangent) of one binding whose
@@ -718,6 +820,10 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 let stt = Type::array(Type::pair((**el).clone(), self.tape_type(body)));
                 let mut fvs = free_vars(body);
                 fvs.retain(|(v, t)| v != index && has_doubles(t) && self.active.contains(v));
+                let bare: Vec<bool> = fvs
+                    .iter()
+                    .map(|(v, _)| read_once(body, v).is_some())
+                    .collect();
                 let z = self.zero_ct(el);
                 let nv = self.atom(n);
                 let xv = self.b.var(xb, ct.clone());
@@ -737,7 +843,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 let iv = self.b.var(index, Type::Index);
                 let seed = self.b.get(dv, iv);
                 let (sn, _) = self.bind(&mut l, "seed", seed);
-                let mut r = self.rev(body, Some(sn), &fvs)?;
+                let mut r = self.rev_bare(body, Some(sn), &fvs, &bare)?;
                 // With a single free variable, each element's contribution
                 // is stored bare, so a list can be joined without a gather.
                 let single = fvs.len() == 1;
@@ -753,9 +859,14 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     .prim(Prim::Build, vec![nv, lam], Type::array(pt.clone()));
                 let (cn, ctt) = self.bind(lets, "contribs", contribs);
                 for (k, (v, t)) in fvs.iter().enumerate() {
-                    let total = if single {
+                    let total = if single && bare[k] {
+                        // Bare contributions: the pairs are the list.
+                        self.b.var(&cn, ctt.clone())
+                    } else if single {
                         let cv = self.b.var(&cn, ctt.clone());
                         self.sum_array(cv, t, &cotangent_type(t))
+                    } else if bare[k] {
+                        self.gather_bare(&cn, &ctt, k, 0, false)
                     } else {
                         self.reduce(&cn, &ctt, k, false, t)
                     };
@@ -778,6 +889,10 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 fvs.retain(|(v, t)| {
                     v != index && v != s && has_doubles(t) && self.active.contains(v)
                 });
+                let bare: Vec<bool> = fvs
+                    .iter()
+                    .map(|(v, _)| read_once(body, v).is_some())
+                    .collect();
                 let sct = cotangent_type(sty);
                 // Dense state cotangents (an iscan's result is an array).
                 let dense = if *kind == LoopKind::IScan {
@@ -801,7 +916,17 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     }
                     None => self.b.var(xb, ct.clone()),
                 };
-                let zeros: Vec<ExprId> = fvs.iter().map(|(_, t)| self.zero_ct(t)).collect();
+                let zeros: Vec<ExprId> = fvs
+                    .iter()
+                    .zip(&bare)
+                    .map(|((_, t), b)| {
+                        if *b {
+                            self.bare_zero(t)
+                        } else {
+                            self.zero_ct(t)
+                        }
+                    })
+                    .collect();
                 let zeros = self.tuple(zeros);
                 let init = self.b.pair(init_state, zeros);
                 let acc_t = self.b.ty(init);
@@ -834,7 +959,9 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 self.restore(body, tape, &mut l);
                 let mut wanted = vec![(s.clone(), sty.clone())];
                 wanted.extend(fvs.iter().cloned());
-                let r = self.rev(body, Some(sbn), &wanted)?;
+                let mut wanted_bare = vec![false];
+                wanted_bare.extend(bare.iter().copied());
+                let r = self.rev_bare(body, Some(sbn), &wanted, &wanted_bare)?;
                 let (rn, rt) = self.bind(&mut l, "r", r);
                 let rv = self.b.var(&rn, rt.clone());
                 let mut new_sb = self.b.fst(rv);
@@ -864,7 +991,11 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     out.push((zn.clone(), zt.clone(), c, Zero::No));
                 }
                 for (k, (v, t)) in fvs.iter().enumerate() {
-                    let total = self.reduce(&bn, &bt, k, true, t);
+                    let total = if bare[k] {
+                        self.gather_bare(&bn, &bt, k, 1, true)
+                    } else {
+                        self.reduce(&bn, &bt, k, true, t)
+                    };
                     out.push((v.clone(), t.clone(), total, Zero::No));
                 }
             }

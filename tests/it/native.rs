@@ -1269,3 +1269,32 @@ fn reads_at_a_loops_own_length_skip_only_their_own_test() {
     let ragged = Value::array(vec![a.clone(), short.clone(), a.clone()]);
     assert_eq!(native_error(src, "nested", &[ragged]), oob(2, 2));
 }
+
+/// Bare contributions (spec/ad-reverse.md): an array read once at the top
+/// of a loop body, `a[i]`, contributes one pair `(i, ā)` per element or
+/// iteration, which the backward loop stores bare; the list of
+/// contributions is the array of those pairs, so the dot product's reverse
+/// program joins nothing (it joined one one-element list per read). Native
+/// and evaluator agree for each loop kind, an element that gets no
+/// cotangent (a read only compared), and a read at a constant index.
+#[test]
+fn arrays_read_once_in_a_loop_contribute_bare_pairs() {
+    let src = "let dot (a: Vector) (b: Vector) = ifold (fun s i -> s + a[i] * b[i]) 0.0 (length a)\n\
+               let scan (a: Vector) = iscan (fun s i -> s * a[i]) 1.0 (length a)\n\
+               let elems (a: Vector) (b: Vector) = build (length a) (fun i -> a[i] * b[0])\n\
+               let unused (a: Vector) = ifold (fun s i -> let x = a[i] in if x > 0.0 then s + 1.0 else s * 2.0) 0.5 (length a)\n";
+    let (a, b) = (vector(&[1.5, -2.0, 3.0]), vector(&[0.5, 4.0, -1.0]));
+    for (f, p, args) in [
+        ("dot", "a", vec![a.clone(), b.clone()]),
+        ("dot", "b", vec![a.clone(), b.clone()]),
+        ("scan", "a", vec![a.clone()]),
+        ("elems", "a", vec![a.clone(), b.clone()]),
+        ("elems", "b", vec![a.clone(), b.clone()]),
+        ("unused", "a", vec![a.clone()]),
+    ] {
+        assert_eq!(gradient_programs_agree(src, f, p, &args), 2, "{f}/{p}");
+    }
+    let rev = pipeline::reverse_derivative(src, "dot", "a").expect("reverse mode");
+    let text = fsmooth::syntax::print_program(&rev.rev.program);
+    assert!(!text.contains("concat"), "{text}");
+}

@@ -101,6 +101,40 @@ fn fv_block(b: &Block, bound: &mut Vec<Name>, out: &mut Vec<(Name, Type)>) {
     bound.truncate(mark);
 }
 
+/// A simple binding that `restore` recomputes instead of reading from the
+/// tape (spec/ad-reverse.md §4.1, "Recomputed bindings"): a read, a
+/// length, a projection, a pair, or one of the arithmetic and comparison
+/// operators that cost about as much as the tape traffic they replace.
+/// Its operands are in scope wherever the block is restored, it cannot be
+/// ⊥ there (the forward sweep computed it from the same values), and it
+/// gives the same bits; each restore recomputes it once, so the gradient
+/// stays within a constant factor of the function.
+fn recomputed(bd: &Binding) -> bool {
+    matches!(
+        &bd.rhs,
+        Rhs::Prim(
+            Prim::Add
+                | Prim::Sub
+                | Prim::Mul
+                | Prim::Neg
+                | Prim::Lt
+                | Prim::Gt
+                | Prim::Le
+                | Prim::Ge
+                | Prim::Eq
+                | Prim::Ne
+                | Prim::Not
+                | Prim::ToDouble
+                | Prim::Get
+                | Prim::Length
+                | Prim::Pair
+                | Prim::Fst
+                | Prim::Snd,
+            _
+        )
+    )
+}
+
 /// How often the variable `x` occurs in `b`, nested blocks included
 /// (names are bound once in the normal form, so every occurrence is `x`).
 fn occurrences(b: &Block, x: &Name) -> usize {
@@ -283,10 +317,11 @@ impl<'b, 'a> Reverse<'b, 'a> {
         }
     }
 
-    /// The tape type of a block: (entry₁, (entry₂, … false)).
+    /// The tape type of a block: (entry₁, (entry₂, … false)), over the
+    /// bindings that are not [`recomputed`].
     fn tape_type(&self, blk: &Block) -> Type {
         let mut t = Type::Bool;
-        for bd in blk.binds.iter().rev() {
+        for bd in blk.binds.iter().rev().filter(|bd| !recomputed(bd)) {
             t = Type::pair(self.entry_type(bd), t);
         }
         t
@@ -385,7 +420,9 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 Rhs::Prim(..) | Rhs::Array(_) => {
                     let v = self.simple_rhs(bd);
                     lets.0.push((bd.name.clone(), v));
-                    entries.push(bd.name.clone());
+                    if !recomputed(bd) {
+                        entries.push((bd.name.clone(), bd));
+                    }
                 }
                 Rhs::If(c, t, f) => {
                     let (tt, tf) = (self.tape_type(t), self.tape_type(f));
@@ -419,7 +456,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     let ev = self.b.var(&en, et);
                     let x = self.b.fst(ev);
                     lets.0.push((bd.name.clone(), x));
-                    entries.push(en);
+                    entries.push((en, bd));
                 }
                 Rhs::Loop {
                     kind,
@@ -490,12 +527,12 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     let tv = self.b.var(&tn, tt);
                     let entry = self.b.pair(xv, tv);
                     let (en, _) = self.bind(&mut lets, "e", entry);
-                    entries.push(en);
+                    entries.push((en, bd));
                 }
             }
         }
         let mut tape = self.b.add(Expr::Lit(Lit::Bool(false)), Type::Bool);
-        for (en, bd) in entries.iter().zip(&blk.binds).rev() {
+        for (en, bd) in entries.iter().rev() {
             let et = self.entry_type(bd);
             let v = self.b.var(en, et);
             tape = self.b.pair(v, tape);
@@ -509,6 +546,12 @@ impl<'b, 'a> Reverse<'b, 'a> {
     fn restore(&mut self, blk: &Block, tape: ExprId, lets: &mut Lets) {
         let (mut tn, mut tt) = self.bind(lets, "tp", tape);
         for bd in &blk.binds {
+            if recomputed(bd) {
+                // Its operands are restored or recomputed already.
+                let v = self.simple_rhs(bd);
+                lets.0.push((bd.name.clone(), v));
+                continue;
+            }
             let et = self.entry_type(bd);
             let tv = self.b.var(&tn, tt.clone());
             let entry = self.b.fst(tv);

@@ -18,7 +18,7 @@
 //! Nothing is recomputed, so the gradient costs a constant factor more
 //! than the function, whatever the sizes (the cheap-gradient criterion).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use super::AdError;
@@ -176,6 +176,8 @@ pub(super) struct Reverse<'b, 'a> {
     /// keeps an infinite partial of an unrelated operand (sqrt at 0) from
     /// making the gradient ⊥.
     active: std::collections::HashSet<Name>,
+    /// The names `restore` recomputes (§4.1), left out where unused.
+    recomputed: HashSet<Name>,
 }
 
 /// Marks the variables of `blk` that depend on an already active one.
@@ -225,6 +227,35 @@ impl Lets {
         }
         body
     }
+
+    /// [`wrap`](Lets::wrap), leaving out every binding named in `optional`
+    /// that nothing inside it mentions: a recomputed binding (§4.1) that
+    /// the reverse sweep does not read is not recomputed.
+    fn wrap_live(self, b: &mut Builder<'_>, mut body: ExprId, optional: &HashSet<Name>) -> ExprId {
+        let mut used = HashSet::new();
+        mentioned(b.prog, body, &mut used);
+        for (n, v) in self.0.into_iter().rev() {
+            if optional.contains(&n) && !used.contains(&n) {
+                continue;
+            }
+            mentioned(b.prog, v, &mut used);
+            body = b.let_(n, v, body);
+        }
+        body
+    }
+}
+
+/// Every variable name `e` mentions, bound or free. (A superset of its
+/// free variables: enough to tell that a name is certainly unused.)
+fn mentioned(prog: &crate::ir::Program, e: ExprId, out: &mut HashSet<Name>) {
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
+        let x = prog.expr(e);
+        if let Expr::Var(n) = x {
+            out.insert(n.clone());
+        }
+        stack.extend(x.children());
+    }
 }
 
 impl<'b, 'a> Reverse<'b, 'a> {
@@ -233,6 +264,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
             b,
             subtapes: HashMap::new(),
             active: std::collections::HashSet::new(),
+            recomputed: HashSet::new(),
         }
     }
 
@@ -550,6 +582,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 // Its operands are restored or recomputed already.
                 let v = self.simple_rhs(bd);
                 lets.0.push((bd.name.clone(), v));
+                self.recomputed.insert(bd.name.clone());
                 continue;
             }
             let et = self.entry_type(bd);
@@ -833,7 +866,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     let tape = if first { me.b.fst(sv) } else { me.b.snd(sv) };
                     me.restore(blk, tape, &mut l);
                     let r = me.rev(blk, Some(xb.clone()), &fvs)?;
-                    Ok(l.wrap(me.b, r))
+                    Ok(l.wrap_live(me.b, r, &me.recomputed))
                 };
                 let tr = branch(self, t, true)?;
                 let fr = branch(self, f, false)?;
@@ -893,7 +926,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 if single {
                     r = self.proj(r, 0);
                 }
-                let per = l.wrap(self.b, r);
+                let per = l.wrap_live(self.b, r, &self.recomputed);
                 let lam = self.b.lam(index.clone(), Type::Index, per);
                 let nv = self.atom(n);
                 let pt = self.b.ty(lam).fun_result();
@@ -1017,7 +1050,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 let rv = self.b.var(&rn, rt);
                 let rest = self.b.snd(rv);
                 let step = self.b.pair(new_sb, rest);
-                let body_e = l.wrap(self.b, step);
+                let body_e = l.wrap_live(self.b, step, &self.recomputed);
                 let lam_k = self.b.lam(k, Type::Index, body_e);
                 let f = self.b.lam(acc, acc_t.clone(), lam_k);
                 let nv = self.atom(n);
@@ -1167,6 +1200,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                             b,
                             subtapes: HashMap::new(),
                             active: std::collections::HashSet::new(),
+                            recomputed: HashSet::new(),
                         };
                         let av = me.b.var(&an, at.clone());
                         let jv = me.b.var(j, Type::Index);
@@ -1202,6 +1236,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                         b,
                         subtapes: HashMap::new(),
                         active: std::collections::HashSet::new(),
+                        recomputed: HashSet::new(),
                     };
                     let wv = me.b.var(&wn, wt.clone());
                     let jv = me.b.var(j, Type::Index);
@@ -1271,7 +1306,7 @@ pub(super) fn reverse_program(
     let gd = r.dense(g, pv, &pt);
     let vv = r.b.var(&vn, vt);
     let out = r.b.pair(vv, gd);
-    let mut e = lets.wrap(r.b, out);
+    let mut e = lets.wrap_live(r.b, out, &r.recomputed);
     if seed {
         let t = Type::fun(result_t.clone(), r.b.ty(e));
         e = r.b.add(

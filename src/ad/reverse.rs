@@ -15,8 +15,12 @@
 //! reading `v[i]` in a loop contributes one pair rather than a dense
 //! one-hot array (seed 002 §4.3.4); lists are joined by `concat` and
 //! turned dense, once, by `accum`. Index and Bool carry placeholders.
-//! Nothing is recomputed, so the gradient costs a constant factor more
-//! than the function, whatever the sizes (the cheap-gradient criterion).
+//! Only O(1) primitives are recomputed (reads, `+ − *`, comparisons,
+//! pairs, projections: §4.1 "Recomputed bindings"), each once per restore,
+//! so the gradient costs a constant factor more than the function,
+//! whatever the sizes (the cheap-gradient criterion). An array read once
+//! in a loop body contributes a bare pair per iteration ("Bare
+//! contributions").
 
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -155,7 +159,7 @@ fn occurrences(b: &Block, x: &Name) -> usize {
 /// `Some((y, T, i))` when the array `w` occurs in `b` exactly once, as
 /// `y = w[i]` at the top level of `b` (with `y : T`): then `w`'s cotangent
 /// from `b` is the one pair `(i, ȳ)` (R-Get), which a loop stores bare.
-pub(super) fn read_once(b: &Block, w: &Name) -> Option<(Name, Type, Atom)> {
+fn read_once(b: &Block, w: &Name) -> Option<(Name, Type, Atom)> {
     if occurrences(b, w) != 1 {
         return None;
     }

@@ -180,8 +180,10 @@ pub(super) struct Reverse<'b, 'a> {
     /// keeps an infinite partial of an unrelated operand (sqrt at 0) from
     /// making the gradient ⊥.
     active: std::collections::HashSet<Name>,
-    /// The names `restore` recomputes (§4.1), left out where unused.
-    recomputed: HashSet<Name>,
+    /// The names `restore` binds: tape projections, reads of tapes at
+    /// their own indices and recomputed bindings (§4.1), none of which can
+    /// be ⊥, so each is left out where nothing mentions it.
+    restored: HashSet<Name>,
 }
 
 /// Marks the variables of `blk` that depend on an already active one.
@@ -233,8 +235,8 @@ impl Lets {
     }
 
     /// [`wrap`](Lets::wrap), leaving out every binding named in `optional`
-    /// that nothing inside it mentions: a recomputed binding (§4.1) that
-    /// the reverse sweep does not read is not recomputed.
+    /// that nothing inside it mentions: a value `restore` would read from
+    /// the tape or recompute (§4.1) that the reverse sweep does not use.
     fn wrap_live(self, b: &mut Builder<'_>, mut body: ExprId, optional: &HashSet<Name>) -> ExprId {
         let mut used = HashSet::new();
         mentioned(b.prog, body, &mut used);
@@ -268,7 +270,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
             b,
             subtapes: HashMap::new(),
             active: std::collections::HashSet::new(),
-            recomputed: HashSet::new(),
+            restored: HashSet::new(),
         }
     }
 
@@ -580,13 +582,13 @@ impl<'b, 'a> Reverse<'b, 'a> {
 
     /// Lets that rebind a block's variables (and sub-tapes) from its tape.
     fn restore(&mut self, blk: &Block, tape: ExprId, lets: &mut Lets) {
+        let start = lets.0.len();
         let (mut tn, mut tt) = self.bind(lets, "tp", tape);
         for bd in &blk.binds {
             if recomputed(bd) {
                 // Its operands are restored or recomputed already.
                 let v = self.simple_rhs(bd);
                 lets.0.push((bd.name.clone(), v));
-                self.recomputed.insert(bd.name.clone());
                 continue;
             }
             let et = self.entry_type(bd);
@@ -608,6 +610,9 @@ impl<'b, 'a> Reverse<'b, 'a> {
             let tv = self.b.var(&tn, tt.clone());
             let rest = self.b.snd(tv);
             (tn, tt) = self.bind(lets, "tp", rest);
+        }
+        for (n, _) in &lets.0[start..] {
+            self.restored.insert(n.clone());
         }
     }
 
@@ -870,7 +875,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     let tape = if first { me.b.fst(sv) } else { me.b.snd(sv) };
                     me.restore(blk, tape, &mut l);
                     let r = me.rev(blk, Some(xb.clone()), &fvs)?;
-                    Ok(l.wrap_live(me.b, r, &me.recomputed))
+                    Ok(l.wrap_live(me.b, r, &me.restored))
                 };
                 let tr = branch(self, t, true)?;
                 let fr = branch(self, f, false)?;
@@ -930,7 +935,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 if single {
                     r = self.proj(r, 0);
                 }
-                let per = l.wrap_live(self.b, r, &self.recomputed);
+                let per = l.wrap_live(self.b, r, &self.restored);
                 let lam = self.b.lam(index.clone(), Type::Index, per);
                 let nv = self.atom(n);
                 let pt = self.b.ty(lam).fun_result();
@@ -1030,6 +1035,8 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 let e = self.b.get(sv, iv);
                 let s_i = self.b.fst(e);
                 l.0.push((s.clone(), s_i));
+                // Like the restored values: in bounds, left out if unused.
+                self.restored.insert(s.clone());
                 let sv = self.b.var(&st, stt.clone());
                 let iv = self.b.var(index, Type::Index);
                 let one = self.b.index(1);
@@ -1054,7 +1061,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 let rv = self.b.var(&rn, rt);
                 let rest = self.b.snd(rv);
                 let step = self.b.pair(new_sb, rest);
-                let body_e = l.wrap_live(self.b, step, &self.recomputed);
+                let body_e = l.wrap_live(self.b, step, &self.restored);
                 let lam_k = self.b.lam(k, Type::Index, body_e);
                 let f = self.b.lam(acc, acc_t.clone(), lam_k);
                 let nv = self.atom(n);
@@ -1204,7 +1211,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                             b,
                             subtapes: HashMap::new(),
                             active: std::collections::HashSet::new(),
-                            recomputed: HashSet::new(),
+                            restored: HashSet::new(),
                         };
                         let av = me.b.var(&an, at.clone());
                         let jv = me.b.var(j, Type::Index);
@@ -1240,7 +1247,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                         b,
                         subtapes: HashMap::new(),
                         active: std::collections::HashSet::new(),
-                        recomputed: HashSet::new(),
+                        restored: HashSet::new(),
                     };
                     let wv = me.b.var(&wn, wt.clone());
                     let jv = me.b.var(j, Type::Index);
@@ -1310,7 +1317,7 @@ pub(super) fn reverse_program(
     let gd = r.dense(g, pv, &pt);
     let vv = r.b.var(&vn, vt);
     let out = r.b.pair(vv, gd);
-    let mut e = lets.wrap_live(r.b, out, &r.recomputed);
+    let mut e = lets.wrap_live(r.b, out, &r.restored);
     if seed {
         let t = Type::fun(result_t.clone(), r.b.ty(e));
         e = r.b.add(

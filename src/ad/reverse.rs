@@ -156,10 +156,14 @@ fn occurrences(b: &Block, x: &Name) -> usize {
     n
 }
 
+/// The read `y = w[i]` (with `y : T`) that is the only occurrence of an
+/// array `w` in a block.
+type ReadOnce = (Name, Type, Atom);
+
 /// `Some((y, T, i))` when the array `w` occurs in `b` exactly once, as
 /// `y = w[i]` at the top level of `b` (with `y : T`): then `w`'s cotangent
 /// from `b` is the one pair `(i, ȳ)` (R-Get), which a loop stores bare.
-fn read_once(b: &Block, w: &Name) -> Option<(Name, Type, Atom)> {
+fn read_once(b: &Block, w: &Name) -> Option<ReadOnce> {
     if occurrences(b, w) != 1 {
         return None;
     }
@@ -644,8 +648,8 @@ impl<'b, 'a> Reverse<'b, 'a> {
         self.rev_bare(blk, seed, wanted, &[])
     }
 
-    /// [`rev`], except that a wanted array read once in `blk` (`bare[k]`,
-    /// see [`read_once`]) gets its one contribution as a bare pair
+    /// [`rev`], except that a wanted array read once in `blk` (`bare[k]`
+    /// is its [`read_once`]) gets its one contribution as a bare pair
     /// `(i, ȳ)` rather than the list `[(i, ȳ)]` (ȳ is `0` when the element
     /// received no cotangent): a loop then stores pairs, and its list of
     /// contributions is their array, with nothing to allocate per
@@ -655,9 +659,14 @@ impl<'b, 'a> Reverse<'b, 'a> {
         blk: &Block,
         seed: Option<Name>,
         wanted: &[(Name, Type)],
-        bare: &[bool],
+        bare: &[Option<ReadOnce>],
     ) -> Result<ExprId, AdError> {
-        let is_bare = |y: &Name| wanted.iter().zip(bare).any(|((w, _), b)| *b && w == y);
+        let is_bare = |y: &Name| {
+            wanted
+                .iter()
+                .zip(bare)
+                .any(|((w, _), b)| b.is_some() && w == y)
+        };
         let mut lets = Lets(Vec::new());
         let mut adj: HashMap<Name, Name> = HashMap::new();
         // Which parts of each adjoint are structural zeros.
@@ -691,12 +700,11 @@ impl<'b, 'a> Reverse<'b, 'a> {
         }
         let mut items = Vec::new();
         for (k, (w, t)) in wanted.iter().enumerate() {
-            if bare.get(k).copied().unwrap_or(false) {
-                let (y, yt, i) = read_once(blk, w).expect("a bare variable is read once");
-                let i = self.atom(&i);
-                let c = match adj.get(&y) {
-                    Some(a) => self.b.var(a, cotangent_type(&yt)),
-                    None => self.zero_ct(&yt),
+            if let Some(Some((y, yt, i))) = bare.get(k) {
+                let i = self.atom(i);
+                let c = match adj.get(y) {
+                    Some(a) => self.b.var(a, cotangent_type(yt)),
+                    None => self.zero_ct(yt),
                 };
                 items.push(self.b.pair(i, c));
                 continue;
@@ -905,10 +913,8 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 let stt = Type::array(Type::pair((**el).clone(), self.tape_type(body)));
                 let mut fvs = free_vars(body);
                 fvs.retain(|(v, t)| v != index && has_doubles(t) && self.active.contains(v));
-                let bare: Vec<bool> = fvs
-                    .iter()
-                    .map(|(v, _)| read_once(body, v).is_some())
-                    .collect();
+                let bare: Vec<Option<ReadOnce>> =
+                    fvs.iter().map(|(v, _)| read_once(body, v)).collect();
                 let z = self.zero_ct(el);
                 let nv = self.atom(n);
                 let xv = self.b.var(xb, ct.clone());
@@ -944,13 +950,13 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     .prim(Prim::Build, vec![nv, lam], Type::array(pt.clone()));
                 let (cn, ctt) = self.bind(lets, "contribs", contribs);
                 for (k, (v, t)) in fvs.iter().enumerate() {
-                    let total = if single && bare[k] {
+                    let total = if single && bare[k].is_some() {
                         // Bare contributions: the pairs are the list.
                         self.b.var(&cn, ctt.clone())
                     } else if single {
                         let cv = self.b.var(&cn, ctt.clone());
                         self.sum_array(cv, t, &cotangent_type(t))
-                    } else if bare[k] {
+                    } else if bare[k].is_some() {
                         self.gather_bare(&cn, &ctt, k, 0, false)
                     } else {
                         self.reduce(&cn, &ctt, k, false, t)
@@ -974,10 +980,8 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 fvs.retain(|(v, t)| {
                     v != index && v != s && has_doubles(t) && self.active.contains(v)
                 });
-                let bare: Vec<bool> = fvs
-                    .iter()
-                    .map(|(v, _)| read_once(body, v).is_some())
-                    .collect();
+                let bare: Vec<Option<ReadOnce>> =
+                    fvs.iter().map(|(v, _)| read_once(body, v)).collect();
                 let sct = cotangent_type(sty);
                 // Dense state cotangents (an iscan's result is an array).
                 let dense = if *kind == LoopKind::IScan {
@@ -1005,7 +1009,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     .iter()
                     .zip(&bare)
                     .map(|((_, t), b)| {
-                        if *b {
+                        if b.is_some() {
                             self.bare_zero(t)
                         } else {
                             self.zero_ct(t)
@@ -1046,8 +1050,8 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 self.restore(body, tape, &mut l);
                 let mut wanted = vec![(s.clone(), sty.clone())];
                 wanted.extend(fvs.iter().cloned());
-                let mut wanted_bare = vec![false];
-                wanted_bare.extend(bare.iter().copied());
+                let mut wanted_bare = vec![None];
+                wanted_bare.extend(bare.iter().cloned());
                 let r = self.rev_bare(body, Some(sbn), &wanted, &wanted_bare)?;
                 let (rn, rt) = self.bind(&mut l, "r", r);
                 let rv = self.b.var(&rn, rt.clone());
@@ -1078,7 +1082,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     out.push((zn.clone(), zt.clone(), c, Zero::No));
                 }
                 for (k, (v, t)) in fvs.iter().enumerate() {
-                    let total = if bare[k] {
+                    let total = if bare[k].is_some() {
                         self.gather_bare(&bn, &bt, k, 1, true)
                     } else {
                         self.reduce(&bn, &bt, k, true, t)

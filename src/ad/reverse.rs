@@ -4,7 +4,8 @@
 //! - `fwd(B)`: the block's computation returning `(result, tape)`, where the
 //!   tape holds every value the block binds and, for loops and conditionals,
 //!   the tapes of their bodies (a `build` keeps one tape per element, an
-//!   `ifold` or `iscan` one per iteration via `iscan`);
+//!   `ifold` or `iscan` one per iteration via `iscan`; a loop whose body
+//!   binds only recomputed values, none, when its reverse needs none);
 //! - `rev(B, ȳ)`: with the block's values restored from its tape, the
 //!   cotangents of the block's free variables, given the cotangent ȳ of its
 //!   result: the bindings are visited last to first and each one's rule
@@ -20,7 +21,8 @@
 //! so the gradient costs a constant factor more than the function,
 //! whatever the sizes (the cheap-gradient criterion). An array read once
 //! in a loop body contributes a bare pair per iteration ("Bare
-//! contributions").
+//! contributions"). A fold whose state only accumulates sums runs
+//! backwards as a map over its iterations (R-IFold-Linear).
 
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -173,6 +175,60 @@ fn read_once(b: &Block, w: &Name) -> Option<ReadOnce> {
         }
         _ => None,
     })
+}
+
+/// R-IFold-Linear: whether a fold's state `s` reaches the body's result
+/// through additions alone — `y₁ = s + a` (or `a + s`, `s - a`), then
+/// `y₂ = y₁ + b`, …, the last one the result — each name on the path
+/// occurring exactly once in the body. Then the cotangent of `s` is that
+/// of the result: every iteration runs backwards from the same cotangent,
+/// x̄, and none needs the state's value (an addition's partials are
+/// constants), so the backward loop is a map (spec/ad-reverse.md §5).
+fn linear_state(body: &Block, s: &Name, sty: &Type) -> bool {
+    if *sty != Type::Double {
+        return false;
+    }
+    let mut v = s;
+    loop {
+        if occurrences(body, v) != 1 {
+            return false;
+        }
+        if body.result.var() == Some(v) {
+            return true;
+        }
+        let next = body.binds.iter().find_map(|bd| match &bd.rhs {
+            Rhs::Prim(Prim::Add, args) if args.iter().any(|a| a.var() == Some(v)) => Some(&bd.name),
+            Rhs::Prim(Prim::Sub, args) if args[0].var() == Some(v) => Some(&bd.name),
+            _ => None,
+        });
+        match next {
+            Some(n) => v = n,
+            None => return false,
+        }
+    }
+}
+
+/// A loop that keeps no per-iteration tape (spec/ad-reverse.md §4.1):
+/// its body binds only recomputed values, so no iteration has a tape, and
+/// it is a `build` (whose reverse restores element i from i alone) or a
+/// fold whose state is linear (R-IFold-Linear, whose reverse needs no
+/// state). The forward sweep runs it plainly and tapes its result like a
+/// primitive's.
+fn untaped(bd: &Binding) -> bool {
+    match &bd.rhs {
+        Rhs::Loop {
+            kind: LoopKind::Build,
+            body,
+            ..
+        } => body.binds.iter().all(recomputed),
+        Rhs::Loop {
+            kind: LoopKind::IFold,
+            state: Some((_, s, sty)),
+            body,
+            ..
+        } => body.binds.iter().all(recomputed) && linear_state(body, s, sty),
+        _ => false,
+    }
 }
 
 pub(super) struct Reverse<'b, 'a> {
@@ -372,6 +428,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
     fn entry_type(&self, bd: &Binding) -> Type {
         match &bd.rhs {
             Rhs::Prim(..) | Rhs::Array(_) => bd.ty.clone(),
+            _ if untaped(bd) => bd.ty.clone(),
             Rhs::If(_, t, f) => Type::pair(
                 bd.ty.clone(),
                 Type::pair(self.tape_type(t), self.tape_type(f)),
@@ -411,46 +468,49 @@ impl<'b, 'a> Reverse<'b, 'a> {
     pub fn plain(&mut self, blk: &Block) -> ExprId {
         let mut lets = Lets(Vec::new());
         for bd in &blk.binds {
-            let v = match &bd.rhs {
-                Rhs::Prim(..) | Rhs::Array(_) => self.simple_rhs(bd),
-                Rhs::If(c, t, f) => {
-                    let c = self.atom(c);
-                    let t = self.plain(t);
-                    let f = self.plain(f);
-                    self.b.if_(c, t, f)
-                }
-                Rhs::Loop {
-                    kind,
-                    n,
-                    state,
-                    index,
-                    body,
-                } => {
-                    let n = self.atom(n);
-                    let pb = self.plain(body);
-                    let lam = self.b.lam(index.clone(), Type::Index, pb);
-                    match (kind, state) {
-                        (LoopKind::Build, _) => {
-                            self.b.prim(Prim::Build, vec![n, lam], bd.ty.clone())
-                        }
-                        (k, Some((z, s, st))) => {
-                            let f = self.b.lam(s.clone(), st.clone(), lam);
-                            let z = self.atom(z);
-                            let op = if *k == LoopKind::IFold {
-                                Prim::IFold
-                            } else {
-                                Prim::IScan
-                            };
-                            self.b.prim(op, vec![f, z, n], bd.ty.clone())
-                        }
-                        _ => unreachable!("folds have a state"),
-                    }
-                }
-            };
+            let v = self.plain_rhs(bd);
             lets.0.push((bd.name.clone(), v));
         }
         let r = self.atom(&blk.result);
         lets.wrap(self.b, r)
+    }
+
+    /// One binding's right-hand side, computed plainly (no tape).
+    fn plain_rhs(&mut self, bd: &Binding) -> ExprId {
+        match &bd.rhs {
+            Rhs::Prim(..) | Rhs::Array(_) => self.simple_rhs(bd),
+            Rhs::If(c, t, f) => {
+                let c = self.atom(c);
+                let t = self.plain(t);
+                let f = self.plain(f);
+                self.b.if_(c, t, f)
+            }
+            Rhs::Loop {
+                kind,
+                n,
+                state,
+                index,
+                body,
+            } => {
+                let n = self.atom(n);
+                let pb = self.plain(body);
+                let lam = self.b.lam(index.clone(), Type::Index, pb);
+                match (kind, state) {
+                    (LoopKind::Build, _) => self.b.prim(Prim::Build, vec![n, lam], bd.ty.clone()),
+                    (k, Some((z, s, st))) => {
+                        let f = self.b.lam(s.clone(), st.clone(), lam);
+                        let z = self.atom(z);
+                        let op = if *k == LoopKind::IFold {
+                            Prim::IFold
+                        } else {
+                            Prim::IScan
+                        };
+                        self.b.prim(op, vec![f, z, n], bd.ty.clone())
+                    }
+                    _ => unreachable!("folds have a state"),
+                }
+            }
+        }
     }
 
     /// fwd(B): `(result, tape)`.
@@ -465,6 +525,11 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     if !recomputed(bd) {
                         entries.push((bd.name.clone(), bd));
                     }
+                }
+                _ if untaped(bd) => {
+                    let v = self.plain_rhs(bd);
+                    lets.0.push((bd.name.clone(), v));
+                    entries.push((bd.name.clone(), bd));
                 }
                 Rhs::If(c, t, f) => {
                     let (tt, tf) = (self.tape_type(t), self.tape_type(f));
@@ -600,6 +665,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
             let entry = self.b.fst(tv);
             match &bd.rhs {
                 Rhs::Prim(..) | Rhs::Array(_) => lets.0.push((bd.name.clone(), entry)),
+                _ if untaped(bd) => lets.0.push((bd.name.clone(), entry)),
                 _ => {
                     let (en, _) = self.bind(lets, "e", entry);
                     let ev = self.b.var(&en, et.clone());
@@ -906,11 +972,14 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 // R-Build: the cotangent list becomes dense once; each
                 // element's body runs backwards on its own tape; the
                 // contributions are summed (doubles) or joined (lists).
-                let st = self.subtapes[&bd.name].clone();
                 let Type::Array(el) = &bd.ty else {
                     unreachable!("build has an array type")
                 };
-                let stt = Type::array(Type::pair((**el).clone(), self.tape_type(body)));
+                // An untaped build's elements restore from nothing.
+                let st = (!untaped(bd)).then(|| {
+                    let stt = Type::array(Type::pair((**el).clone(), self.tape_type(body)));
+                    (self.subtapes[&bd.name].clone(), stt)
+                });
                 let mut fvs = free_vars(body);
                 fvs.retain(|(v, t)| v != index && has_doubles(t) && self.active.contains(v));
                 let bare: Vec<Option<ReadOnce>> =
@@ -925,43 +994,60 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 );
                 let (dn, dt) = self.bind(lets, "dense", dense);
                 let mut l = Lets(Vec::new());
-                let sv = self.b.var(&st, stt.clone());
-                let iv = self.b.var(index, Type::Index);
-                let e = self.b.get(sv, iv);
-                let tape = self.b.snd(e);
+                let tape = match st {
+                    Some((st, stt)) => {
+                        let sv = self.b.var(&st, stt);
+                        let iv = self.b.var(index, Type::Index);
+                        let e = self.b.get(sv, iv);
+                        self.b.snd(e)
+                    }
+                    None => self.b.add(Expr::Lit(Lit::Bool(false)), Type::Bool),
+                };
                 self.restore(body, tape, &mut l);
                 let dv = self.b.var(&dn, dt.clone());
                 let iv = self.b.var(index, Type::Index);
                 let seed = self.b.get(dv, iv);
                 let (sn, _) = self.bind(&mut l, "seed", seed);
-                let mut r = self.rev_bare(body, Some(sn), &fvs, &bare)?;
-                // With a single free variable, each element's contribution
-                // is stored bare, so a list can be joined without a gather.
-                let single = fvs.len() == 1;
-                if single {
-                    r = self.proj(r, 0);
-                }
-                let per = l.wrap_live(self.b, r, &self.restored);
-                let lam = self.b.lam(index.clone(), Type::Index, per);
-                let nv = self.atom(n);
-                let pt = self.b.ty(lam).fun_result();
-                let contribs = self
-                    .b
-                    .prim(Prim::Build, vec![nv, lam], Type::array(pt.clone()));
-                let (cn, ctt) = self.bind(lets, "contribs", contribs);
-                for (k, (v, t)) in fvs.iter().enumerate() {
-                    let total = if single && bare[k].is_some() {
-                        // Bare contributions: the pairs are the list.
-                        self.b.var(&cn, ctt.clone())
-                    } else if single {
-                        let cv = self.b.var(&cn, ctt.clone());
-                        self.sum_array(cv, t, &cotangent_type(t))
-                    } else if bare[k].is_some() {
-                        self.gather_bare(&cn, &ctt, k, 0, false)
-                    } else {
-                        self.reduce(&cn, &ctt, k, false, t)
-                    };
-                    out.push((v.clone(), t.clone(), total, Zero::No));
+                self.map_contributions(body, n, index, l, &sn, &fvs, &bare, lets, &mut out)?;
+            }
+            Rhs::Loop {
+                kind: LoopKind::IFold,
+                n,
+                state: Some((z, s, sty)),
+                index,
+                body,
+            } if linear_state(body, s, sty) => {
+                // R-IFold-Linear: every iteration's state cotangent is x̄,
+                // so the iterations run backwards independently, as the
+                // elements of a `build` (in increasing order), from x̄.
+                let mut fvs = free_vars(body);
+                fvs.retain(|(v, t)| {
+                    v != index && v != s && has_doubles(t) && self.active.contains(v)
+                });
+                let bare: Vec<Option<ReadOnce>> =
+                    fvs.iter().map(|(v, _)| read_once(body, v)).collect();
+                let mut l = Lets(Vec::new());
+                let tape = if untaped(bd) {
+                    // Nothing to restore but recomputed bindings; those on
+                    // the state's path are unused, so left out, and the
+                    // state itself is never needed.
+                    self.b.add(Expr::Lit(Lit::Bool(false)), Type::Bool)
+                } else {
+                    let st = self.subtapes[&bd.name].clone();
+                    let stt = Type::array(Type::pair(sty.clone(), self.tape_type(body)));
+                    let sv = self.b.var(&st, stt);
+                    let iv = self.b.var(index, Type::Index);
+                    let one = self.b.index(1);
+                    let ip1 = self.b.prim(Prim::Add, vec![iv, one], Type::Index);
+                    let e = self.b.get(sv, ip1);
+                    self.b.snd(e)
+                };
+                self.restore(body, tape, &mut l);
+                self.map_contributions(body, n, index, l, xb, &fvs, &bare, lets, &mut out)?;
+                // z̄ ⊕= x̄, the state cotangent before the first iteration.
+                if let Atom::Var(zn, zt) = z {
+                    let c = self.b.var(xb, ct.clone());
+                    out.push((zn.clone(), zt.clone(), c, Zero::No));
                 }
             }
             Rhs::Loop {
@@ -1093,6 +1179,55 @@ impl<'b, 'a> Reverse<'b, 'a> {
             Rhs::Loop { .. } => unreachable!("folds have a state"),
         }
         Ok(out)
+    }
+
+    /// The tail of R-Build and R-IFold-Linear: iteration `index` of a loop
+    /// over `n` runs `body` backwards from `seed` after the lets `l`
+    /// (its restore), `cs = build n (fun index -> l; rev(body, seed, W))`
+    /// records the contributions, and each `w ∈ W` gets their ⊕. With a
+    /// single free variable each contribution is stored bare, so a list
+    /// is joined without a gather.
+    #[allow(clippy::too_many_arguments, reason = "the parts of one rule")]
+    fn map_contributions(
+        &mut self,
+        body: &Block,
+        n: &Atom,
+        index: &Name,
+        l: Lets,
+        seed: &Name,
+        fvs: &[(Name, Type)],
+        bare: &[Option<ReadOnce>],
+        lets: &mut Lets,
+        out: &mut Vec<(Name, Type, ExprId, Zero)>,
+    ) -> Result<(), AdError> {
+        let mut r = self.rev_bare(body, Some(seed.clone()), fvs, bare)?;
+        let single = fvs.len() == 1;
+        if single {
+            r = self.proj(r, 0);
+        }
+        let per = l.wrap_live(self.b, r, &self.restored);
+        let lam = self.b.lam(index.clone(), Type::Index, per);
+        let nv = self.atom(n);
+        let pt = self.b.ty(lam).fun_result();
+        let contribs = self
+            .b
+            .prim(Prim::Build, vec![nv, lam], Type::array(pt.clone()));
+        let (cn, ctt) = self.bind(lets, "contribs", contribs);
+        for (k, (v, t)) in fvs.iter().enumerate() {
+            let total = if single && bare[k].is_some() {
+                // Bare contributions: the pairs are the list.
+                self.b.var(&cn, ctt.clone())
+            } else if single {
+                let cv = self.b.var(&cn, ctt.clone());
+                self.sum_array(cv, t, &cotangent_type(t))
+            } else if bare[k].is_some() {
+                self.gather_bare(&cn, &ctt, k, 0, false)
+            } else {
+                self.reduce(&cn, &ctt, k, false, t)
+            };
+            out.push((v.clone(), t.clone(), total, Zero::No));
+        }
+        Ok(())
     }
 
     /// ⊕ over j of component `k` of the tuple in `arr[j]` (for a backward

@@ -66,7 +66,11 @@
 //! its loop, and a literal part's items are contributions directly.
 //! Reverse mode's `accum 0 n (concat (build m (fun i -> [(i, ct)])))`, a
 //! scatter-add, then allocates only its result. The parts' guard is at
-//! their binding, as for any fused `build`.
+//! their binding, as for any fused `build`. Likewise a `build` used only
+//! as the contributions of one `accum`, whose elements hold no arrays,
+//! with a simple body: each pair is computed where it is added (reverse
+//! mode's `accum 0 n (build m (fun i -> (i, ct)))`, the bare pairs of a
+//! map-like loop, R-Build and R-IFold-Linear).
 //!
 //! What is not fused: reverse mode's tapes keep every array they bind
 //! (condition 1), and a `build` whose elements are loops (condition 2).
@@ -115,6 +119,11 @@ pub enum Fused {
     Parts {
         reads: Vec<Read>,
     },
+    /// A `build` read only as the contributions of one `accum`: each
+    /// element (a pair without arrays) is computed where it is added.
+    Records {
+        reads: Vec<Read>,
+    },
 }
 
 /// The fused bindings, by name.
@@ -155,6 +164,8 @@ enum Candidate {
     Build {
         index: Name,
         body: Block,
+        /// Whether its elements hold arrays.
+        arrays: bool,
     },
     Literal {
         len: usize,
@@ -259,6 +270,10 @@ impl Walk {
                             Candidate::Build {
                                 index: index.clone(),
                                 body: body.clone(),
+                                arrays: match &bind.ty {
+                                    Type::Array(e) => has_array(e),
+                                    _ => true,
+                                },
                             },
                         );
                     }
@@ -313,7 +328,21 @@ pub fn plan(normal: &Normal) -> Plan {
                     costs.insert(x.clone(), 0);
                 }
             }
-            Candidate::Build { index, body } => {
+            Candidate::Build {
+                index,
+                body,
+                arrays,
+            } => {
+                // The contributions of one `accum`, without arrays (its one
+                // pass reads each once): any simple body, computed there.
+                if let [Use::Accum] = uses.as_slice()
+                    && !*arrays
+                {
+                    if let Some((reads, _)) = simple(body, index, &costs, false) {
+                        plan.fused.insert(x.clone(), Fused::Records { reads });
+                    }
+                    continue;
+                }
                 // The parts of accumulated `concat`s of elements without
                 // arrays (one pass reads each element once): any simple
                 // body, whose result may be an array literal.

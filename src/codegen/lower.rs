@@ -161,6 +161,12 @@ enum Source {
         index: Name,
         body: Rc<AnfBlock>,
     },
+    /// A fused `build` of contributions: each computed where it is added.
+    Records {
+        n: Value,
+        index: Name,
+        body: Rc<AnfBlock>,
+    },
 }
 
 impl Lower<'_, '_> {
@@ -359,7 +365,7 @@ impl Lower<'_, '_> {
                     body,
                     ..
                 },
-                Fused::Build { reads } | Fused::Parts { reads },
+                Fused::Build { reads } | Fused::Parts { reads } | Fused::Records { reads },
             ) => {
                 let n = self.scalar(n_atom)?;
                 let mut all = self.b.ins().iconst(types::I8, 1);
@@ -935,8 +941,10 @@ impl Lower<'_, '_> {
         if let Atom::Var(c, _) = cs
             && let Some(live) = self.fused.get(c).cloned()
         {
-            let Live::Concat(parts) = live else {
-                return Err(compile_error("`accum` of a fused array"));
+            let parts = match live {
+                Live::Concat(parts) => parts,
+                Live::Build { n, index, body } => return Ok(Source::Records { n, index, body }),
+                Live::Literal(_) => return Err(compile_error("`accum` of a fused literal")),
             };
             if let Atom::Var(p, _) = &parts
                 && let Some(Live::Build { n, index, body }) = self.fused.get(p).cloned()
@@ -977,6 +985,17 @@ impl Lower<'_, '_> {
                     let p = l.b.ins().load(types::I64, flags, d, 0);
                     let cn = l.b.ins().load(types::I64, flags, d, SLOT as i32);
                     l.for_each_record(&Source::Flat(p, cn), rec_ty, f)?;
+                    Ok(Vec::new())
+                })?;
+            }
+            Source::Records { n, index, body } => {
+                self.counted_loop(*n, &[], |l, i, _| {
+                    l.env.insert(index.clone(), vec![i]);
+                    // The guard at the build's binding checked every read.
+                    l.trusted += 1;
+                    let v = l.block(body);
+                    l.trusted -= 1;
+                    f(l, &v?)?;
                     Ok(Vec::new())
                 })?;
             }

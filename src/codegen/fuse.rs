@@ -72,21 +72,6 @@
 //! mode's `accum 0 n (build m (fun i -> (i, ct)))`, the bare pairs of a
 //! map-like loop, R-Build and R-IFold-Linear).
 //!
-//! ## Parted accumulations
-//!
-//! `d = accum [] n cs`, when every use of `d` is `length d` or a read
-//! `y = d[k]` and every use of such a `y` is the contributions of an
-//! `accum`, keeps each slot as *parts*: slot j holds the descriptors
-//! `(pointer, length)` of the lists added to it, in order, not a copy of
-//! their elements, and the `accum`s reading `y` read those lists in place
-//! (as the parts of a fused `concat`). E-Accum makes slot j the join of
-//! its lists in order, and an accumulation of it adds their elements in
-//! that order, so nothing changes but the copying; the bounds of `cs`'s
-//! indices are checked as they would be, in the first pass. This is how
-//! reverse mode's nested cotangents are densified (`dense` of a matrix,
-//! R-Build of a `build` of arrays): GMM's triangles are no longer copied
-//! once per level.
-//!
 //! What is not fused: reverse mode's tapes keep every array they bind
 //! (condition 1), and a `build` whose elements are loops (condition 2).
 
@@ -145,13 +130,6 @@ pub enum Fused {
 #[derive(Default, Debug)]
 pub struct Plan {
     pub fused: HashMap<Name, Fused>,
-    /// `accum`s whose slots are kept as parts (Note [Fusion], "Parted
-    /// accumulations"): slot j holds the descriptors `(pointer, length)`
-    /// of the lists added to it, not their elements.
-    pub parted: std::collections::HashSet<Name>,
-    /// The slots read from a parted `accum`: each an array of
-    /// descriptors, read only as an `accum`'s contributions.
-    pub parts: std::collections::HashSet<Name>,
 }
 
 /// One use of a variable.
@@ -180,12 +158,6 @@ struct Walk {
     /// Candidates in binding order: name, and the binding's index path.
     candidates: Vec<Name>,
     bodies: HashMap<Name, Candidate>,
-    /// Variables bound to the empty array literal `[]`.
-    empty: std::collections::HashSet<Name>,
-    /// `accum []` bindings, in binding order.
-    accums: Vec<Name>,
-    /// `y = x[k]`: y ↦ x.
-    read_from: HashMap<Name, Name>,
 }
 
 enum Candidate {
@@ -229,7 +201,6 @@ impl Walk {
                             by_loop_index,
                             literal,
                         });
-                        self.read_from.insert(bind.name.clone(), x.clone());
                     } else {
                         self.atom(&args[0]);
                     }
@@ -257,9 +228,6 @@ impl Walk {
                         .insert(bind.name.clone(), Candidate::Concat { arrays });
                 }
                 Rhs::Prim(Prim::Accum, args) if args.len() == 3 => {
-                    if args[0].var().is_some_and(|z| self.empty.contains(z)) {
-                        self.accums.push(bind.name.clone());
-                    }
                     self.atom(&args[0]);
                     self.atom(&args[1]);
                     match &args[2] {
@@ -269,9 +237,6 @@ impl Walk {
                 }
                 Rhs::Prim(_, args) => args.iter().for_each(|a| self.atom(a)),
                 Rhs::Array(items) => {
-                    if items.is_empty() {
-                        self.empty.insert(bind.name.clone());
-                    }
                     items.iter().for_each(|a| self.atom(a));
                     self.candidates.push(bind.name.clone());
                     self.bodies
@@ -327,30 +292,6 @@ pub fn plan(normal: &Normal) -> Plan {
     }
     w.block(&normal.body, 0, &mut Vec::new());
     let mut plan = Plan::default();
-    // An `accum []` whose slots are only read, each read only as an
-    // `accum`'s contributions, keeps its slots as parts (Note [Fusion],
-    // "Parted accumulations").
-    for d in &w.accums {
-        let uses = w.uses.get(d).map_or(&[][..], Vec::as_slice);
-        let slots: Vec<&Name> = w
-            .read_from
-            .iter()
-            .filter(|(_, x)| *x == d)
-            .map(|(y, _)| y)
-            .collect();
-        let only_read = uses
-            .iter()
-            .all(|u| matches!(u, Use::Read { .. } | Use::Length));
-        let slots_accumulated = slots.iter().all(|y| {
-            w.uses
-                .get(*y)
-                .is_some_and(|us| us.iter().all(|u| matches!(u, Use::Accum)))
-        });
-        if !slots.is_empty() && only_read && slots_accumulated {
-            plan.parted.insert(d.clone());
-            plan.parts.extend(slots.into_iter().cloned());
-        }
-    }
     // Costs of the fused builds decided so far (candidates come in binding
     // order, so a body's reads of earlier arrays are already decided).
     let mut costs: HashMap<Name, usize> = HashMap::new();

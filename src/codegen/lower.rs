@@ -495,11 +495,6 @@ impl Lower<'_, '_> {
 
     fn binding(&mut self, bind: &Binding) -> R<Vals> {
         match &bind.rhs {
-            Rhs::Prim(Prim::Accum, args)
-                if args.len() == 3 && self.plan.parted.contains(&bind.name) =>
-            {
-                self.accum_parted(&args[0], &args[1], &args[2])
-            }
             Rhs::Prim(op, args) => self.prim(*op, args, &bind.ty),
             Rhs::Array(items) => self.array(items, &bind.ty),
             Rhs::If(c, t, e) => self.if_(c, t, e, &bind.ty),
@@ -943,13 +938,6 @@ impl Lower<'_, '_> {
     /// Where `accum` reads its contributions: a list, or the parts of a
     /// fused `concat` (Note [Fusion], accumulations).
     fn accum_source(&mut self, cs: &Atom) -> R<Source> {
-        // A slot of a parted `accum`: the descriptors of its lists.
-        if let Atom::Var(c, _) = cs
-            && self.plan.parts.contains(c)
-        {
-            let a = self.atom(cs)?;
-            return Ok(Source::Parts(a[0], a[1]));
-        }
         if let Atom::Var(c, _) = cs
             && let Some(live) = self.fused.get(c).cloned()
         {
@@ -1107,64 +1095,6 @@ impl Lower<'_, '_> {
         if ls.iter().any(|l| matches!(l, Leaf::Array(..))) {
             self.accum_arrays(&ls, &z, out, n, size, &src, &rec_ty)?;
         }
-        Ok(vec![out, n])
-    }
-
-    /// E-Accum / E-Accum-Bot for `accum [] n cs` with parted slots (Note
-    /// [Fusion], "Parted accumulations"): slot j is the array of the
-    /// descriptors `(pointer, length)` of the lists added to it, in order,
-    /// which an `accum` then reads as its parts — the lists themselves are
-    /// not copied. Pass 1 checks the bounds and counts, pass 2 writes.
-    fn accum_parted(&mut self, zero: &Atom, n: &Atom, cs: &Atom) -> R<Vals> {
-        let zt = zero.ty().clone();
-        if !matches!(zt, Type::Array(_)) {
-            return Err(compile_error("a parted `accum` of non-arrays"));
-        }
-        let n = self.scalar(n)?;
-        let src = self.accum_source(cs)?;
-        self.check_count(n, rt::NEGATIVE_SIZE);
-        let rec_ty = Type::pair(Type::Index, zt);
-        let desc = 2 * SLOT;
-        let out = self.alloc(n, desc)?;
-        let flags = MemFlagsData::trusted();
-        self.counted_loop(n, &[], |l, j, _| {
-            let at = l.element(out, j, desc);
-            let zero = l.iconst(0);
-            l.b.ins().store(flags, zero, at, SLOT as i32);
-            Ok(Vec::new())
-        })?;
-        // Pass 1: bounds, and how many lists each slot gets.
-        self.for_each_record(&src, &rec_ty, &mut |l, v| {
-            let j = v[0];
-            let bad = l.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, j, n);
-            l.fail_if(bad, rt::INDEX_OUT_OF_BOUNDS, j, n);
-            let at = l.element(out, j, desc);
-            let k = l.b.ins().load(types::I64, flags, at, SLOT as i32);
-            let k1 = l.b.ins().iadd_imm_s(k, 1);
-            l.b.ins().store(flags, k1, at, SLOT as i32);
-            Ok(())
-        })?;
-        self.counted_loop(n, &[], |l, j, _| {
-            let at = l.element(out, j, desc);
-            let k = l.b.ins().load(types::I64, flags, at, SLOT as i32);
-            let p = l.alloc(k, desc)?;
-            l.b.ins().store(flags, p, at, 0);
-            let zero = l.iconst(0);
-            l.b.ins().store(flags, zero, at, SLOT as i32);
-            Ok(Vec::new())
-        })?;
-        // Pass 2: each contribution's list, by descriptor, in order.
-        self.for_each_record(&src, &rec_ty, &mut |l, v| {
-            let at = l.element(out, v[0], desc);
-            let p = l.b.ins().load(types::I64, flags, at, 0);
-            let k = l.b.ins().load(types::I64, flags, at, SLOT as i32);
-            let d = l.element(p, k, desc);
-            l.b.ins().store(flags, v[1], d, 0);
-            l.b.ins().store(flags, v[2], d, SLOT as i32);
-            let k1 = l.b.ins().iadd_imm_s(k, 1);
-            l.b.ins().store(flags, k1, at, SLOT as i32);
-            Ok(())
-        })?;
         Ok(vec![out, n])
     }
 

@@ -1233,44 +1233,6 @@ fn accumulations_read_their_parts_in_place() {
     );
 }
 
-/// Note [Fusion], parted accumulations: an `accum []` whose slots are read
-/// only as other `accum`s' contributions keeps, per slot, the descriptors
-/// of the lists added to it instead of copying them (reverse mode's
-/// nested cotangents: a matrix's rows, GMM's triangles). Values and ⊥
-/// codes as the evaluator's — an index past the slots, or past an inner
-/// accumulation's size — and lists of different lengths; at 10⁵
-/// contributions of eight pairs each, the arena is 16.8 MB, where copying
-/// each slot's lists made it 28.8 MB.
-#[test]
-fn parted_accumulations_keep_descriptors_not_copies() {
-    use fsmooth::codegen::Arg;
-    let src = "let pairs (v: Vector) (n: Index) = let d = accum [] n (concat (build (length v) (fun i -> [(i - 2 * (i / 2), [(0, v[i]), (1, 1.0)])]))) in build n (fun j -> accum 0.0 2 d[j])\n\
-               let uneven (v: Vector) (m: Index) = let d = accum [] 2 (build (length v) (fun i -> (i - 2 * (i / 2), build (i + 1) (fun k -> (k, v[i]))))) in build 2 (fun j -> accum 0.0 m d[j])\n\
-               let eight (v: Vector) = let d = accum [] 2 (build (length v) (fun i -> (i - 2 * (i / 2), build 8 (fun k -> (k, v[i] * toDouble k))))) in build 2 (fun j -> accum 0.0 8 d[j])\n";
-    let v = vector(&[1.0, -2.0, 3.5, 0.25, -1.5]);
-    let i = Value::Index;
-    for (f, n) in [("pairs", 2), ("pairs", 3), ("uneven", 5), ("uneven", 7)] {
-        let args = [v.clone(), i(n)];
-        assert_eq!(compare_src(src, f, &args), Outcome::Value, "{f} {n}");
-    }
-    // Slot 1 of 1, and an inner index 4 of 4: E-Accum-Bot, as evaluated.
-    for (f, n) in [("pairs", 1), ("uneven", 4)] {
-        let args = [v.clone(), i(n)];
-        assert_eq!(compare_src(src, f, &args), Outcome::Bottom, "{f} {n}");
-        let e = native_error(src, f, &args);
-        assert_eq!(e.code(), "index-out-of-bounds", "{f} {n}");
-    }
-    let n = 100_000;
-    let big: Vec<f64> = (0..n).map(|k| k as f64).collect();
-    let native = compile(&load_entry(src, "eight"));
-    let o = native.call_slices(&[Arg::F64s(&big)]).expect("runs");
-    assert!(
-        o.arena_bytes() <= 20 << 20,
-        "eight: {} arena bytes",
-        o.arena_bytes()
-    );
-}
-
 /// A loop over `0 .. length a` reads `a[i]` without a bounds test
 /// (`codegen/lower.rs`, `in_bounds`); every other read keeps its test:
 /// another array at the same index, the same array at another index, a

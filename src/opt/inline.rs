@@ -7,8 +7,10 @@
 //! is under a projection, outside loop bodies (fission then drops the half
 //! not needed); or when it is a pull array (`build`) used only by `get`
 //! and `length` — a small one always, a larger one only if each element is
-//! read about once (one read, at most as many loops deep as the array has
-//! dimensions). That is what loop fusion needs without moving work into
+//! read about once (one read, not at a quotient index such as `k / 2`, at
+//! most as many loops deep as the array has dimensions, counted through
+//! `let`s of cheap values only: any other `let` between the builds is
+//! work shared by a row). That is what loop fusion needs without moving work into
 //! loops. A projection of a substituted pair is reduced (`fst-pair`,
 //! `snd-pair` left to right). This keeps the e-graph from pushing `let`s
 //! through whole terms. Repeated subterms are bound to `let`s again by the
@@ -47,6 +49,30 @@ struct Scope {
     /// `get`s whose element is not read: measured by `length`, or the
     /// array of an enclosing `get`.
     measured: HashSet<ExprId>,
+    /// Names bound to a quotient `a / b`: a read `x[q]` at such an index
+    /// reads each element for several iterations (`ps[k / 2]` in a loop
+    /// over k reads every element twice).
+    quotients: HashSet<Rc<str>>,
+}
+
+/// Whether some index of the read chain `x[i][j]…` at `e` is a quotient.
+fn strided(prog: &Program, mut e: ExprId, scope: &Scope) -> bool {
+    while let Expr::Prim {
+        op: Prim::Get,
+        args,
+    } = prog.expr(e)
+    {
+        let quotient = match prog.expr(args[1]) {
+            Expr::Prim { op: Prim::Div, .. } => true,
+            Expr::Var(q) => scope.quotients.contains(q),
+            _ => false,
+        };
+        if quotient {
+            return true;
+        }
+        e = args[0];
+    }
+    false
 }
 
 /// The variable at the root of `x[i][j]…` (or `x` itself).
@@ -91,6 +117,9 @@ fn count(
             name, value, body, ..
         } => {
             count(prog, *value, uses, scope, false, false);
+            if let Expr::Prim { op: Prim::Div, .. } = prog.expr(*value) {
+                scope.quotients.insert(name.clone());
+            }
             scope.bound_at.insert(name.clone(), scope.depth);
             count(prog, *body, uses, scope, false, false);
         }
@@ -115,9 +144,12 @@ fn count(
             if op == &Prim::Get
                 && !scope.measured.contains(&e)
                 && let Some(x) = chain_root(prog, args[0])
-                && let Some(u) = uses.get_mut(&x)
             {
-                u.reads += 1;
+                // A read at a quotient index counts as several.
+                let n = if strided(prog, e, scope) { 2 } else { 1 };
+                if let Some(u) = uses.get_mut(&x) {
+                    u.reads += n;
+                }
             }
 
             for a in &args[1..] {
@@ -142,6 +174,7 @@ fn uses_of(prog: &Program, e: ExprId) -> HashMap<Rc<str>, Uses> {
         depth: 0,
         bound_at: HashMap::new(),
         measured: HashSet::new(),
+        quotients: HashSet::new(),
     };
     count(prog, e, &mut uses, &mut scope, false, false);
     uses
@@ -464,7 +497,13 @@ fn rank(prog: &Program, e: ExprId) -> usize {
                 e = args[1];
             }
             Expr::Lam { body, .. } => e = *body,
-            Expr::Let { body, .. } => e = *body,
+            // A `let` of a cheap value between the builds is recomputed
+            // with each element at no cost; any other is work shared by a
+            // whole row, which a read of an element would redo (bundle
+            // adjustment's `let ps = … in build (2 * n) …`, one row of the
+            // Jacobian: fused into the reads of its elements, every
+            // element recomputed all N projections).
+            Expr::Let { value, body, .. } if cheap(prog, *value) => e = *body,
             _ => return r,
         }
     }

@@ -72,6 +72,20 @@
 //! mode's `accum 0 n (build m (fun i -> (i, ct)))`, the bare pairs of a
 //! map-like loop, R-Build and R-IFold-Linear).
 //!
+//! ## Small arrays
+//!
+//! A `build` of a literal size of one to [`UNROLL`] elements that is
+//! used only by `x[k]` and `length x`, and is not fused as above (its body
+//! is not simple, or recomputing it at every read costs too much), is
+//! *unrolled* (as is an array literal that small read at a variable
+//! index: its items are the elements): the lowering evaluates its body for i = 0, 1, … at the
+//! binding, in order — E-Build's order, so a ⊥ is the first failing
+//! element's — and keeps the elements in registers. `length x` is the
+//! literal; `x[k]` is the element at a literal `k`, or E-Get-Bot's test
+//! against the literal length and a chain of selects. Forward mode's
+//! 3-vectors of dual numbers (bundle adjustment's rotation, cross
+//! product, point) then take no memory.
+//!
 //! What is not fused: reverse mode's tapes keep every array they bind
 //! (condition 1), and a `build` whose elements are loops (condition 2).
 
@@ -124,7 +138,15 @@ pub enum Fused {
     Records {
         reads: Vec<Read>,
     },
+    /// A `build` of a literal size of at most [`UNROLL`] elements, read
+    /// only by `get` and `length`: its elements are computed at the
+    /// binding, in order, into registers, never stored.
+    Unrolled,
 }
+
+/// The most elements of an unrolled `build` (Note [Fusion], "Small
+/// arrays").
+pub const UNROLL: i64 = 4;
 
 /// The fused bindings, by name.
 #[derive(Default, Debug)]
@@ -166,6 +188,8 @@ enum Candidate {
         body: Block,
         /// Whether its elements hold arrays.
         arrays: bool,
+        /// Its size, when a literal.
+        size: Option<i64>,
     },
     Literal {
         len: usize,
@@ -274,6 +298,10 @@ impl Walk {
                                     Type::Array(e) => has_array(e),
                                     _ => true,
                                 },
+                                size: match n {
+                                    Atom::Lit(Lit::Int(c), _) => Some(*c),
+                                    _ => None,
+                                },
                             },
                         );
                     }
@@ -326,12 +354,20 @@ pub fn plan(normal: &Normal) -> Plan {
                 if ok {
                     plan.fused.insert(x.clone(), Fused::Literal);
                     costs.insert(x.clone(), 0);
+                } else if (1..=UNROLL as usize).contains(len)
+                    && uses
+                        .iter()
+                        .all(|u| matches!(u, Use::Read { .. } | Use::Length))
+                {
+                    // Read at a variable index: its items, by selects.
+                    plan.fused.insert(x.clone(), Fused::Unrolled);
                 }
             }
             Candidate::Build {
                 index,
                 body,
                 arrays,
+                size,
             } => {
                 // The contributions of one `accum`, without arrays (its one
                 // pass reads each once): any simple body, computed there.
@@ -362,7 +398,13 @@ pub fn plan(normal: &Normal) -> Plan {
                 {
                     continue;
                 }
+                // Small arrays: unrolled at the binding, whatever the body,
+                // unless recomputing is cheaper still (below).
+                let unroll = size.is_some_and(|c| (1..=UNROLL).contains(&c));
                 let Some((reads, cost)) = simple(body, index, &costs, false) else {
+                    if unroll {
+                        plan.fused.insert(x.clone(), Fused::Unrolled);
+                    }
                     continue;
                 };
                 let n_reads = uses
@@ -387,6 +429,8 @@ pub fn plan(normal: &Normal) -> Plan {
                 if !invariant && (cost <= CHEAP || (cost <= AFFORDABLE && once)) {
                     plan.fused.insert(x.clone(), Fused::Build { reads });
                     costs.insert(x.clone(), cost);
+                } else if unroll {
+                    plan.fused.insert(x.clone(), Fused::Unrolled);
                 }
             }
         }

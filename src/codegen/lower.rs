@@ -146,6 +146,8 @@ enum Live {
     Literal(Rc<[Atom]>),
     /// `concat parts`, read only by `accum`.
     Concat(Atom),
+    /// A small `build`'s elements, computed at its binding.
+    Unrolled(Rc<[Vals]>),
 }
 
 /// Where an `accum` reads its contributions.
@@ -358,6 +360,29 @@ impl Lower<'_, '_> {
         let live = match (&bind.rhs, f) {
             (Rhs::Array(items), Fused::Literal) => Live::Literal(items.clone().into()),
             (Rhs::Prim(Prim::Concat, args), Fused::Concat) => Live::Concat(args[0].clone()),
+            (Rhs::Array(items), Fused::Unrolled) => {
+                let elems = items.iter().map(|a| self.atom(a)).collect::<R<Vec<_>>>()?;
+                Live::Unrolled(elems.into())
+            }
+            (
+                Rhs::Loop {
+                    n: Atom::Lit(Lit::Int(c), _),
+                    index,
+                    body,
+                    ..
+                },
+                Fused::Unrolled,
+            ) => {
+                // E-Build, element by element in order (so its ⊥ is the
+                // first failing element's, as in the loop).
+                let mut elems = Vec::new();
+                for k in 0..*c {
+                    let i = self.iconst(k);
+                    self.env.insert(index.clone(), vec![i]);
+                    elems.push(self.block(body)?);
+                }
+                Live::Unrolled(elems.into())
+            }
             (
                 Rhs::Loop {
                     n: n_atom,
@@ -430,6 +455,7 @@ impl Lower<'_, '_> {
             Some(Live::Build { n, .. }) => n,
             Some(Live::Literal(items)) => self.iconst(items.len() as i64),
             Some(Live::Concat(_)) => return Err(compile_error("the length of a fused `concat`")),
+            Some(Live::Unrolled(elems)) => self.iconst(elems.len() as i64),
             None => {
                 let v = self
                     .env
@@ -446,6 +472,29 @@ impl Lower<'_, '_> {
     fn fused_get(&mut self, live: Live, k: &Atom) -> R<Vals> {
         match live {
             Live::Concat(_) => Err(compile_error("a read of a fused `concat`")),
+            Live::Unrolled(elems) => {
+                if let Atom::Lit(Lit::Int(k), _) = k
+                    && let Some(v) = usize::try_from(*k).ok().and_then(|k| elems.get(k))
+                {
+                    return Ok(v.clone());
+                }
+                // E-Get / E-Get-Bot against the literal length, then the
+                // element by a chain of selects.
+                let j = self.scalar(k)?;
+                let n = self.iconst(elems.len() as i64);
+                if self.trusted == 0 {
+                    let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, j, n);
+                    self.fail_if(out, rt::INDEX_OUT_OF_BOUNDS, j, n);
+                }
+                let mut v = elems[0].clone();
+                for (e, el) in elems.iter().enumerate().skip(1) {
+                    let is = self.b.ins().icmp_imm_s(IntCC::Equal, j, e as i64);
+                    for (slot, x) in v.iter_mut().zip(el.iter()) {
+                        *slot = self.b.ins().select(is, *x, *slot);
+                    }
+                }
+                Ok(v)
+            }
             Live::Literal(items) => {
                 let Atom::Lit(Lit::Int(k), _) = k else {
                     return Err(compile_error("a fused literal read at a variable index"));
@@ -944,7 +993,9 @@ impl Lower<'_, '_> {
             let parts = match live {
                 Live::Concat(parts) => parts,
                 Live::Build { n, index, body } => return Ok(Source::Records { n, index, body }),
-                Live::Literal(_) => return Err(compile_error("`accum` of a fused literal")),
+                Live::Literal(_) | Live::Unrolled(_) => {
+                    return Err(compile_error("`accum` of a fused literal"));
+                }
             };
             if let Atom::Var(p, _) = &parts
                 && let Some(Live::Build { n, index, body }) = self.fused.get(p).cloned()

@@ -78,9 +78,9 @@
 //! used only by `x[k]` and `length x`, and is not fused as above (its body
 //! is not simple, or recomputing it at every read costs too much), is
 //! *unrolled* (as is an array literal that small read at a variable
-//! index: its items are the elements): the lowering evaluates its body for i = 0, 1, … at the
-//! binding, in order — E-Build's order, so a ⊥ is the first failing
-//! element's — and keeps the elements in registers. `length x` is the
+//! index: its items are the elements): the lowering evaluates its body
+//! for i = 0, 1, … at the binding, in order — E-Build's order, so a ⊥ is
+//! the first failing element's — and keeps the elements in registers. `length x` is the
 //! literal; `x[k]` is the element at a literal `k`, or E-Get-Bot's test
 //! against the literal length and a chain of selects. Forward mode's
 //! 3-vectors of dual numbers (bundle adjustment's rotation, cross

@@ -1039,29 +1039,33 @@ impl Lower<'_, '_> {
                     Ok(Vec::new())
                 })?;
             }
-            Source::Records { n, index, body } => {
-                self.counted_loop(*n, &[], |l, i, _| {
-                    l.env.insert(index.clone(), vec![i]);
-                    // The guard at the build's binding checked every read.
-                    l.trusted += 1;
-                    let v = l.block(body);
-                    l.trusted -= 1;
-                    f(l, &v?)?;
-                    Ok(Vec::new())
-                })?;
-            }
+            Source::Records { n, index, body } => self.guarded_loop(*n, index, |l| {
+                let v = l.block(body)?;
+                f(l, &v)
+            })?,
             Source::Fused { n, index, body } => {
-                self.counted_loop(*n, &[], |l, i, _| {
-                    l.env.insert(index.clone(), vec![i]);
-                    // The guard at the parts' binding checked every read.
-                    l.trusted += 1;
-                    let r = l.part(body, rec_ty, f);
-                    l.trusted -= 1;
-                    r?;
-                    Ok(Vec::new())
-                })?;
+                self.guarded_loop(*n, index, |l| l.part(body, rec_ty, f))?
             }
         }
+        Ok(())
+    }
+
+    /// A loop over `index` < `n` through the elements of a fused `build`,
+    /// whose reads the guard at its binding checked (Note [Fusion]).
+    fn guarded_loop(
+        &mut self,
+        n: Value,
+        index: &Name,
+        each: impl FnOnce(&mut Self) -> R<()>,
+    ) -> R<()> {
+        self.counted_loop(n, &[], |l, i, _| {
+            l.env.insert(index.clone(), vec![i]);
+            l.trusted += 1;
+            let r = each(l);
+            l.trusted -= 1;
+            r?;
+            Ok(Vec::new())
+        })?;
         Ok(())
     }
 

@@ -10,8 +10,8 @@
 //! read about once (one read, not at a quotient index such as `k / 2`, at
 //! most as many loops deep as the array has dimensions, counted through
 //! `let`s of cheap values only: any other `let` between the builds is
-//! work shared by a row). That is what loop fusion needs without moving work into
-//! loops. A projection of a substituted pair is reduced (`fst-pair`,
+//! work shared by a row). That is what loop fusion needs without moving
+//! work into loops. A projection of a substituted pair is reduced (`fst-pair`,
 //! `snd-pair` left to right). This keeps the e-graph from pushing `let`s
 //! through whole terms. Repeated subterms are bound to `let`s again by the
 //! final re-normalisation. Every name is made to be bound once first

@@ -1112,6 +1112,37 @@ impl Lower<'_, '_> {
         let size = elem_bytes(&zt)?;
         let rec_ty = Type::pair(Type::Index, zt.clone());
         let out = self.alloc(n, size)?;
+        let flags = MemFlagsData::trusted();
+        // Records at their own loop's index, as many as the slots (reverse
+        // mode's map-like loops, `accum 0.0 n (build n (fun i -> (i, c)))`):
+        // slot i is z + c_i, written once, in one pass. Otherwise the
+        // general passes below, which add the same way.
+        let mut done = None;
+        if zt == Type::Double
+            && let Source::Records { n: rn, index, body } = &src
+            && records_at_index(body, index)
+        {
+            let same = self.b.ins().icmp(IntCC::Equal, *rn, n);
+            let (fast, general, join) = (
+                self.b.create_block(),
+                self.b.create_block(),
+                self.b.create_block(),
+            );
+            self.b.ins().brif(same, fast, &[], general, &[]);
+            self.b.switch_to_block(fast);
+            let zv = z[0];
+            self.guarded_loop(*rn, index, |l| {
+                let v = l.block(body)?;
+                let i = l.env[index][0];
+                let s = l.b.ins().fadd(zv, v[1]);
+                let at = l.element(out, i, size);
+                l.b.ins().store(flags, s, at, 0);
+                Ok(())
+            })?;
+            self.b.ins().jump(join, &[]);
+            self.b.switch_to_block(general);
+            done = Some(join);
+        }
         self.counted_loop(n, &[], |l, j, _| {
             let at = l.element(out, j, size);
             l.store(&zt, &z, at, 0)?;
@@ -1119,7 +1150,6 @@ impl Lower<'_, '_> {
         })?;
         let mut ls = Vec::new();
         leaves(&zt, 0, &mut ls)?;
-        let flags = MemFlagsData::trusted();
         // The slot of a leaf at byte offset `o` of `zero`, in a record.
         let slot = |o: i32| 1 + o as usize / SLOT as usize;
         // Pass 1: bounds, Double sums, array lengths.
@@ -1149,6 +1179,10 @@ impl Lower<'_, '_> {
         })?;
         if ls.iter().any(|l| matches!(l, Leaf::Array(..))) {
             self.accum_arrays(&ls, &z, out, n, size, &src, &rec_ty)?;
+        }
+        if let Some(join) = done {
+            self.b.ins().jump(join, &[]);
+            self.b.switch_to_block(join);
         }
         Ok(vec![out, n])
     }
@@ -1207,6 +1241,18 @@ impl Lower<'_, '_> {
             Ok(())
         })
     }
+}
+
+/// Whether the records a fused `build` over `index` computes are
+/// `(index, c)`: each at its own iteration's slot.
+fn records_at_index(body: &AnfBlock, index: &Name) -> bool {
+    let Some(r) = body.result.var() else {
+        return false;
+    };
+    body.binds.iter().any(|b| {
+        &b.name == r
+            && matches!(&b.rhs, Rhs::Prim(Prim::Pair, args) if args[0].var() == Some(index))
+    })
 }
 
 /// The array `a` if `body` (of a `build` over `index`) is just `a[index]`.

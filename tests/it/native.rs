@@ -1193,10 +1193,13 @@ fn accumulations_read_their_parts_in_place() {
                let tupled (v: Vector) (n: Index) = let t = (concat (build (length v) (fun i -> [(i, v[i]), (0, 1.0)])), 1.0) in accum (snd t) n (fst t)\n\
                let reversed (v: Vector) (n: Index) = accum 0.0 n (concat (build (length v) (fun i -> [(n - 1 - i, v[i])])))\n\
                let lists (v: Vector) (n: Index) = accum [0.5] n (concat (build (length v) (fun i -> [(i, [v[i], 1.0])])))\n\
-               let short (v: Vector) (m: Index) = accum 0.0 m (concat (build m (fun i -> [(i, v[i])])))\n";
+               let short (v: Vector) (m: Index) = accum 0.0 m (concat (build m (fun i -> [(i, v[i])])))\n\
+               let direct (v: Vector) (n: Index) = accum 0.5 n (build (length v) (fun i -> (i, v[i] * 2.0)))\n";
     let v = vector(&[1.0, -2.0, 3.5]);
     let i = Value::Index;
-    for f in ["scatter", "tupled", "reversed", "lists"] {
+    // `direct`: records at their own index, one pass when there are as
+    // many as slots (n = 3), the general passes otherwise.
+    for f in ["scatter", "tupled", "reversed", "lists", "direct"] {
         for n in [3, 5] {
             let args = [v.clone(), i(n)];
             assert_eq!(compare_src(src, f, &args), Outcome::Value, "{f} {n}");

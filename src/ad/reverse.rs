@@ -975,11 +975,6 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 let Type::Array(el) = &bd.ty else {
                     unreachable!("build has an array type")
                 };
-                // An untaped build's elements restore from nothing.
-                let st = (!untaped(bd)).then(|| {
-                    let stt = Type::array(Type::pair((**el).clone(), self.tape_type(body)));
-                    (self.subtapes[&bd.name].clone(), stt)
-                });
                 let mut fvs = free_vars(body);
                 fvs.retain(|(v, t)| v != index && has_doubles(t) && self.active.contains(v));
                 let bare: Vec<Option<ReadOnce>> =
@@ -994,15 +989,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 );
                 let (dn, dt) = self.bind(lets, "dense", dense);
                 let mut l = Lets(Vec::new());
-                let tape = match st {
-                    Some((st, stt)) => {
-                        let sv = self.b.var(&st, stt);
-                        let iv = self.b.var(index, Type::Index);
-                        let e = self.b.get(sv, iv);
-                        self.b.snd(e)
-                    }
-                    None => self.b.add(Expr::Lit(Lit::Bool(false)), Type::Bool),
-                };
+                let tape = self.iteration_tape(bd, el, body, index, 0);
                 self.restore(body, tape, &mut l);
                 let dv = self.b.var(&dn, dt.clone());
                 let iv = self.b.var(index, Type::Index);
@@ -1027,21 +1014,9 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 let bare: Vec<Option<ReadOnce>> =
                     fvs.iter().map(|(v, _)| read_once(body, v)).collect();
                 let mut l = Lets(Vec::new());
-                let tape = if untaped(bd) {
-                    // Nothing to restore but recomputed bindings; those on
-                    // the state's path are unused, so left out, and the
-                    // state itself is never needed.
-                    self.b.add(Expr::Lit(Lit::Bool(false)), Type::Bool)
-                } else {
-                    let st = self.subtapes[&bd.name].clone();
-                    let stt = Type::array(Type::pair(sty.clone(), self.tape_type(body)));
-                    let sv = self.b.var(&st, stt);
-                    let iv = self.b.var(index, Type::Index);
-                    let one = self.b.index(1);
-                    let ip1 = self.b.prim(Prim::Add, vec![iv, one], Type::Index);
-                    let e = self.b.get(sv, ip1);
-                    self.b.snd(e)
-                };
+                // The state is never restored: the bindings on its path
+                // are recomputed ones nothing reads, so left out.
+                let tape = self.iteration_tape(bd, sty, body, index, 1);
                 self.restore(body, tape, &mut l);
                 self.map_contributions(body, n, index, l, xb, &fvs, &bare, lets, &mut out)?;
                 // z̄ ⊕= x̄, the state cotangent before the first iteration.
@@ -1127,12 +1102,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 l.0.push((s.clone(), s_i));
                 // Like the restored values: in bounds, left out if unused.
                 self.restored.insert(s.clone());
-                let sv = self.b.var(&st, stt.clone());
-                let iv = self.b.var(index, Type::Index);
-                let one = self.b.index(1);
-                let ip1 = self.b.prim(Prim::Add, vec![iv, one], Type::Index);
-                let e = self.b.get(sv, ip1);
-                let tape = self.b.snd(e);
+                let tape = self.iteration_tape(bd, sty, body, index, 1);
                 self.restore(body, tape, &mut l);
                 let mut wanted = vec![(s.clone(), sty.clone())];
                 wanted.extend(fvs.iter().cloned());
@@ -1179,6 +1149,33 @@ impl<'b, 'a> Reverse<'b, 'a> {
             Rhs::Loop { .. } => unreachable!("folds have a state"),
         }
         Ok(out)
+    }
+
+    /// The tape of iteration `index` of the loop `bd`, whose sub-tape holds
+    /// `(carried, tape of body)` pairs: `snd st[index + offset]` (offset 1
+    /// for folds, whose `st[0]` is the initial state), or the placeholder
+    /// `false` for an untaped loop, whose body restores from nothing.
+    fn iteration_tape(
+        &mut self,
+        bd: &Binding,
+        carried: &Type,
+        body: &Block,
+        index: &Name,
+        offset: i64,
+    ) -> ExprId {
+        if untaped(bd) {
+            return self.b.add(Expr::Lit(Lit::Bool(false)), Type::Bool);
+        }
+        let st = self.subtapes[&bd.name].clone();
+        let stt = Type::array(Type::pair(carried.clone(), self.tape_type(body)));
+        let sv = self.b.var(&st, stt);
+        let mut at = self.b.var(index, Type::Index);
+        if offset != 0 {
+            let o = self.b.index(offset);
+            at = self.b.prim(Prim::Add, vec![at, o], Type::Index);
+        }
+        let e = self.b.get(sv, at);
+        self.b.snd(e)
     }
 
     /// The tail of R-Build and R-IFold-Linear: iteration `index` of a loop

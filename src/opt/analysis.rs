@@ -15,6 +15,7 @@
 //!   symbol. Names are unique after normalisation, so `in-bounds (var i) n`
 //!   holds when `i` is the index of a loop over `n`.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 
 use egg::{Analysis, DidMerge, EGraph, Id, Language, Symbol};
@@ -110,6 +111,60 @@ pub struct FsmAnalysis {
     /// every `fresh` symbol, since class ids restart with each e-graph and
     /// a symbol made in one phase must not be made again in a later one.
     pub nonce: u32,
+    /// Bumped by every `make` and `merge`: the e-graph's structure changes
+    /// only through them, so an index built at one version is exact at
+    /// that version (`parent_index`).
+    pub version: u64,
+    /// `parent_index` by (parent operator, child position), built lazily
+    /// at `version`.
+    pub parent_index: RefCell<HashMap<(FsmOp, usize), ParentIndex>>,
+}
+
+/// The operator of an e-node, without its operands.
+pub type FsmOp = <Fsm as egg::Language>::Discriminant;
+
+/// The classes that hold a node of one operator whose child at one
+/// position holds a node of another operator, by that other operator; in
+/// the order of `classes_for_op` (e-matching's order).
+pub struct ParentIndex {
+    version: u64,
+    by_child: HashMap<FsmOp, Vec<Id>>,
+}
+
+/// The classes holding a `parent` node whose child `k` holds a `child`
+/// node: the only classes where a pattern `(parent … (child …) …)` can
+/// match. Built in one pass over the `parent` nodes for every `child`
+/// operator at once, and reused until the e-graph changes.
+pub fn classes_with_child(egraph: &Graph, parent: FsmOp, k: usize, child: FsmOp) -> Vec<Id> {
+    let analysis = &egraph.analysis;
+    let mut cache = analysis.parent_index.borrow_mut();
+    let entry = cache.entry((parent, k)).or_insert_with(|| ParentIndex {
+        version: u64::MAX,
+        by_child: HashMap::new(),
+    });
+    if entry.version != analysis.version {
+        entry.by_child.clear();
+        for id in egraph.classes_for_op(&parent).into_iter().flatten() {
+            let mut seen: Vec<FsmOp> = Vec::new();
+            for node in egraph[id].nodes.iter() {
+                if node.discriminant() != parent {
+                    continue;
+                }
+                let Some(c) = node.children().get(k) else {
+                    continue;
+                };
+                for n in egraph[*c].nodes.iter() {
+                    let d = n.discriminant();
+                    if !seen.contains(&d) {
+                        seen.push(d);
+                        entry.by_child.entry(d).or_default().push(id);
+                    }
+                }
+            }
+        }
+        entry.version = analysis.version;
+    }
+    entry.by_child.get(&child).cloned().unwrap_or_default()
 }
 
 pub type Graph = EGraph<Fsm, FsmAnalysis>;
@@ -290,6 +345,7 @@ impl Analysis<Fsm> for FsmAnalysis {
     type Data = Data;
 
     fn make(egraph: &mut Graph, enode: &Fsm, _id: Id) -> Data {
+        egraph.analysis.version += 1;
         let free = node_free(egraph, enode);
         let names = node_free_made(egraph, enode);
         let double = is_double(egraph, enode);
@@ -304,6 +360,7 @@ impl Analysis<Fsm> for FsmAnalysis {
     }
 
     fn merge(&mut self, to: &mut Data, from: Data) -> DidMerge {
+        self.version += 1;
         // Intersection, per variable and part: a variable is free in the
         // class only if every member uses it (egg's `tests/lambda.rs` does
         // the same). Extraction then picks only members that use exactly

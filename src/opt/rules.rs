@@ -16,12 +16,12 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use egg::{
-    Applier, ENodeOrVar, Id, Pattern, PatternAst, Rewrite, SearchMatches, Searcher, Subst, Symbol,
-    Var,
+    Applier, ENodeOrVar, Id, Language, Pattern, PatternAst, Rewrite, SearchMatches, Searcher,
+    Subst, Symbol, Var,
 };
 use thiserror::Error;
 
-use super::analysis::{FsmAnalysis, Graph, symbol_of, var_symbol};
+use super::analysis::{FsmAnalysis, FsmOp, Graph, classes_with_child, symbol_of, var_symbol};
 use super::lang::{Fsm, OPERATORS};
 
 /// The rule families shipped with fsmooth (embedded at build time).
@@ -718,7 +718,7 @@ impl Applier<Fsm, FsmAnalysis> for RuleApplier {
 pub fn rewrite(r: &RuleDef) -> Rewrite<Fsm, FsmAnalysis> {
     Rewrite::new(
         r.name.clone(),
-        r.lhs.clone(),
+        IndexedSearcher::new(r.lhs.clone()),
         RuleApplier {
             rhs: r.rhs.clone(),
             conds: r.conds.clone(),
@@ -726,6 +726,79 @@ pub fn rewrite(r: &RuleDef) -> Rewrite<Fsm, FsmAnalysis> {
         },
     )
     .expect("the loader checked the variables")
+}
+
+/// A left-hand side searched only in the classes where it can match.
+///
+/// egg e-matches a pattern `(let ?x ?e (* ?a ?b))` by visiting every class
+/// holding a `let` and looking into its body's class; the forty `let-…`
+/// rules of `subst` each repeated that walk, and it was most of the
+/// optimiser's time. A pattern whose root has an operator below it (here
+/// `*` at position 2) is run only on the classes that
+/// `analysis::classes_with_child` lists for that pair, one walk shared by
+/// all rules: the same matches in the same order, since the classes left
+/// out hold no match and the rest are visited in e-matching's order.
+pub struct IndexedSearcher {
+    pattern: Pattern<Fsm>,
+    /// (root operator, position, operator there), if the pattern has one.
+    key: Option<(FsmOp, usize, FsmOp)>,
+}
+
+impl IndexedSearcher {
+    pub fn new(pattern: Pattern<Fsm>) -> IndexedSearcher {
+        let ast = pattern.ast.as_ref();
+        let key = match ast.last() {
+            Some(ENodeOrVar::ENode(root)) => {
+                root.children()
+                    .iter()
+                    .enumerate()
+                    .find_map(|(k, c)| match &ast[usize::from(*c)] {
+                        ENodeOrVar::ENode(child) => {
+                            Some((root.discriminant(), k, child.discriminant()))
+                        }
+                        ENodeOrVar::Var(_) => None,
+                    })
+            }
+            _ => None,
+        };
+        IndexedSearcher { pattern, key }
+    }
+}
+
+impl Searcher<Fsm, FsmAnalysis> for IndexedSearcher {
+    fn search_eclass_with_limit(
+        &self,
+        egraph: &Graph,
+        eclass: Id,
+        limit: usize,
+    ) -> Option<SearchMatches<'_, Fsm>> {
+        self.pattern.search_eclass_with_limit(egraph, eclass, limit)
+    }
+
+    fn search_with_limit(&self, egraph: &Graph, mut limit: usize) -> Vec<SearchMatches<'_, Fsm>> {
+        let Some((parent, k, child)) = self.key else {
+            return self.pattern.search_with_limit(egraph, limit);
+        };
+        let mut out = Vec::new();
+        for id in classes_with_child(egraph, parent, k, child) {
+            if limit == 0 {
+                break;
+            }
+            if let Some(m) = self.pattern.search_eclass_with_limit(egraph, id, limit) {
+                limit -= m.substs.len();
+                out.push(m);
+            }
+        }
+        out
+    }
+
+    fn get_pattern_ast(&self) -> Option<&PatternAst<Fsm>> {
+        Some(&self.pattern.ast)
+    }
+
+    fn vars(&self) -> Vec<Var> {
+        self.pattern.vars()
+    }
 }
 
 /// Matches of a rule's left-hand side (for tests and `--check`).

@@ -902,3 +902,66 @@ fn substitution_does_not_move_shared_work_into_loops() {
         "not linear in the points: {ops:?}"
     );
 }
+
+/// `rules::IndexedSearcher` (spec/rules-format.md §9.1): searching only
+/// the classes `classes_with_child` lists finds what plain e-matching
+/// finds, match for match and in the same order, for every default rule;
+/// and the index follows the e-graph when it changes.
+#[test]
+fn indexed_search_finds_exactly_what_e_matching_finds() {
+    use egg::{Runner, Searcher};
+    use fsmooth::opt::analysis::{FsmAnalysis, Graph};
+    use fsmooth::opt::rules::{IndexedSearcher, rewrite};
+    let rules = fsmooth::opt::load(None).expect("rules");
+    let term: egg::RecExpr<fsmooth::opt::lang::Fsm> = "(let x (* (var a) 2.0) \
+         (build (var n) (lam i (let y (+ (var x) (get (var v) (var i))) \
+         (* (var y) (if (< (var i) 3) (var y) (fst (pair (var x) 0.0))))))))"
+        .parse()
+        .expect("parses");
+    let rewrites: Vec<_> = rules.iter().map(rewrite).collect();
+    let runner = Runner::default()
+        .with_egraph(Graph::new(FsmAnalysis::default()))
+        .with_expr(&term)
+        .with_iter_limit(4)
+        .run(&rewrites);
+    let mut egraph = runner.egraph;
+    let key = |ms: Vec<egg::SearchMatches<'_, fsmooth::opt::lang::Fsm>>| {
+        ms.into_iter()
+            .map(|m| (m.eclass, m.substs))
+            .collect::<Vec<_>>()
+    };
+    let compare = |egraph: &Graph| {
+        let mut matched = 0;
+        for r in &rules {
+            let plain = key(r.lhs.search(egraph));
+            let indexed = key(IndexedSearcher::new(r.lhs.clone()).search(egraph));
+            assert_eq!(plain, indexed, "rule {}", r.name);
+            for limit in [1, 3] {
+                let plain = key(r.lhs.search_with_limit(egraph, limit));
+                let indexed =
+                    key(IndexedSearcher::new(r.lhs.clone()).search_with_limit(egraph, limit));
+                assert_eq!(plain, indexed, "rule {} limit {limit}", r.name);
+            }
+            matched += plain.len();
+        }
+        matched
+    };
+    let before = compare(&egraph);
+    assert!(before > 50, "only {before} matching classes");
+    // A new `let` whose body is a product: `let-mul` must see it although
+    // the index was built before it existed.
+    let extra: egg::RecExpr<fsmooth::opt::lang::Fsm> = "(let z (var b) (* (var z) (var c)))"
+        .parse()
+        .expect("parses");
+    let id = egraph.add_expr(&extra);
+    egraph.rebuild();
+    let let_mul = rules.iter().find(|r| r.name == "let-mul").expect("let-mul");
+    let searcher = IndexedSearcher::new(let_mul.lhs.clone());
+    let found = searcher.search(&egraph);
+    assert!(
+        found
+            .iter()
+            .any(|m| egraph.find(m.eclass) == egraph.find(id))
+    );
+    assert!(compare(&egraph) > before);
+}

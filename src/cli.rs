@@ -1072,12 +1072,16 @@ fn opt_cmd(
                 .map(|(k, v)| format!("\"{k}\": {v}"))
                 .collect();
             eprintln!(
-                "{{\"phase\": \"{}\", \"iterations\": {}, \"nodes\": {}, \"classes\": {}, \"time_ms\": {:.1}, \"stop\": \"{}\", \"cost_before\": {:.1}, \"cost_after\": {:.1}, \"applied\": {{{}}}}}",
+                "{{\"phase\": \"{}\", \"iterations\": {}, \"nodes\": {}, \"classes\": {}, \"time_ms\": {:.1}, \"search_ms\": {:.1}, \"apply_ms\": {:.1}, \"rebuild_ms\": {:.1}, \"extract_ms\": {:.1}, \"stop\": \"{}\", \"cost_before\": {:.1}, \"cost_after\": {:.1}, \"applied\": {{{}}}}}",
                 p.phase,
                 p.iterations,
                 p.nodes,
                 p.classes,
                 p.time.as_secs_f64() * 1e3,
+                p.split.search.as_secs_f64() * 1e3,
+                p.split.apply.as_secs_f64() * 1e3,
+                p.split.rebuild.as_secs_f64() * 1e3,
+                p.split.extract.as_secs_f64() * 1e3,
                 p.stop,
                 p.cost_before,
                 p.cost_after,

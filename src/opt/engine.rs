@@ -9,7 +9,7 @@
 //! compile time, and any large constant orders programs by their
 //! asymptotic cost.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -55,24 +55,31 @@ pub struct PhaseStats {
     pub applied: BTreeMap<String, usize>,
     pub cost_before: f64,
     pub cost_after: f64,
+    /// Where `time` went.
+    pub split: PhaseSplit,
+}
+
+/// A phase's time by activity: egg's e-matching, rule application and
+/// rebuilding, summed over the iterations, and the final extraction.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct PhaseSplit {
+    pub search: Duration,
+    pub apply: Duration,
+    pub rebuild: Duration,
+    pub extract: Duration,
 }
 
 /// Loop-aware extraction cost.
-pub struct LoopCost<'a> {
-    /// The e-graph extracted from: a node is eligible only if it uses
-    /// exactly its class's free variables (see below).
-    pub egraph: &'a Graph,
+pub struct LoopCost {
+    /// The members of the e-graph extracted from that may not be
+    /// extracted: a node is eligible only if it uses exactly its class's
+    /// free variables (see `new`). Judged once per node, not once per
+    /// visit of the extractor's fixpoint.
+    ineligible: HashSet<Fsm>,
 }
 
-/// The assumed trip count of every loop.
-pub const TRIP: f64 = 100.0;
-
-impl CostFunction<Fsm> for LoopCost<'_> {
-    type Cost = f64;
-    fn cost<C>(&mut self, enode: &Fsm, mut costs: C) -> f64
-    where
-        C: FnMut(Id) -> f64,
-    {
+impl LoopCost {
+    pub fn new(egraph: &Graph) -> LoopCost {
         // Classes merge their free variables by intersection (analysis.rs):
         // a member that uses more than its class, such as the dead
         // `let x = e in y` in the class of `y`, is never extracted, so the
@@ -82,14 +89,33 @@ impl CostFunction<Fsm> for LoopCost<'_> {
         // costs infinity, and a phase whose root does keeps its input.
         // Likewise `total` (merged by OR, one total member makes the class
         // total): in a total class only a total member is eligible, so
-        // what `total ?e` allowed holds of the term extracted.
-        let g = self.egraph;
-        // (The graph is rebuilt before extraction, so every node's class
-        // is found; a miss is treated as ineligible.)
-        let eligible = g.lookup(enode.clone()).is_some_and(|id| {
-            node_free(g, enode) == g[id].data.free && (!g[id].data.total || node_total(g, enode))
-        });
-        if !eligible {
+        // what `total ?e` allowed holds of the term extracted. (The graph
+        // is rebuilt before extraction: its nodes are canonical, as the
+        // extractor asks for them.)
+        let mut ineligible = HashSet::new();
+        for class in egraph.classes() {
+            for node in &class.nodes {
+                if node_free(egraph, node) != class.data.free
+                    || (class.data.total && !node_total(egraph, node))
+                {
+                    ineligible.insert(node.clone());
+                }
+            }
+        }
+        LoopCost { ineligible }
+    }
+}
+
+/// The assumed trip count of every loop.
+pub const TRIP: f64 = 100.0;
+
+impl CostFunction<Fsm> for LoopCost {
+    type Cost = f64;
+    fn cost<C>(&mut self, enode: &Fsm, mut costs: C) -> f64
+    where
+        C: FnMut(Id) -> f64,
+    {
+        if self.ineligible.contains(enode) {
             return f64::INFINITY;
         }
         match enode {
@@ -176,7 +202,7 @@ pub fn run_phase(
         egraph.analysis.loop_bounds.insert(*s, id);
     }
     egraph.rebuild();
-    let cost_before = Extractor::new(&egraph, LoopCost { egraph: &egraph })
+    let cost_before = Extractor::new(&egraph, LoopCost::new(&egraph))
         .find_best(root)
         .0;
     let mut runner = Runner::default()
@@ -186,14 +212,17 @@ pub fn run_phase(
         .with_iter_limit(limits.iterations)
         .with_time_limit(limits.time)
         .run(&rewrites);
+    let mut split = PhaseSplit::default();
+    for it in &runner.iterations {
+        split.search += Duration::from_secs_f64(it.search_time);
+        split.apply += Duration::from_secs_f64(it.apply_time);
+        split.rebuild += Duration::from_secs_f64(it.rebuild_time);
+    }
+    let extract_start = Instant::now();
     let root = runner.egraph.find(root);
-    let (cost_after, best) = Extractor::new(
-        &runner.egraph,
-        LoopCost {
-            egraph: &runner.egraph,
-        },
-    )
-    .find_best(root);
+    let (cost_after, best) =
+        Extractor::new(&runner.egraph, LoopCost::new(&runner.egraph)).find_best(root);
+    split.extract = extract_start.elapsed();
     let mut applied: BTreeMap<String, usize> = BTreeMap::new();
     for it in &runner.iterations {
         for (r, n) in &it.applied {
@@ -251,6 +280,7 @@ pub fn run_phase(
         applied,
         cost_before,
         cost_after,
+        split,
     };
     (best, stats, steps, checked)
 }

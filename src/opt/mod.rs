@@ -152,6 +152,7 @@ pub fn optimise(
                 applied: Default::default(),
                 cost_before: 0.0,
                 cost_after: 0.0,
+                split: Default::default(),
             });
             continue;
         }

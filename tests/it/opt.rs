@@ -549,6 +549,13 @@ fn stats_report_every_phase() {
             .iter()
             .all(|p| p["nodes"].as_u64().is_some() && p["applied"].is_object())
     );
+    // The time split by activity, within the phase's time (each printed
+    // to 0.1 ms).
+    for p in &phases {
+        let ms = |k: &str| p[k].as_f64().unwrap_or_else(|| panic!("{k} in {p}"));
+        let parts = ms("search_ms") + ms("apply_ms") + ms("rebuild_ms") + ms("extract_ms");
+        assert!(parts <= ms("time_ms") + 0.25, "{p}");
+    }
 }
 
 /// Capture avoidance (ARCHITECTURE.md, "Binders"): pushing `let x = y`

@@ -22,6 +22,7 @@ use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 
 use super::fuse::{self, Fused, Index, Plan};
+use super::hoist;
 use super::layout::{Leaf, SLOT, clif_types, elem_bytes, leaves, slots};
 use super::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH};
 use super::{CodegenError, compile_error, unsupported};
@@ -62,6 +63,8 @@ pub fn lower_function(
     // Projections of pairs forwarded, so that fusion sees through tuples.
     let mut body = normal.body.clone();
     fuse::forward_projections(&mut body);
+    // Loop invariants computed once (Note [Hoisting]).
+    hoist::hoist(&mut body);
     let normal = &Normal {
         params: normal.params.clone(),
         body,

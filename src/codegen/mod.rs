@@ -77,6 +77,7 @@
 mod aot;
 mod fuse;
 mod header;
+mod hoist;
 mod jit;
 mod layout;
 mod lower;

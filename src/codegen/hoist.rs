@@ -1,0 +1,448 @@
+//! Index arithmetic on literals folded, and loop-invariant bindings
+//! computed once before their loop (Note [Hoisting]).
+//!
+//! # Note [Hoisting]
+//!
+//! The normal form inlines every function, so a loop's body often
+//! recomputes what depends only on values bound outside it: BA's
+//! `projectAll` maps `project cam` over the points, and each iteration
+//! slices `cam`, takes the norm of its rotation, a square root, a sine and
+//! a cosine — the same numbers every time. Before fusion is planned, the
+//! lowering moves such bindings out of `build`, `ifold` and `iscan`
+//! bodies, innermost loops first, so that a binding invariant in several
+//! nested loops leaves them all.
+//!
+//! A binding of a loop's body is *invariant* when it mentions neither the
+//! loop's index nor its state, nor any binding left in the body. Names are
+//! fresh across the normal form, so a mention anywhere inside it (nested
+//! blocks included) is a dependency. It is moved when either
+//!
+//! 1. it cannot be ⊥ (Double `+ - *` and negation, `sin`, `cos`, `exp`,
+//!    comparisons, `not`, `toDouble`, pairs, projections, `length`,
+//!    `concat`, array literals; conditionals and loops of such, a loop only
+//!    of a literal size ≥ 0): computed before the loop even when the loop
+//!    runs zero times, which nothing observes; or
+//! 2. it can be ⊥, and every binding before it that stays in the body
+//!    cannot (a read `a[i]` in a loop over `0 .. length a` cannot, which
+//!    lets BA's `cam` work move past the read of the point): then iteration 0 would evaluate it before anything that can
+//!    fail, with the same operands, so the first ⊥ of the loop (E-Build's,
+//!    E-IFold-Succ's order) is the same. It is evaluated only when the loop
+//!    runs at all: such bindings, from the first one on, are computed in
+//!    `if 0 < n then … else dummies` (no test when `n` is a literal > 0), a
+//!    tuple read back by projections under their own names; when `n ≤ 0`
+//!    the body never runs and the dummies are never read. A negative `n`
+//!    still fails in the loop, as E-Build-Bot and E-IFold-Bot say.
+//!
+//! Nothing moves out of a branch of a conditional (that would evaluate
+//! what the program may not). Index `+ - * /` and negation of literals are
+//! folded first (when they do not overflow or divide by zero: those stay,
+//! to fail at run time), so `vectorSlice cam 0 2`'s size is the literal 3
+//! and the slice can live in registers (Note [Fusion], "Small arrays").
+
+use std::collections::{HashMap, HashSet};
+
+use crate::ad::anf::{Atom, Binding, Block, Rhs};
+use crate::ir::{Lit, Name, Prim, Type};
+
+/// Folds literal Index arithmetic, then hoists loop invariants, in place.
+pub fn hoist(body: &mut Block) {
+    fold_block(body, &mut HashMap::new());
+    Hoister {
+        counter: 0,
+        lengths: HashMap::new(),
+    }
+    .block(body);
+}
+
+// ----- folding -----------------------------------------------------------------
+
+fn fold_atom(a: &mut Atom, known: &HashMap<Name, i64>) {
+    if let Atom::Var(x, _) = a
+        && let Some(v) = known.get(x)
+    {
+        *a = Atom::Lit(Lit::Int(*v), Type::Index);
+    }
+}
+
+/// Substitutes known literals into `b`, and drops the Index bindings that
+/// become literals (E-Arith on two literals cannot depend on anything).
+fn fold_block(b: &mut Block, known: &mut HashMap<Name, i64>) {
+    let binds = std::mem::take(&mut b.binds);
+    for mut bind in binds {
+        match &mut bind.rhs {
+            Rhs::Prim(_, args) | Rhs::Array(args) => {
+                args.iter_mut().for_each(|a| fold_atom(a, known));
+            }
+            Rhs::If(c, t, e) => {
+                fold_atom(c, known);
+                fold_block(t, known);
+                fold_block(e, known);
+            }
+            Rhs::Loop { n, state, body, .. } => {
+                fold_atom(n, known);
+                if let Some((z, _, _)) = state {
+                    fold_atom(z, known);
+                }
+                fold_block(body, known);
+            }
+        }
+        if bind.ty == Type::Index
+            && let Rhs::Prim(op, args) = &bind.rhs
+            && let Some(v) = fold_index(*op, args)
+        {
+            known.insert(bind.name.clone(), v);
+            continue;
+        }
+        b.binds.push(bind);
+    }
+    fold_atom(&mut b.result, known);
+}
+
+fn fold_index(op: Prim, args: &[Atom]) -> Option<i64> {
+    let lit = |a: &Atom| match a {
+        Atom::Lit(Lit::Int(v), _) => Some(*v),
+        _ => None,
+    };
+    match (op, args) {
+        (Prim::Neg, [a]) => lit(a)?.checked_neg(),
+        (Prim::Add, [a, b]) => lit(a)?.checked_add(lit(b)?),
+        (Prim::Sub, [a, b]) => lit(a)?.checked_sub(lit(b)?),
+        (Prim::Mul, [a, b]) => lit(a)?.checked_mul(lit(b)?),
+        // Truncating, as E-Arith; `checked_div` is `None` for a zero
+        // divisor and for the one overflowing quotient.
+        (Prim::Div, [a, b]) => lit(a)?.checked_div(lit(b)?),
+        _ => None,
+    }
+}
+
+// ----- which bindings can be ⊥ -----------------------------------------------
+
+/// Whether evaluating `rhs` may be ⊥ (spec/semantics.md: E-Arith-Bot,
+/// E-Neg, E-Math-Bot, E-Get-Bot, E-Build-Bot, E-IFold-Bot, E-IScan-Bot,
+/// E-Accum-Bot). `safe` is a read that cannot be: `(a, i)` for the loop
+/// `i` over `0 .. length a`.
+fn can_fail(rhs: &Rhs, safe: Option<(&Name, &Name)>) -> bool {
+    match rhs {
+        Rhs::Prim(Prim::Get, args)
+            if safe.is_some()
+                && args.len() == 2
+                && (args[0].var(), args[1].var()) == (safe.map(|s| s.0), safe.map(|s| s.1)) =>
+        {
+            false
+        }
+        Rhs::Prim(op, args) => {
+            let index = args.first().is_some_and(|a| *a.ty() == Type::Index);
+            match op {
+                Prim::Add | Prim::Sub | Prim::Mul | Prim::Neg => index,
+                Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne | Prim::Not => {
+                    false
+                }
+                Prim::Sin | Prim::Cos | Prim::Exp | Prim::ToDouble => false,
+                Prim::Length | Prim::Pair | Prim::Fst | Prim::Snd | Prim::Concat => false,
+                _ => true,
+            }
+        }
+        Rhs::Array(_) => false,
+        Rhs::If(_, t, e) => block_can_fail(t) || block_can_fail(e),
+        Rhs::Loop { n, body, .. } => {
+            !matches!(n, Atom::Lit(Lit::Int(v), _) if *v >= 0) || block_can_fail(body)
+        }
+    }
+}
+
+fn block_can_fail(b: &Block) -> bool {
+    b.binds.iter().any(|bind| can_fail(&bind.rhs, None))
+}
+
+// ----- mentions --------------------------------------------------------------
+
+fn atom_in(a: &Atom, set: &HashSet<Name>) -> bool {
+    a.var().is_some_and(|x| set.contains(x))
+}
+
+/// Whether `rhs` mentions a name of `set` anywhere.
+fn mentions(rhs: &Rhs, set: &HashSet<Name>) -> bool {
+    match rhs {
+        Rhs::Prim(_, args) | Rhs::Array(args) => args.iter().any(|a| atom_in(a, set)),
+        Rhs::If(c, t, e) => atom_in(c, set) || block_mentions(t, set) || block_mentions(e, set),
+        Rhs::Loop { n, state, body, .. } => {
+            atom_in(n, set)
+                || state.as_ref().is_some_and(|(z, _, _)| atom_in(z, set))
+                || block_mentions(body, set)
+        }
+    }
+}
+
+fn block_mentions(b: &Block, set: &HashSet<Name>) -> bool {
+    atom_in(&b.result, set) || b.binds.iter().any(|bind| mentions(&bind.rhs, set))
+}
+
+fn rename_atom(a: &mut Atom, map: &HashMap<Name, Name>) {
+    if let Atom::Var(x, _) = a
+        && let Some(y) = map.get(x)
+    {
+        *x = y.clone();
+    }
+}
+
+fn rename_rhs(rhs: &mut Rhs, map: &HashMap<Name, Name>) {
+    match rhs {
+        Rhs::Prim(_, args) | Rhs::Array(args) => {
+            args.iter_mut().for_each(|a| rename_atom(a, map));
+        }
+        Rhs::If(c, t, e) => {
+            rename_atom(c, map);
+            rename_block(t, map);
+            rename_block(e, map);
+        }
+        Rhs::Loop { n, state, body, .. } => {
+            rename_atom(n, map);
+            if let Some((z, _, _)) = state {
+                rename_atom(z, map);
+            }
+            rename_block(body, map);
+        }
+    }
+}
+
+fn rename_block(b: &mut Block, map: &HashMap<Name, Name>) {
+    for bind in &mut b.binds {
+        rename_rhs(&mut bind.rhs, map);
+    }
+    rename_atom(&mut b.result, map);
+}
+
+fn has_fun(t: &Type) -> bool {
+    match t {
+        Type::Fun(..) => true,
+        Type::Array(e) => has_fun(e),
+        Type::Pair(a, b) => has_fun(a) || has_fun(b),
+        Type::Double | Type::Index | Type::Bool => false,
+    }
+}
+
+// ----- hoisting --------------------------------------------------------------
+
+struct Hoister {
+    counter: u32,
+    /// `n ↦ a` for every binding `n = length a` seen so far.
+    lengths: HashMap<Name, Name>,
+}
+
+impl Hoister {
+    /// A name no other pass makes (`'h` + a number).
+    fn fresh(&mut self, base: &str) -> Name {
+        self.counter += 1;
+        Name::from(format!("{base}'h{}", self.counter))
+    }
+
+    fn block(&mut self, b: &mut Block) {
+        let binds = std::mem::take(&mut b.binds);
+        let mut out = Vec::with_capacity(binds.len());
+        for mut bind in binds {
+            match &mut bind.rhs {
+                Rhs::Prim(Prim::Length, args) => {
+                    if let [Atom::Var(a, _)] = args.as_slice() {
+                        self.lengths.insert(bind.name.clone(), a.clone());
+                    }
+                }
+                Rhs::If(_, t, e) => {
+                    self.block(t);
+                    self.block(e);
+                }
+                Rhs::Loop {
+                    n,
+                    state,
+                    index,
+                    body,
+                    ..
+                } => {
+                    self.block(body);
+                    let mut variant: HashSet<Name> = HashSet::from([index.clone()]);
+                    if let Some((_, s, _)) = state {
+                        variant.insert(s.clone());
+                    }
+                    let over = n.var().and_then(|n| self.lengths.get(n));
+                    let moved = invariants(body, variant, over.map(|a| (a, &*index)));
+                    self.emit(&mut out, moved, n.clone());
+                }
+                Rhs::Prim(..) | Rhs::Array(_) => {}
+            }
+            out.push(bind);
+        }
+        b.binds = out;
+    }
+
+    /// Binds the `moved` bindings before their loop of size `n`: the ones
+    /// before the first that can fail as they are, the rest under `0 < n`.
+    fn emit(&mut self, out: &mut Vec<Binding>, moved: Vec<(Binding, bool)>, n: Atom) {
+        let first = moved.iter().position(|(_, f)| *f).unwrap_or(moved.len());
+        let runs = !matches!(n, Atom::Lit(Lit::Int(v), _) if v <= 0);
+        let mut moved = moved.into_iter().map(|(b, _)| b);
+        out.extend(moved.by_ref().take(first));
+        let guarded: Vec<Binding> = moved.collect();
+        if guarded.is_empty() {
+            return;
+        }
+        if matches!(n, Atom::Lit(Lit::Int(v), _) if v > 0) {
+            out.extend(guarded);
+            return;
+        }
+        // Inside the conditional, fresh names; outside, the old ones.
+        let map: HashMap<Name, Name> = guarded
+            .iter()
+            .map(|b| (b.name.clone(), self.fresh(&b.name)))
+            .collect();
+        let mut then_binds = Vec::new();
+        for mut b in guarded.iter().cloned() {
+            rename_rhs(&mut b.rhs, &map);
+            b.name = map[&b.name].clone();
+            then_binds.push(b);
+        }
+        let items: Vec<Atom> = guarded
+            .iter()
+            .map(|b| Atom::Var(map[&b.name].clone(), b.ty.clone()))
+            .collect();
+        let then_result = self.tuple(&mut then_binds, items);
+        let mut else_binds = Vec::new();
+        let dummies: Vec<Atom> = guarded
+            .iter()
+            .map(|b| self.dummy(&mut else_binds, &b.ty))
+            .collect();
+        let else_result = self.tuple(&mut else_binds, dummies);
+        let cond = if runs {
+            let g = self.fresh("runs");
+            out.push(Binding {
+                name: g.clone(),
+                ty: Type::Bool,
+                rhs: Rhs::Prim(Prim::Lt, vec![Atom::Lit(Lit::Int(0), Type::Index), n]),
+            });
+            Atom::Var(g, Type::Bool)
+        } else {
+            Atom::Lit(Lit::Bool(false), Type::Bool)
+        };
+        let tuple_ty = then_result.ty().clone();
+        let r = self.fresh("hoisted");
+        out.push(Binding {
+            name: r.clone(),
+            ty: tuple_ty.clone(),
+            rhs: Rhs::If(
+                cond,
+                Block {
+                    binds: then_binds,
+                    result: then_result,
+                },
+                Block {
+                    binds: else_binds,
+                    result: else_result,
+                },
+            ),
+        });
+        // Read back: x₁ = fst r, r₂ = snd r, x₂ = fst r₂, …, xₖ = snd rₖ₋₁.
+        let mut rest = Atom::Var(r, tuple_ty);
+        let k = guarded.len();
+        for (j, b) in guarded.into_iter().enumerate() {
+            if j + 1 == k {
+                let rhs = if k == 1 {
+                    // A single value is the conditional's own result.
+                    out.pop().map(|mut r| {
+                        r.name = b.name.clone();
+                        r
+                    })
+                } else {
+                    Some(Binding {
+                        name: b.name.clone(),
+                        ty: b.ty.clone(),
+                        rhs: Rhs::Prim(Prim::Snd, vec![rest.clone()]),
+                    })
+                };
+                out.extend(rhs);
+                break;
+            }
+            out.push(Binding {
+                name: b.name.clone(),
+                ty: b.ty.clone(),
+                rhs: Rhs::Prim(Prim::Fst, vec![rest.clone()]),
+            });
+            if j + 2 < k {
+                let Type::Pair(_, tail) = rest.ty().clone() else {
+                    unreachable!("a tuple of {k} items is a pair");
+                };
+                let next = self.fresh("hoisted");
+                out.push(Binding {
+                    name: next.clone(),
+                    ty: (*tail).clone(),
+                    rhs: Rhs::Prim(Prim::Snd, vec![rest.clone()]),
+                });
+                rest = Atom::Var(next, (*tail).clone());
+            }
+        }
+    }
+
+    /// `(a₁, (a₂, … aₖ))`, bound in `binds`; a single item is itself.
+    fn tuple(&mut self, binds: &mut Vec<Binding>, items: Vec<Atom>) -> Atom {
+        let mut items = items.into_iter().rev();
+        let mut acc = items.next().expect("at least one item");
+        for a in items {
+            let ty = Type::Pair(a.ty().clone().into(), acc.ty().clone().into());
+            let p = self.fresh("hoisted");
+            binds.push(Binding {
+                name: p.clone(),
+                ty: ty.clone(),
+                rhs: Rhs::Prim(Prim::Pair, vec![a, acc]),
+            });
+            acc = Atom::Var(p, ty);
+        }
+        acc
+    }
+
+    /// Some value of type `t` (never read: the loop does not run).
+    fn dummy(&mut self, binds: &mut Vec<Binding>, t: &Type) -> Atom {
+        match t {
+            Type::Double => Atom::Lit(Lit::Double(0.0), Type::Double),
+            Type::Index => Atom::Lit(Lit::Int(0), Type::Index),
+            Type::Bool => Atom::Lit(Lit::Bool(false), Type::Bool),
+            Type::Pair(a, b) => {
+                let a = self.dummy(binds, a);
+                let b = self.dummy(binds, b);
+                self.tuple(binds, vec![a, b])
+            }
+            Type::Array(_) | Type::Fun(..) => {
+                let x = self.fresh("empty");
+                binds.push(Binding {
+                    name: x.clone(),
+                    ty: t.clone(),
+                    rhs: Rhs::Array(Vec::new()),
+                });
+                Atom::Var(x, t.clone())
+            }
+        }
+    }
+}
+
+/// Removes from `body` the bindings that can move before its loop (rules 1
+/// and 2 of Note [Hoisting]), in order, each with whether it can fail.
+/// `variant` holds the loop's index and state; `safe` is `(a, i)` when
+/// the loop runs `i` over `0 .. length a`.
+fn invariants(
+    body: &mut Block,
+    mut variant: HashSet<Name>,
+    safe: Option<(&Name, &Name)>,
+) -> Vec<(Binding, bool)> {
+    let mut clean = true;
+    let mut kept = Vec::new();
+    let mut moved = Vec::new();
+    for bind in std::mem::take(&mut body.binds) {
+        let fails = can_fail(&bind.rhs, safe);
+        let invariant = !has_fun(&bind.ty) && !mentions(&bind.rhs, &variant);
+        if invariant && (clean || !fails) {
+            moved.push((bind, fails));
+        } else {
+            clean &= !fails;
+            variant.insert(bind.name.clone());
+            kept.push(bind);
+        }
+    }
+    body.binds = kept;
+    moved
+}

@@ -12,7 +12,7 @@
 //!   tags: phase=fusion
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
 use egg::{
@@ -649,6 +649,12 @@ pub struct RuleApplier {
     rhs: Pattern<Fsm>,
     conds: Vec<Cond>,
     counter: std::sync::atomic::AtomicU32,
+    /// The left side's variables, in a fixed order.
+    lhs_vars: Vec<Var>,
+    /// The matches applied so far (class and operands, canonical when
+    /// applied): egg finds every match again at every iteration, and
+    /// applying one twice only merges what is already merged.
+    done: std::sync::Mutex<HashSet<Vec<Id>>>,
 }
 
 impl Applier<Fsm, FsmAnalysis> for RuleApplier {
@@ -660,6 +666,19 @@ impl Applier<Fsm, FsmAnalysis> for RuleApplier {
         searcher_ast: Option<&PatternAst<Fsm>>,
         rule_name: Symbol,
     ) -> Vec<Id> {
+        // Applied before with the same class and operands: the e-graph
+        // already holds the result, merged (it only grows and merges).
+        let key: Vec<Id> = std::iter::once(egraph.find(eclass))
+            .chain(
+                self.lhs_vars
+                    .iter()
+                    .filter_map(|v| subst.get(*v))
+                    .map(|id| egraph.find(*id)),
+            )
+            .collect();
+        if self.done.lock().is_ok_and(|d| d.contains(&key)) {
+            return Vec::new();
+        }
         let mut s = subst.clone();
         let mut counter = self.counter.load(std::sync::atomic::Ordering::Relaxed);
         let ok = holds(&self.conds, egraph, &mut s, eclass, &mut counter);
@@ -667,6 +686,9 @@ impl Applier<Fsm, FsmAnalysis> for RuleApplier {
             .store(counter, std::sync::atomic::Ordering::Relaxed);
         if !ok {
             return Vec::new();
+        }
+        if let Ok(mut d) = self.done.lock() {
+            d.insert(key);
         }
         if !self.conds.iter().any(|c| matches!(c, Cond::Fresh(_))) {
             return self
@@ -723,6 +745,8 @@ pub fn rewrite(r: &RuleDef) -> Rewrite<Fsm, FsmAnalysis> {
             rhs: r.rhs.clone(),
             conds: r.conds.clone(),
             counter: std::sync::atomic::AtomicU32::new(0),
+            lhs_vars: r.lhs.vars(),
+            done: Default::default(),
         },
     )
     .expect("the loader checked the variables")

@@ -1401,7 +1401,8 @@ fn restore_recomputes_reads_and_arithmetic_instead_of_taping_them() {
 /// first ⊥: none when the loop runs zero times (`empty`, `folded`), the
 /// loop's own for a negative size (`neg`), an earlier failing read's
 /// (`order`), and the first of several moved values of every shape
-/// (`many`: Double, array, pair and Index under one `0 < n` test).
+/// (`many`: Double, array, pair and Index under one `0 < n` test), with
+/// the cheap bindings a moved one needs (`chain`).
 #[test]
 fn loop_invariants_move_out_and_keep_the_first_bottom() {
     use fsmooth::codegen::Arg;
@@ -1410,8 +1411,9 @@ fn loop_invariants_move_out_and_keep_the_first_bottom() {
                let safe (x: Double) (v: Vector) = build (length v) (fun i -> let a = v[i] * 2.0 in a + sqrt x)\n\
                let folded (x: Double) (v: Vector) = ifold (fun s i -> s + v[i] * log x) 0.0 (length v)\n\
                let neg (x: Double) (k: Index) = build (k - 3) (fun i -> toDouble i + 1.0 / x)\n\
-               let many (x: Double) (v: Vector) (m: Index) = build (length v) (fun i -> let a = 1.0 / x in let w = build m (fun k -> toDouble k / x) in let p = (a, w) in let q = 10 / m in v[i] * fst p + toDouble q + (snd p)[0])\n\
+               let many (x: Double) (v: Vector) (m: Index) = build (length v) (fun i -> let a = 1.0 / x in let w = build m (fun k -> toDouble k / x) in let p = if x > 1.0 then (a, w) else (a + 1.0, w) in let q = 10 / m in v[i] * fst p + toDouble q + (snd p)[0])\n\
                let nested (x: Double) (m: Matrix) = build (length m) (fun i -> build (length m[i]) (fun j -> m[i][j] * (1.0 / x) + sin x))\n\
+               let chain (x: Double) (v: Vector) = build (length v) (fun i -> let c = x * 2.0 in let d = 1.0 / c in v[i] * d + c)\n\
                let copies (v: Vector) (w: Vector) = ifold (fun s i -> let u = concat [w, w] in s + u[i] * v[i]) 0.0 (length v)\n";
     let (d, i) = (Value::Double, Value::Index);
     let v = vector(&[0.5, -1.25, 2.0]);
@@ -1495,6 +1497,14 @@ fn loop_invariants_move_out_and_keep_the_first_bottom() {
             Outcome::Value,
             None,
         ),
+        ("chain", vec![d(0.0), e.clone()], Outcome::Value, None),
+        (
+            "chain",
+            vec![d(0.0), v.clone()],
+            Outcome::Bottom,
+            Some("division-by-zero"),
+        ),
+        ("chain", vec![d(0.5), v.clone()], Outcome::Value, None),
         ("copies", vec![v.clone(), v.clone()], Outcome::Value, None),
     ];
     for (f, args, want, code) in cases {

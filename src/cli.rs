@@ -339,6 +339,11 @@ struct CompileArgs {
     /// `_fwd_opt` or `_rev`). The slot-level entry is `SYMBOL_slots`.
     #[arg(long)]
     symbol: Option<String>,
+    /// Also write the slot-level entry's Cranelift IR, as lowered from the
+    /// normal form (after fusion and hoisting, before Cranelift's passes),
+    /// and its machine code, to this file.
+    #[arg(long)]
+    listing: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -1382,12 +1387,19 @@ fn compile_cmd(args: CompileArgs) -> Result<(), Failure> {
     if !wrt.is_empty() {
         origin.push_str(&format!(" with respect to `{wrt}`"));
     }
+    let options = crate::codegen::AotOptions {
+        symbol,
+        origin,
+        listing: args.listing.is_some(),
+    };
     let code =
-        crate::codegen::compile_object(&entry, &crate::codegen::AotOptions { symbol, origin })
-            .map_err(|e| fail(Diagnostic::from(&e)))?;
+        crate::codegen::compile_object(&entry, &options).map_err(|e| fail(Diagnostic::from(&e)))?;
     write(&args.output, &code.object)?;
     if let Some(h) = &args.header {
         write(h, code.header.as_bytes())?;
+    }
+    if let (Some(path), Some(text)) = (&args.listing, &code.listing) {
+        write(path, text.as_bytes())?;
     }
     Ok(())
 }

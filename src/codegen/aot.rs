@@ -60,6 +60,8 @@ pub struct AotOptions {
     pub symbol: String,
     /// One line for the header's opening comment (source, entry, mode).
     pub origin: String,
+    /// Also return the slot-level entry's Cranelift IR and machine code.
+    pub listing: bool,
 }
 
 /// A compiled object file and its header.
@@ -67,6 +69,8 @@ pub struct AotOptions {
 pub struct ObjectCode {
     pub object: Vec<u8>,
     pub header: String,
+    /// With `AotOptions::listing`: the IR as lowered, then the machine code.
+    pub listing: Option<String>,
 }
 
 /// A C identifier from an F̃ name: every character outside `[A-Za-z0-9_]`
@@ -133,12 +137,14 @@ pub fn compile_object(entry: &Entry, options: &AotOptions) -> Result<ObjectCode,
         .map_err(compile_error)?;
     let mut module = ObjectModule::new(builder);
     let helpers = define_helpers(&mut module)?;
+    let mut listing = options.listing.then(String::new);
     let raw = define_entry(
         &mut module,
         &format!("{symbol}_slots"),
         Linkage::Export,
         &normal,
         &helpers,
+        listing.as_mut(),
     )?;
     let cps = c_params(&params)?;
     let crs = c_results(&result)?;
@@ -149,7 +155,11 @@ pub fn compile_object(entry: &Entry, options: &AotOptions) -> Result<ObjectCode,
         .emit()
         .map_err(|e| compile_error(format!("object file: {e}")))?;
     let header = header::header(symbol, &options.origin, &params, &result, &cps, &crs)?;
-    Ok(ObjectCode { object, header })
+    Ok(ObjectCode {
+        object,
+        header,
+        listing,
+    })
 }
 
 fn import<M: Module>(

@@ -156,7 +156,14 @@ impl Native {
 
     fn define(module: &mut JITModule, normal: &Normal) -> Result<EntryFn, CodegenError> {
         let helpers = declare_helpers(module)?;
-        let id = define_entry(module, "fsmooth_entry", Linkage::Export, normal, &helpers)?;
+        let id = define_entry(
+            module,
+            "fsmooth_entry",
+            Linkage::Export,
+            normal,
+            &helpers,
+            None,
+        )?;
         module.finalize_definitions().map_err(compile_error)?;
         let code = module.get_finalized_function(id);
         // SAFETY: the function was compiled with exactly this signature

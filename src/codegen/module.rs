@@ -99,12 +99,15 @@ pub fn entry_signature<M: Module>(module: &M) -> Signature {
 /// Declares `name` with the entry signature and defines it as the lowering
 /// of `normal`. `helpers` maps each name of [`HELPERS`] to the function
 /// that provides it in this module.
+/// With `listing`, the entry's Cranelift IR as lowered (before Cranelift's
+/// own passes) and its machine code as Cranelift prints it are appended.
 pub fn define_entry<M: Module>(
     module: &mut M,
     name: &str,
     linkage: Linkage,
     normal: &Normal,
     helpers: &[(&'static str, FuncId)],
+    listing: Option<&mut String>,
 ) -> Result<FuncId, CodegenError> {
     let sig = entry_signature(module);
     let id = module
@@ -120,9 +123,22 @@ pub fn define_entry<M: Module>(
     }
     let target = module.target_config();
     lower_function(&mut ctx.func, &mut fctx, normal, &imports, target)?;
+    let ir = listing.is_some().then(|| ctx.func.display().to_string());
+    if ir.is_some() {
+        ctx.set_disasm(true);
+    }
     module
         .define_function(id, &mut ctx)
         .map_err(|e| compile_error(format!("{e:?}")))?;
+    if let (Some(out), Some(ir)) = (listing, ir) {
+        let code = ctx
+            .compiled_code()
+            .and_then(|c| c.vcode.clone())
+            .unwrap_or_default();
+        out.push_str(&format!(
+            ";; Cranelift IR of `{name}`, as lowered\n{ir}\n;; machine code of `{name}`\n{code}"
+        ));
+    }
     module.clear_context(&mut ctx);
     Ok(id)
 }

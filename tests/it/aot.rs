@@ -589,3 +589,46 @@ fn aot_compile_errors_are_diagnostics() {
         assert!(!err.contains("panicked"), "{all:?}: {err}");
     }
 }
+
+/// `fsmooth compile --listing`: the slot-level entry's Cranelift IR as
+/// lowered, then its machine code, next to the object file.
+#[test]
+fn compile_writes_a_listing_of_ir_and_machine_code() {
+    let dir = work_dir("listing");
+    let file = dir.join("scale.fsm");
+    std::fs::write(
+        &file,
+        "let scale (x: Double) (v: Vector) = build (length v) (fun i -> v[i] * sin x)\n",
+    )
+    .unwrap();
+    compile(
+        &file,
+        &[
+            "--entry",
+            "scale",
+            "-o",
+            "scale.o",
+            "--listing",
+            "scale.lst",
+        ],
+        &dir,
+    );
+    let text = std::fs::read_to_string(dir.join("scale.lst")).expect("the listing is written");
+    let ir = text
+        .find(";; Cranelift IR of `scale_slots`, as lowered")
+        .expect("IR header");
+    let code = text
+        .find(";; machine code of `scale_slots`")
+        .expect("machine code header");
+    assert!(ir < code, "{text}");
+    let (ir_text, code_text) = (&text[ir..code], &text[code..]);
+    assert!(
+        ir_text.contains("function ") && ir_text.contains("fmul"),
+        "{ir_text}"
+    );
+    assert!(
+        code_text.lines().count() > 10 && code_text.contains("ret"),
+        "{code_text}"
+    );
+    assert!(dir.join("scale.o").exists());
+}

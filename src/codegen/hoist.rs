@@ -33,6 +33,21 @@
 //!    the body never runs and the dummies are never read. A negative `n`
 //!    still fails in the loop, as E-Build-Bot and E-IFold-Bot say.
 //!
+//! 3. it can be ⊥ and something before it that stays can fail too (or it
+//!    depends on such a binding): it is *speculated*. Before the loop,
+//!    under `0 < n`, a conditional computes it in a branch whose ⊥ does
+//!    not exit but continues in the other branch, which gives dummies
+//!    and a flag `ran = false` (the lowering's `speculative` conditionals).
+//!    In the body it stays, as `if ran then (the value) else (the binding
+//!    again, under fresh binder names)`: when the speculation failed, the
+//!    body computes it where the program does, after whatever precedes
+//!    it, so the first ⊥ is still the program's; every speculated binding
+//!    is redone so, since after a failure all speculated values are
+//!    dummies. BA's `project` reads the point (which can fail: the rows'
+//!    lengths are not known) before the camera's rotation is normalised
+//!    (a division, a square root), and forward mode's wrapper builds the
+//!    seeded input before the objective's invariant work.
+//!
 //! Only what Cranelift would not move itself is worth a register held
 //! across the loop: loops, conditionals, allocations (array literals,
 //! `concat`, `accum`), calls (`sin`, `cos`, `tan`, `log`, `exp`, `sqrt`,
@@ -52,13 +67,17 @@ use crate::ad::anf::{Atom, Binding, Block, Rhs};
 use crate::ir::{Lit, Name, Prim, Type};
 
 /// Folds literal Index arithmetic, then hoists loop invariants, in place.
-pub fn hoist(body: &mut Block) {
+/// Returns the speculative conditionals (rule 3): a ⊥ in the branch that
+/// computes them must continue in the other branch instead of exiting.
+pub fn hoist(body: &mut Block) -> HashSet<Name> {
     fold_block(body, &mut HashMap::new());
-    Hoister {
+    let mut h = Hoister {
         counter: 0,
+        speculative: HashSet::new(),
         lengths: HashMap::new(),
-    }
-    .block(body);
+    };
+    h.block(body);
+    h.speculative
 }
 
 // ----- folding -----------------------------------------------------------------
@@ -202,21 +221,65 @@ fn rename_rhs(rhs: &mut Rhs, map: &HashMap<Name, Name>) {
             rename_block(t, map);
             rename_block(e, map);
         }
-        Rhs::Loop { n, state, body, .. } => {
+        Rhs::Loop {
+            n,
+            state,
+            index,
+            body,
+            ..
+        } => {
             rename_atom(n, map);
-            if let Some((z, _, _)) = state {
+            if let Some((z, s, _)) = state {
                 rename_atom(z, map);
+                rename_name(s, map);
             }
+            rename_name(index, map);
             rename_block(body, map);
         }
     }
 }
 
+fn rename_name(x: &mut Name, map: &HashMap<Name, Name>) {
+    if let Some(y) = map.get(x) {
+        *x = y.clone();
+    }
+}
+
+/// Renames the uses of `map`'s names in `b`, and the binders inside it.
 fn rename_block(b: &mut Block, map: &HashMap<Name, Name>) {
     for bind in &mut b.binds {
+        rename_name(&mut bind.name, map);
         rename_rhs(&mut bind.rhs, map);
     }
     rename_atom(&mut b.result, map);
+}
+
+/// The names bound inside `rhs`: bindings of nested blocks, loop indices
+/// and states.
+fn rhs_binders(rhs: &Rhs, out: &mut Vec<Name>) {
+    match rhs {
+        Rhs::Prim(..) | Rhs::Array(_) => {}
+        Rhs::If(_, t, e) => {
+            block_binders(t, out);
+            block_binders(e, out);
+        }
+        Rhs::Loop {
+            state, index, body, ..
+        } => {
+            if let Some((_, s, _)) = state {
+                out.push(s.clone());
+            }
+            out.push(index.clone());
+            block_binders(body, out);
+        }
+    }
+}
+
+fn block_binders(b: &Block, out: &mut Vec<Name>) {
+    for bind in &b.binds {
+        out.push(bind.name.clone());
+        rhs_binders(&bind.rhs, out);
+    }
 }
 
 fn has_fun(t: &Type) -> bool {
@@ -232,6 +295,8 @@ fn has_fun(t: &Type) -> bool {
 
 struct Hoister {
     counter: u32,
+    /// The conditionals of rule 3, whose ⊥ the lowering catches.
+    speculative: HashSet<Name>,
     /// `n ↦ a` for every binding `n = length a` seen so far.
     lengths: HashMap<Name, Name>,
 }
@@ -270,8 +335,9 @@ impl Hoister {
                         variant.insert(s.clone());
                     }
                     let over = n.var().and_then(|n| self.lengths.get(n));
-                    let moved = invariants(body, variant, over.map(|a| (a, &*index)));
-                    self.emit(&mut out, moved, n.clone());
+                    let inv = invariants(body, variant, over.map(|a| (a, &*index)));
+                    self.emit(&mut out, inv.moved, n.clone());
+                    self.speculate(&mut out, inv.speculated, n.clone(), body);
                 }
                 Rhs::Prim(..) | Rhs::Array(_) => {}
             }
@@ -284,7 +350,6 @@ impl Hoister {
     /// before the first that can fail as they are, the rest under `0 < n`.
     fn emit(&mut self, out: &mut Vec<Binding>, moved: Vec<(Binding, bool)>, n: Atom) {
         let first = moved.iter().position(|(_, f)| *f).unwrap_or(moved.len());
-        let runs = !matches!(n, Atom::Lit(Lit::Int(v), _) if v <= 0);
         let mut moved = moved.into_iter().map(|(b, _)| b);
         out.extend(moved.by_ref().take(first));
         let guarded: Vec<Binding> = moved.collect();
@@ -295,39 +360,131 @@ impl Hoister {
             out.extend(guarded);
             return;
         }
-        // Inside the conditional, fresh names; outside, the old ones.
-        let map: HashMap<Name, Name> = guarded
+        let cond = self.runs(out, &n);
+        let targets = guarded.iter().map(|b| b.name.clone()).collect();
+        self.region(out, guarded, cond, false, targets);
+    }
+
+    /// Rule 3 of Note [Hoisting]: computes `spec` before the loop of size
+    /// `n` in a conditional whose ⊥ is caught (`Hoisted::speculative`),
+    /// with a flag saying whether it ran to the end; in `body`, each of
+    /// them becomes `if ran then value else (the binding again)`, under
+    /// fresh binder names.
+    fn speculate(
+        &mut self,
+        out: &mut Vec<Binding>,
+        spec: Vec<(Binding, bool)>,
+        n: Atom,
+        body: &mut Block,
+    ) {
+        if spec.is_empty() {
+            return;
+        }
+        let cond = self.runs(out, &n);
+        let mut redo: HashMap<Name, Name> = HashMap::new();
+        let targets: Vec<Name> = spec
+            .iter()
+            .map(|(b, _)| {
+                let h = self.fresh(&b.name);
+                redo.insert(b.name.clone(), h.clone());
+                h
+            })
+            .collect();
+        let binds = spec.into_iter().map(|(b, _)| b).collect();
+        let (r, ran) = self.region(out, binds, cond, true, targets);
+        self.speculative.insert(r);
+        let ran = ran.expect("a flag was asked for");
+        for bind in &mut body.binds {
+            let Some(h) = redo.get(&bind.name) else {
+                continue;
+            };
+            let mut again = bind.clone();
+            self.freshen(&mut again.rhs);
+            again.name = self.fresh(&bind.name);
+            let result = Atom::Var(again.name.clone(), bind.ty.clone());
+            bind.rhs = Rhs::If(
+                Atom::Var(ran.clone(), Type::Bool),
+                Block {
+                    binds: Vec::new(),
+                    result: Atom::Var(h.clone(), bind.ty.clone()),
+                },
+                Block {
+                    binds: vec![again],
+                    result,
+                },
+            );
+        }
+    }
+
+    /// Gives every binder inside `rhs` a fresh name (a copy of a binding
+    /// must not bind the names the original binds).
+    fn freshen(&mut self, rhs: &mut Rhs) {
+        let mut binders = Vec::new();
+        rhs_binders(rhs, &mut binders);
+        let map: HashMap<Name, Name> = binders
+            .into_iter()
+            .map(|x| {
+                let y = self.fresh(&x);
+                (x, y)
+            })
+            .collect();
+        rename_rhs(rhs, &map);
+    }
+
+    /// `0 < n` as an atom: a literal for a literal `n`, else bound in `out`.
+    fn runs(&mut self, out: &mut Vec<Binding>, n: &Atom) -> Atom {
+        if let Atom::Lit(Lit::Int(v), _) = n {
+            return Atom::Lit(Lit::Bool(*v > 0), Type::Bool);
+        }
+        let g = self.fresh("runs");
+        out.push(Binding {
+            name: g.clone(),
+            ty: Type::Bool,
+            rhs: Rhs::Prim(
+                Prim::Lt,
+                vec![Atom::Lit(Lit::Int(0), Type::Index), n.clone()],
+            ),
+        });
+        Atom::Var(g, Type::Bool)
+    }
+
+    /// Binds `binds` inside `if cond then … else dummies`, under fresh
+    /// names there, and reads their values back into `targets` (one per
+    /// binding, in order), after a leading Bool target (`flag`), true when
+    /// the branch ran. Returns the conditional's name and the flag's.
+    fn region(
+        &mut self,
+        out: &mut Vec<Binding>,
+        binds: Vec<Binding>,
+        cond: Atom,
+        flag: bool,
+        targets: Vec<Name>,
+    ) -> (Name, Option<Name>) {
+        let map: HashMap<Name, Name> = binds
             .iter()
             .map(|b| (b.name.clone(), self.fresh(&b.name)))
             .collect();
         let mut then_binds = Vec::new();
-        for mut b in guarded.iter().cloned() {
+        for mut b in binds.iter().cloned() {
             rename_rhs(&mut b.rhs, &map);
             b.name = map[&b.name].clone();
             then_binds.push(b);
         }
-        let items: Vec<Atom> = guarded
-            .iter()
-            .map(|b| Atom::Var(map[&b.name].clone(), b.ty.clone()))
-            .collect();
+        let bool_lit = |v| Atom::Lit(Lit::Bool(v), Type::Bool);
+        let mut items: Vec<Atom> = flag.then(|| bool_lit(true)).into_iter().collect();
+        items.extend(
+            binds
+                .iter()
+                .map(|b| Atom::Var(map[&b.name].clone(), b.ty.clone())),
+        );
         let then_result = self.tuple(&mut then_binds, items);
         let mut else_binds = Vec::new();
-        let dummies: Vec<Atom> = guarded
-            .iter()
-            .map(|b| self.dummy(&mut else_binds, &b.ty))
-            .collect();
+        let mut dummies: Vec<Atom> = flag.then(|| bool_lit(false)).into_iter().collect();
+        for b in &binds {
+            let d = self.dummy(&mut else_binds, &b.ty);
+            dummies.push(d);
+        }
         let else_result = self.tuple(&mut else_binds, dummies);
-        let cond = if runs {
-            let g = self.fresh("runs");
-            out.push(Binding {
-                name: g.clone(),
-                ty: Type::Bool,
-                rhs: Rhs::Prim(Prim::Lt, vec![Atom::Lit(Lit::Int(0), Type::Index), n]),
-            });
-            Atom::Var(g, Type::Bool)
-        } else {
-            Atom::Lit(Lit::Bool(false), Type::Bool)
-        };
         let tuple_ty = then_result.ty().clone();
         let r = self.fresh("hoisted");
         out.push(Binding {
@@ -345,31 +502,27 @@ impl Hoister {
                 },
             ),
         });
-        // Read back: x₁ = fst r, r₂ = snd r, x₂ = fst r₂, …, xₖ = snd rₖ₋₁.
-        let mut rest = Atom::Var(r, tuple_ty);
-        let k = guarded.len();
-        for (j, b) in guarded.into_iter().enumerate() {
-            if j + 1 == k {
-                let rhs = if k == 1 {
-                    // A single value is the conditional's own result.
-                    out.pop().map(|mut r| {
-                        r.name = b.name.clone();
-                        r
-                    })
-                } else {
-                    Some(Binding {
-                        name: b.name.clone(),
-                        ty: b.ty.clone(),
-                        rhs: Rhs::Prim(Prim::Snd, vec![rest.clone()]),
-                    })
-                };
-                out.extend(rhs);
-                break;
+        let mut tys: Vec<Type> = flag.then_some(Type::Bool).into_iter().collect();
+        tys.extend(binds.iter().map(|b| b.ty.clone()));
+        let ran = flag.then(|| self.fresh("ran"));
+        let mut names: Vec<Name> = ran.iter().cloned().collect();
+        names.extend(targets);
+        let k = names.len();
+        if k == 1 {
+            // A single value is the conditional's own result.
+            if let Some(last) = out.last_mut() {
+                last.name = names[0].clone();
             }
+            return (names[0].clone(), ran);
+        }
+        // Read back: x₁ = fst r, r₂ = snd r, x₂ = fst r₂, …, xₖ = snd rₖ₋₁.
+        let mut rest = Atom::Var(r.clone(), tuple_ty);
+        for (j, (name, ty)) in names.into_iter().zip(tys).enumerate() {
+            let proj = if j + 1 == k { Prim::Snd } else { Prim::Fst };
             out.push(Binding {
-                name: b.name.clone(),
-                ty: b.ty.clone(),
-                rhs: Rhs::Prim(Prim::Fst, vec![rest.clone()]),
+                name,
+                ty,
+                rhs: Rhs::Prim(proj, vec![rest.clone()]),
             });
             if j + 2 < k {
                 let Type::Pair(_, tail) = rest.ty().clone() else {
@@ -384,6 +537,7 @@ impl Hoister {
                 rest = Atom::Var(next, (*tail).clone());
             }
         }
+        (r, ran)
     }
 
     /// `(a₁, (a₂, … aₖ))`, bound in `binds`; a single item is itself.
@@ -427,23 +581,42 @@ impl Hoister {
     }
 }
 
-/// Removes from `body` the bindings that can move before its loop (rules 1
-/// and 2 of Note [Hoisting]), in order, each with whether it can fail.
+/// What `invariants` takes out of a loop's body.
+struct Invariants {
+    /// Rules 1 and 2 of Note [Hoisting], in order, each with whether it
+    /// can fail.
+    moved: Vec<(Binding, bool)>,
+    /// Rule 3: speculated, in order, each with whether it can fail (all
+    /// are still in the body, to be replaced by a test).
+    speculated: Vec<(Binding, bool)>,
+}
+
+/// Removes from `body` the bindings that can move before its loop.
 /// `variant` holds the loop's index and state; `safe` is `(a, i)` when
 /// the loop runs `i` over `0 .. length a`.
 fn invariants(
     body: &mut Block,
     mut variant: HashSet<Name>,
     safe: Option<(&Name, &Name)>,
-) -> Vec<(Binding, bool)> {
+) -> Invariants {
     let mut clean = true;
     let mut kept = Vec::new();
     let mut moved = Vec::new();
+    let mut speculated = Vec::new();
+    let mut spec_names: HashSet<Name> = HashSet::new();
     for bind in std::mem::take(&mut body.binds) {
         let fails = can_fail(&bind.rhs, safe);
         let invariant = !has_fun(&bind.ty) && !mentions(&bind.rhs, &variant);
-        if invariant && (clean || !fails) {
+        let on_speculation = mentions(&bind.rhs, &spec_names);
+        if invariant && !on_speculation && (clean || !fails) {
             moved.push((bind, fails));
+        } else if invariant && (on_speculation || (fails && worth_moving(&bind.rhs))) {
+            // Rule 3. It stays in the body too, as the test that redoes it
+            // there when the speculation failed (with the values the body
+            // computes: after a failure every speculated value is a dummy).
+            spec_names.insert(bind.name.clone());
+            kept.push(bind.clone());
+            speculated.push((bind, fails));
         } else {
             clean &= !fails;
             variant.insert(bind.name.clone());
@@ -454,6 +627,9 @@ fn invariants(
     // unless a moved binding needs it: moving it would only hold a
     // register across the loop.
     let mut needed: HashSet<Name> = HashSet::new();
+    for (bind, _) in &speculated {
+        rhs_names(&bind.rhs, &mut needed);
+    }
     let mut back = Vec::new();
     let mut out = Vec::new();
     for (bind, fails) in moved.into_iter().rev() {
@@ -471,7 +647,10 @@ fn invariants(
     // They mention only names bound outside the body: first in it.
     back.extend(kept);
     body.binds = back;
-    out
+    Invariants {
+        moved: out,
+        speculated,
+    }
 }
 
 /// Whether computing `rhs` once saves what Cranelift would not save by

@@ -64,7 +64,7 @@ pub fn lower_function(
     let mut body = normal.body.clone();
     fuse::forward_projections(&mut body);
     // Loop invariants computed once (Note [Hoisting]).
-    hoist::hoist(&mut body);
+    let speculative = hoist::hoist(&mut body);
     let normal = &Normal {
         params: normal.params.clone(),
         body,
@@ -91,6 +91,7 @@ pub fn lower_function(
         plan: fuse::plan(normal),
         fused: HashMap::new(),
         trusted: 0,
+        speculative,
         length_of: HashMap::new(),
         in_bounds: Vec::new(),
     };
@@ -130,6 +131,9 @@ struct Lower<'a, 'f> {
     fused: HashMap<Name, Live>,
     /// Inside a fused body, whose reads the guard has checked.
     trusted: usize,
+    /// The conditionals whose `then` branch is a speculation (Note
+    /// [Hoisting], rule 3).
+    speculative: std::collections::HashSet<Name>,
     /// `x = length a`: x ↦ a.
     length_of: HashMap<Name, Name>,
     /// (loop index, array) of the enclosing loops that run over
@@ -549,7 +553,10 @@ impl Lower<'_, '_> {
         match &bind.rhs {
             Rhs::Prim(op, args) => self.prim(*op, args, &bind.ty),
             Rhs::Array(items) => self.array(items, &bind.ty),
-            Rhs::If(c, t, e) => self.if_(c, t, e, &bind.ty),
+            Rhs::If(c, t, e) => {
+                let speculative = self.speculative.contains(&bind.name);
+                self.if_(c, t, e, &bind.ty, speculative)
+            }
             Rhs::Loop {
                 kind,
                 n,
@@ -576,8 +583,17 @@ impl Lower<'_, '_> {
         }
     }
 
-    /// E-If-True / E-If-False: only the chosen branch runs.
-    fn if_(&mut self, c: &Atom, t: &AnfBlock, e: &AnfBlock, ty: &Type) -> R<Vals> {
+    /// E-If-True / E-If-False: only the chosen branch runs. A
+    /// `speculative` conditional (Note [Hoisting], rule 3) continues in
+    /// its `else` branch when its `then` branch reaches ⊥.
+    fn if_(
+        &mut self,
+        c: &Atom,
+        t: &AnfBlock,
+        e: &AnfBlock,
+        ty: &Type,
+        speculative: bool,
+    ) -> R<Vals> {
         let c = self.scalar(c)?;
         let (tb, eb, join) = (
             self.b.create_block(),
@@ -588,10 +604,30 @@ impl Lower<'_, '_> {
             self.b.append_block_param(join, t);
         }
         self.b.ins().brif(c, tb, &[], eb, &[]);
+        let exit = self.fail;
+        let caught = speculative.then(|| {
+            let blk = self.b.create_block();
+            for _ in 0..3 {
+                self.b.append_block_param(blk, types::I64);
+            }
+            self.b.set_cold_block(blk);
+            blk
+        });
         for (blk, body) in [(tb, t), (eb, e)] {
             self.b.switch_to_block(blk);
-            let r = self.block(body)?;
+            if blk == tb
+                && let Some(caught) = caught
+            {
+                self.fail = caught;
+            }
+            let r = self.block(body);
+            self.fail = exit;
+            let r = r?;
             self.b.ins().jump(join, &args_of(&r));
+        }
+        if let Some(caught) = caught {
+            self.b.switch_to_block(caught);
+            self.b.ins().jump(eb, &[]);
         }
         self.b.switch_to_block(join);
         Ok(self.b.block_params(join).to_vec())

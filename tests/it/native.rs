@@ -1402,7 +1402,9 @@ fn restore_recomputes_reads_and_arithmetic_instead_of_taping_them() {
 /// loop's own for a negative size (`neg`), an earlier failing read's
 /// (`order`), and the first of several moved values of every shape
 /// (`many`: Double, array, pair and Index under one `0 < n` test), with
-/// the cheap bindings a moved one needs (`chain`).
+/// the cheap bindings a moved one needs (`chain`); speculated past a
+/// binding that can fail (rule 3: `spec`, `specdep`, and `speclen`, whose
+/// speculated length feeds a speculated loop that fails).
 #[test]
 fn loop_invariants_move_out_and_keep_the_first_bottom() {
     use fsmooth::codegen::Arg;
@@ -1414,6 +1416,10 @@ fn loop_invariants_move_out_and_keep_the_first_bottom() {
                let many (x: Double) (v: Vector) (m: Index) = build (length v) (fun i -> let a = 1.0 / x in let w = build m (fun k -> toDouble k / x) in let p = if x > 1.0 then (a, w) else (a + 1.0, w) in let q = 10 / m in v[i] * fst p + toDouble q + (snd p)[0])\n\
                let nested (x: Double) (m: Matrix) = build (length m) (fun i -> build (length m[i]) (fun j -> m[i][j] * (1.0 / x) + sin x))\n\
                let chain (x: Double) (v: Vector) = build (length v) (fun i -> let c = x * 2.0 in let d = 1.0 / c in v[i] * d + c)\n\
+               let spec (x: Double) (v: Vector) (k: Index) = build (length v) (fun i -> let a = 10 / (i - k) in toDouble a + sqrt x)\n\
+               let specdep (x: Double) (v: Vector) = build (length v) (fun i -> let a = 1.0 / v[i] in let s = sqrt x in let w = build 2 (fun j -> 1.0 / (s - toDouble j)) in a + cos s + w[1])\n\
+               let speclen (v: Vector) = build (length v) (fun i -> let a = 1.0 / v[i] in let w = build 2 (fun j -> toDouble j + 1.0) in let u = build (length w) (fun j -> w[j] / 0.0) in a + u[0])\n\
+               let specarena (v: Vector) (w: Vector) = ifold (fun s i -> let a = 1.0 / v[i] in let u = build (length w) (fun k -> w[k] / 2.0) in s + a * (concat [u, u])[i]) 0.0 (length v)\n\
                let copies (v: Vector) (w: Vector) = ifold (fun s i -> let u = concat [w, w] in s + u[i] * v[i]) 0.0 (length v)\n";
     let (d, i) = (Value::Double, Value::Index);
     let v = vector(&[0.5, -1.25, 2.0]);
@@ -1505,6 +1511,69 @@ fn loop_invariants_move_out_and_keep_the_first_bottom() {
             Some("division-by-zero"),
         ),
         ("chain", vec![d(0.5), v.clone()], Outcome::Value, None),
+        (
+            "spec",
+            vec![d(-1.0), v.clone(), i(0)],
+            Outcome::Bottom,
+            Some("division-by-zero"),
+        ),
+        (
+            "spec",
+            vec![d(-1.0), v.clone(), i(5)],
+            Outcome::Bottom,
+            Some("domain-error"),
+        ),
+        (
+            "spec",
+            vec![d(4.0), v.clone(), i(1)],
+            Outcome::Bottom,
+            Some("division-by-zero"),
+        ),
+        ("spec", vec![d(4.0), v.clone(), i(7)], Outcome::Value, None),
+        ("spec", vec![d(-1.0), e.clone(), i(0)], Outcome::Value, None),
+        (
+            "specdep",
+            vec![d(-1.0), vector(&[0.0])],
+            Outcome::Bottom,
+            Some("division-by-zero"),
+        ),
+        (
+            "specdep",
+            vec![d(-1.0), vector(&[2.0])],
+            Outcome::Bottom,
+            Some("domain-error"),
+        ),
+        (
+            "specdep",
+            vec![d(0.0), vector(&[2.0])],
+            Outcome::Bottom,
+            Some("division-by-zero"),
+        ),
+        (
+            "specdep",
+            vec![d(4.0), vector(&[2.0, 4.0])],
+            Outcome::Value,
+            None,
+        ),
+        (
+            "speclen",
+            vec![vector(&[0.0])],
+            Outcome::Bottom,
+            Some("division-by-zero"),
+        ),
+        (
+            "speclen",
+            vec![vector(&[2.0])],
+            Outcome::Bottom,
+            Some("division-by-zero"),
+        ),
+        ("speclen", vec![e.clone()], Outcome::Value, None),
+        (
+            "specarena",
+            vec![v.clone(), v.clone()],
+            Outcome::Value,
+            None,
+        ),
         ("copies", vec![v.clone(), v.clone()], Outcome::Value, None),
     ];
     for (f, args, want, code) in cases {
@@ -1524,6 +1593,17 @@ fn loop_invariants_move_out_and_keep_the_first_bottom() {
     assert!(
         o.arena_bytes() <= 1 << 20,
         "copies: {} arena bytes",
+        o.arena_bytes()
+    );
+    // Rule 3: the invariant `u` after a division by `v[i]` is speculated,
+    // built once (with `concat`, 16 KB per iteration otherwise).
+    let nonzero: Vec<f64> = big.iter().map(|x| x + 1.0).collect();
+    let o = compile(&load_entry(src, "specarena"))
+        .call_slices(&[Arg::F64s(&nonzero), Arg::F64s(&big)])
+        .expect("runs");
+    assert!(
+        o.arena_bytes() <= 1 << 20,
+        "specarena: {} arena bytes",
         o.arena_bytes()
     );
 }

@@ -69,7 +69,10 @@
 //! (E-Get-Bot, E-Build-Bot, E-IFold-Bot, E-Arith-Bot, E-Math-Bot, E-Accum-Bot)
 //! is an explicit test that branches to one exit block, which stores the
 //! details in the call context and returns a non-zero status; the wrapper
-//! turns it into a [`CodegenError`] with the evaluator's error code. A
+//! turns it into a [`CodegenError`] with the evaluator's error code
+//! (inside a speculated loop invariant, Note [Hoisting] in
+//! `codegen/hoist.rs`, the test branches to code that redoes the binding
+//! in the loop instead, which then exits as above). A
 //! test is left out only where it cannot fire: a read `a[i]` in a loop
 //! over `0 .. length a`, and the reads inside a fused body, which the
 //! fusion guard checked (Note [Fusion]).

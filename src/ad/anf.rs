@@ -60,6 +60,93 @@ pub enum Rhs {
     },
 }
 
+impl Rhs {
+    /// Every atom `self` uses, nested blocks (and their results) included.
+    pub fn for_each_atom(&self, f: &mut impl FnMut(&Atom)) {
+        match self {
+            Rhs::Prim(_, args) | Rhs::Array(args) => args.iter().for_each(f),
+            Rhs::If(c, t, e) => {
+                f(c);
+                t.for_each_atom(f);
+                e.for_each_atom(f);
+            }
+            Rhs::Loop { n, state, body, .. } => {
+                f(n);
+                if let Some((z, _, _)) = state {
+                    f(z);
+                }
+                body.for_each_atom(f);
+            }
+        }
+    }
+
+    /// [`Rhs::for_each_atom`], mutably.
+    pub fn for_each_atom_mut(&mut self, f: &mut impl FnMut(&mut Atom)) {
+        match self {
+            Rhs::Prim(_, args) | Rhs::Array(args) => args.iter_mut().for_each(f),
+            Rhs::If(c, t, e) => {
+                f(c);
+                t.for_each_atom_mut(f);
+                e.for_each_atom_mut(f);
+            }
+            Rhs::Loop { n, state, body, .. } => {
+                f(n);
+                if let Some((z, _, _)) = state {
+                    f(z);
+                }
+                body.for_each_atom_mut(f);
+            }
+        }
+    }
+
+    /// Every name bound inside `self`: the bindings of nested blocks, loop
+    /// indices and states.
+    pub fn for_each_binder_mut(&mut self, f: &mut impl FnMut(&mut Name)) {
+        match self {
+            Rhs::Prim(..) | Rhs::Array(_) => {}
+            Rhs::If(_, t, e) => {
+                t.for_each_binder_mut(f);
+                e.for_each_binder_mut(f);
+            }
+            Rhs::Loop {
+                state, index, body, ..
+            } => {
+                if let Some((_, s, _)) = state {
+                    f(s);
+                }
+                f(index);
+                body.for_each_binder_mut(f);
+            }
+        }
+    }
+}
+
+impl Block {
+    /// Every atom the block uses, its result included.
+    pub fn for_each_atom(&self, f: &mut impl FnMut(&Atom)) {
+        for bind in &self.binds {
+            bind.rhs.for_each_atom(f);
+        }
+        f(&self.result);
+    }
+
+    /// [`Block::for_each_atom`], mutably.
+    pub fn for_each_atom_mut(&mut self, f: &mut impl FnMut(&mut Atom)) {
+        for bind in &mut self.binds {
+            bind.rhs.for_each_atom_mut(f);
+        }
+        f(&mut self.result);
+    }
+
+    /// Every name bound in the block, nested blocks included.
+    pub fn for_each_binder_mut(&mut self, f: &mut impl FnMut(&mut Name)) {
+        for bind in &mut self.binds {
+            f(&mut bind.name);
+            bind.rhs.for_each_binder_mut(f);
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Binding {
     pub name: Name,

@@ -182,104 +182,27 @@ fn block_can_fail(b: &Block) -> bool {
 
 // ----- mentions --------------------------------------------------------------
 
-fn atom_in(a: &Atom, set: &HashSet<Name>) -> bool {
-    a.var().is_some_and(|x| set.contains(x))
-}
-
 /// Whether `rhs` mentions a name of `set` anywhere.
 fn mentions(rhs: &Rhs, set: &HashSet<Name>) -> bool {
-    match rhs {
-        Rhs::Prim(_, args) | Rhs::Array(args) => args.iter().any(|a| atom_in(a, set)),
-        Rhs::If(c, t, e) => atom_in(c, set) || block_mentions(t, set) || block_mentions(e, set),
-        Rhs::Loop { n, state, body, .. } => {
-            atom_in(n, set)
-                || state.as_ref().is_some_and(|(z, _, _)| atom_in(z, set))
-                || block_mentions(body, set)
-        }
-    }
+    let mut found = false;
+    rhs.for_each_atom(&mut |a| found |= a.var().is_some_and(|x| set.contains(x)));
+    found
 }
 
-fn block_mentions(b: &Block, set: &HashSet<Name>) -> bool {
-    atom_in(&b.result, set) || b.binds.iter().any(|bind| mentions(&bind.rhs, set))
-}
-
-fn rename_atom(a: &mut Atom, map: &HashMap<Name, Name>) {
-    if let Atom::Var(x, _) = a
-        && let Some(y) = map.get(x)
-    {
-        *x = y.clone();
-    }
-}
-
+/// Renames the uses of `map`'s names in `rhs`, and the binders inside it.
 fn rename_rhs(rhs: &mut Rhs, map: &HashMap<Name, Name>) {
-    match rhs {
-        Rhs::Prim(_, args) | Rhs::Array(args) => {
-            args.iter_mut().for_each(|a| rename_atom(a, map));
+    rhs.for_each_atom_mut(&mut |a| {
+        if let Atom::Var(x, _) = a
+            && let Some(y) = map.get(x)
+        {
+            *x = y.clone();
         }
-        Rhs::If(c, t, e) => {
-            rename_atom(c, map);
-            rename_block(t, map);
-            rename_block(e, map);
+    });
+    rhs.for_each_binder_mut(&mut |x| {
+        if let Some(y) = map.get(x) {
+            *x = y.clone();
         }
-        Rhs::Loop {
-            n,
-            state,
-            index,
-            body,
-            ..
-        } => {
-            rename_atom(n, map);
-            if let Some((z, s, _)) = state {
-                rename_atom(z, map);
-                rename_name(s, map);
-            }
-            rename_name(index, map);
-            rename_block(body, map);
-        }
-    }
-}
-
-fn rename_name(x: &mut Name, map: &HashMap<Name, Name>) {
-    if let Some(y) = map.get(x) {
-        *x = y.clone();
-    }
-}
-
-/// Renames the uses of `map`'s names in `b`, and the binders inside it.
-fn rename_block(b: &mut Block, map: &HashMap<Name, Name>) {
-    for bind in &mut b.binds {
-        rename_name(&mut bind.name, map);
-        rename_rhs(&mut bind.rhs, map);
-    }
-    rename_atom(&mut b.result, map);
-}
-
-/// The names bound inside `rhs`: bindings of nested blocks, loop indices
-/// and states.
-fn rhs_binders(rhs: &Rhs, out: &mut Vec<Name>) {
-    match rhs {
-        Rhs::Prim(..) | Rhs::Array(_) => {}
-        Rhs::If(_, t, e) => {
-            block_binders(t, out);
-            block_binders(e, out);
-        }
-        Rhs::Loop {
-            state, index, body, ..
-        } => {
-            if let Some((_, s, _)) = state {
-                out.push(s.clone());
-            }
-            out.push(index.clone());
-            block_binders(body, out);
-        }
-    }
-}
-
-fn block_binders(b: &Block, out: &mut Vec<Name>) {
-    for bind in &b.binds {
-        out.push(bind.name.clone());
-        rhs_binders(&bind.rhs, out);
-    }
+    });
 }
 
 fn has_fun(t: &Type) -> bool {
@@ -420,7 +343,7 @@ impl Hoister {
     /// must not bind the names the original binds).
     fn freshen(&mut self, rhs: &mut Rhs) {
         let mut binders = Vec::new();
-        rhs_binders(rhs, &mut binders);
+        rhs.for_each_binder_mut(&mut |x| binders.push(x.clone()));
         let map: HashMap<Name, Name> = binders
             .into_iter()
             .map(|x| {
@@ -678,33 +601,9 @@ fn worth_moving(rhs: &Rhs) -> bool {
 
 /// The names `rhs` mentions (nested blocks included).
 fn rhs_names(rhs: &Rhs, out: &mut HashSet<Name>) {
-    let atom = |a: &Atom, out: &mut HashSet<Name>| {
+    rhs.for_each_atom(&mut |a| {
         if let Some(x) = a.var() {
             out.insert(x.clone());
         }
-    };
-    match rhs {
-        Rhs::Prim(_, args) | Rhs::Array(args) => args.iter().for_each(|a| atom(a, out)),
-        Rhs::If(c, t, e) => {
-            atom(c, out);
-            block_names(t, out);
-            block_names(e, out);
-        }
-        Rhs::Loop { n, state, body, .. } => {
-            atom(n, out);
-            if let Some((z, _, _)) = state {
-                atom(z, out);
-            }
-            block_names(body, out);
-        }
-    }
-}
-
-fn block_names(b: &Block, out: &mut HashSet<Name>) {
-    for bind in &b.binds {
-        rhs_names(&bind.rhs, out);
-    }
-    if let Some(x) = b.result.var() {
-        out.insert(x.clone());
-    }
+    });
 }

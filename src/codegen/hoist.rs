@@ -293,13 +293,7 @@ impl Hoister {
     /// with a flag saying whether it ran to the end; in `body`, each of
     /// them becomes `if ran then value else (the binding again)`, under
     /// fresh binder names.
-    fn speculate(
-        &mut self,
-        out: &mut Vec<Binding>,
-        spec: Vec<(Binding, bool)>,
-        n: Atom,
-        body: &mut Block,
-    ) {
+    fn speculate(&mut self, out: &mut Vec<Binding>, spec: Vec<Binding>, n: Atom, body: &mut Block) {
         if spec.is_empty() {
             return;
         }
@@ -307,14 +301,13 @@ impl Hoister {
         let mut redo: HashMap<Name, Name> = HashMap::new();
         let targets: Vec<Name> = spec
             .iter()
-            .map(|(b, _)| {
+            .map(|b| {
                 let h = self.fresh(&b.name);
                 redo.insert(b.name.clone(), h.clone());
                 h
             })
             .collect();
-        let binds = spec.into_iter().map(|(b, _)| b).collect();
-        let (r, ran) = self.region(out, binds, cond, true, targets);
+        let (r, ran) = self.region(out, spec, cond, true, targets);
         self.speculative.insert(r);
         let ran = ran.expect("a flag was asked for");
         for bind in &mut body.binds {
@@ -509,9 +502,9 @@ struct Invariants {
     /// Rules 1 and 2 of Note [Hoisting], in order, each with whether it
     /// can fail.
     moved: Vec<(Binding, bool)>,
-    /// Rule 3: speculated, in order, each with whether it can fail (all
-    /// are still in the body, to be replaced by a test).
-    speculated: Vec<(Binding, bool)>,
+    /// Rule 3: speculated, in order (all are still in the body too, to be
+    /// replaced by a test).
+    speculated: Vec<Binding>,
 }
 
 /// Removes from `body` the bindings that can move before its loop.
@@ -539,7 +532,7 @@ fn invariants(
             // computes: after a failure every speculated value is a dummy).
             spec_names.insert(bind.name.clone());
             kept.push(bind.clone());
-            speculated.push((bind, fails));
+            speculated.push(bind);
         } else {
             clean &= !fails;
             variant.insert(bind.name.clone());
@@ -550,7 +543,7 @@ fn invariants(
     // unless a moved binding needs it: moving it would only hold a
     // register across the loop.
     let mut needed: HashSet<Name> = HashSet::new();
-    for (bind, _) in &speculated {
+    for bind in &speculated {
         rhs_names(&bind.rhs, &mut needed);
     }
     let mut back = Vec::new();

@@ -583,7 +583,11 @@ pub fn forward_projections(body: &mut Block) {
     // Removing a pair can leave its operands unused: repeat, boundedly.
     for _ in 0..8 {
         let mut uses: HashMap<Name, usize> = HashMap::new();
-        count_block(body, &mut uses);
+        body.for_each_atom(&mut |a| {
+            if let Some(x) = a.var() {
+                *uses.entry(x.clone()).or_default() += 1;
+            }
+        });
         if !drop_unused(body, &uses) {
             break;
         }
@@ -636,33 +640,6 @@ fn forward_block(
         }
     }
     resolve(&mut b.result, alias);
-}
-
-fn count_atom(a: &Atom, uses: &mut HashMap<Name, usize>) {
-    if let Atom::Var(x, _) = a {
-        *uses.entry(x.clone()).or_default() += 1;
-    }
-}
-
-fn count_block(b: &Block, uses: &mut HashMap<Name, usize>) {
-    for bind in &b.binds {
-        match &bind.rhs {
-            Rhs::Prim(_, args) | Rhs::Array(args) => args.iter().for_each(|a| count_atom(a, uses)),
-            Rhs::If(c, t, e) => {
-                count_atom(c, uses);
-                count_block(t, uses);
-                count_block(e, uses);
-            }
-            Rhs::Loop { n, state, body, .. } => {
-                count_atom(n, uses);
-                if let Some((z, _, _)) = state {
-                    count_atom(z, uses);
-                }
-                count_block(body, uses);
-            }
-        }
-    }
-    count_atom(&b.result, uses);
 }
 
 fn drop_unused(b: &mut Block, uses: &HashMap<Name, usize>) -> bool {

@@ -1582,28 +1582,25 @@ fn loop_invariants_move_out_and_keep_the_first_bottom() {
             assert_eq!(native_error(src, f, &args).code(), code, "{f} {args:?}");
         }
     }
-    // `concat [w, w]` is invariant: built once, not once per iteration
-    // (10³ iterations of 16 KB without hoisting).
+    // The arena grows by chunks of at least 1 MiB: one chunk means the
+    // invariant array was built once, not once per iteration.
+    let arena = |f: &str, args: &[Arg]| {
+        let o = compile(&load_entry(src, f))
+            .call_slices(args)
+            .expect("runs");
+        assert!(
+            o.arena_bytes() <= 1 << 20,
+            "{f}: {} arena bytes",
+            o.arena_bytes()
+        );
+    };
     let n = 1_000;
     let big: Vec<f64> = (0..n).map(|k| k as f64 * 1e-3).collect();
-    let o = compile(&load_entry(src, "copies"))
-        .call_slices(&[Arg::F64s(&big), Arg::F64s(&big)])
-        .expect("runs");
-    // (The arena grows by chunks of at least 1 MiB.)
-    assert!(
-        o.arena_bytes() <= 1 << 20,
-        "copies: {} arena bytes",
-        o.arena_bytes()
-    );
+    // `concat [w, w]` is invariant (10³ iterations of 16 KB without
+    // hoisting).
+    arena("copies", &[Arg::F64s(&big), Arg::F64s(&big)]);
     // Rule 3: the invariant `u` after a division by `v[i]` is speculated,
     // built once (with `concat`, 16 KB per iteration otherwise).
     let nonzero: Vec<f64> = big.iter().map(|x| x + 1.0).collect();
-    let o = compile(&load_entry(src, "specarena"))
-        .call_slices(&[Arg::F64s(&nonzero), Arg::F64s(&big)])
-        .expect("runs");
-    assert!(
-        o.arena_bytes() <= 1 << 20,
-        "specarena: {} arena bytes",
-        o.arena_bytes()
-    );
+    arena("specarena", &[Arg::F64s(&nonzero), Arg::F64s(&big)]);
 }

@@ -12,7 +12,8 @@
 //!   leaf of the result; it packs the slots on its stack and calls `S_slots`;
 //! - the helpers, as local functions written in Cranelift IR:
 //!   `fsmooth_alloc` (one `malloc` per array, never per element, linked
-//!   into the context), `fsmooth_copy` (`memcpy`) and `fsmooth_ipow`; the
+//!   into the context), `fsmooth_scratch` and `fsmooth_release` (the
+//!   scratch stacks' blocks), `fsmooth_copy` (`memcpy`) and `fsmooth_ipow`; the
 //!   math helpers are libm's `sin`, `cos`, `tan`, `log`, `exp` and `pow`,
 //!   the functions the evaluator's Rust `f64` methods call on this host;
 //! - `fsmooth_ctx_release`, which frees every block of a context. It is a
@@ -25,11 +26,16 @@
 //! result may share) and stay valid until `fsmooth_ctx_release(&ctx)`,
 //! which frees all of them at once and leaves the context ready for reuse.
 //! `ctx.limit` (bytes, 0 for none) bounds what the context may hold.
+//! Arrays that do not outlive a loop iteration (Note [Scratch arrays] in
+//! `codegen/scratch.rs`) come from two more lists of blocks of at least
+//! 64 KiB, the scratch stacks, which the loops release as they go (a
+//! stack keeps one block between iterations and between calls); what a ⊥
+//! leaves there is freed by `fsmooth_ctx_release` too.
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
     AbiParam, BlockArg, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, UserFuncName,
-    types,
+    Value, types,
 };
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
@@ -49,8 +55,13 @@ use crate::pipeline::Entry;
 pub const CTX_ARENA: i32 = 0;
 pub const CTX_LIMIT: i32 = 32;
 pub const CTX_USED: i32 = 40;
-/// Bytes before each block's data: the link to the previous block, padded
-/// to keep `malloc`'s 16-byte alignment.
+/// The heads of the lists of blocks of the two scratch stacks (Note
+/// [Scratch arrays] in `codegen/scratch.rs`), at `CTX_TEMPS + 8 k`; their
+/// windows follow (`runtime::ctx_window`).
+pub const CTX_TEMPS: i32 = 48;
+/// Bytes before each block's data: the link to the previous block and the
+/// block's size in bytes (what it adds to `ctx.used`), which keeps
+/// `malloc`'s 16-byte alignment.
 const BLOCK_HEADER: i64 = 16;
 
 /// What the object file is built from and called.
@@ -179,7 +190,12 @@ fn define_helpers(m: &mut ObjectModule) -> Result<Vec<(&'static str, FuncId)>, C
     let mut out = Vec::new();
     for h in &HELPERS {
         let id = match h.name {
-            "fsmooth_alloc" => define_alloc(m, h.name)?,
+            "fsmooth_alloc" => define_alloc(m, h.name, Some(CTX_ARENA))?,
+            "fsmooth_scratch" => {
+                let block = define_alloc(m, "fsmooth_temp_block", None)?;
+                define_scratch(m, h.name, block)?
+            }
+            "fsmooth_release" => define_release_to(m, h.name)?,
             "fsmooth_copy" => define_copy(m, h.name)?,
             "fsmooth_ipow" => define_ipow(m, h.name)?,
             other => {
@@ -242,14 +258,29 @@ fn barg(v: cranelift_codegen::ir::Value) -> BlockArg {
 }
 
 /// `fsmooth_alloc(ctx, bytes)`: a block of `16 + bytes` from `malloc`,
-/// linked in front of the context's list; null past `ctx.limit` (when
-/// non-zero) or when `malloc` fails.
-fn define_alloc(m: &mut ObjectModule, name: &str) -> Result<FuncId, CodegenError> {
+/// linked in front of the context's list at byte `list`; null past
+/// `ctx.limit` (when non-zero) or when `malloc` fails. Without `list`,
+/// `(ctx, bytes, head)` links it in front of the list whose head is at
+/// the address `head` (a scratch stack's, for `fsmooth_scratch`).
+fn define_alloc(
+    m: &mut ObjectModule,
+    name: &str,
+    list: Option<i32>,
+) -> Result<FuncId, CodegenError> {
     use types::I64;
     let malloc = import(m, "malloc", &[I64], &[I64])?;
-    let sig = signature(m, &[I64, I64], &[I64]);
+    let params: &[types::Type] = if list.is_some() {
+        &[I64, I64]
+    } else {
+        &[I64, I64, I64]
+    };
+    let sig = signature(m, params, &[I64]);
     define_fn(m, name, Linkage::Local, sig, |m, b, p| {
         let (ctx, bytes) = (p[0], p[1]);
+        let (head_at, list) = match list {
+            Some(at) => (ctx, at),
+            None => (p[2], 0),
+        };
         let malloc = m.declare_func_in_func(malloc, b.func);
         let flags = MemFlagsData::trusted();
         let null = b.create_block();
@@ -280,15 +311,147 @@ fn define_alloc(m: &mut ObjectModule, name: &str) -> Result<FuncId, CodegenError
         let link = b.create_block();
         b.ins().brif(failed, null, &[], link, &[]);
         b.switch_to_block(link);
-        let head = b.ins().load(I64, flags, ctx, CTX_ARENA);
+        let head = b.ins().load(I64, flags, head_at, list);
         b.ins().store(flags, head, blk, 0);
-        b.ins().store(flags, blk, ctx, CTX_ARENA);
+        b.ins().store(flags, bytes, blk, 8);
+        b.ins().store(flags, blk, head_at, list);
         b.ins().store(flags, total, ctx, CTX_USED);
         let data = b.ins().iadd_imm_s(blk, BLOCK_HEADER);
         b.ins().return_(&[data]);
         b.switch_to_block(null);
         let z = b.ins().iconst(I64, 0);
         b.ins().return_(&[z]);
+        Ok(())
+    })
+}
+
+/// The least size of a scratch block (Note [Scratch arrays] in
+/// `codegen/scratch.rs`), a window many iterations' arrays share.
+const TEMP_BLOCK: i64 = 1 << 16;
+
+/// The addresses of scratch stack `k`'s list head and window in `ctx`.
+fn stack_fields(b: &mut FunctionBuilder, ctx: Value, k: Value) -> (Value, Value) {
+    let k8 = b.ins().imul_imm_s(k, 8);
+    let head = b.ins().iadd(ctx, k8);
+    let head = b.ins().iadd_imm_s(head, i64::from(CTX_TEMPS));
+    let k24 = b.ins().imul_imm_s(k, 24);
+    let win = b.ins().iadd(ctx, k24);
+    let win = b.ins().iadd_imm_s(win, i64::from(rt::ctx_window(0)[0]));
+    (head, win)
+}
+
+/// `fsmooth_scratch(ctx, bytes, k)`: a new block of scratch stack `k` of
+/// at least [`TEMP_BLOCK`] bytes (from `block`, `fsmooth_alloc` on the
+/// stack's list), which becomes the stack's window with its first `bytes`
+/// (rounded up to 8) taken; null when memory runs out.
+fn define_scratch(m: &mut ObjectModule, name: &str, block: FuncId) -> Result<FuncId, CodegenError> {
+    use types::I64;
+    let sig = signature(m, &[I64, I64, I64], &[I64]);
+    define_fn(m, name, Linkage::Local, sig, |m, b, p| {
+        let (ctx, bytes, k) = (p[0], p[1], p[2]);
+        let (head_at, win) = stack_fields(b, ctx, k);
+        let block = m.declare_func_in_func(block, b.func);
+        let flags = MemFlagsData::trusted();
+        let (get, window, null) = (b.create_block(), b.create_block(), b.create_block());
+        let huge = b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThan, bytes, i64::MAX - 64);
+        b.ins().brif(huge, null, &[], get, &[]);
+        b.switch_to_block(get);
+        let r = b.ins().iadd_imm_s(bytes, 7);
+        let rounded = b.ins().band_imm_s(r, !7);
+        let least = b.ins().iconst(I64, TEMP_BLOCK);
+        let small = b.ins().icmp(IntCC::SignedLessThan, rounded, least);
+        let want = b.ins().select(small, least, rounded);
+        let call = b.ins().call(block, &[ctx, want, head_at]);
+        let base = b.inst_results(call)[0];
+        let failed = b.ins().icmp_imm_s(IntCC::Equal, base, 0);
+        b.ins().brif(failed, null, &[], window, &[]);
+        b.switch_to_block(window);
+        let cur = b.ins().iadd(base, rounded);
+        let end = b.ins().iadd(base, want);
+        b.ins().store(flags, base, win, 0);
+        b.ins().store(flags, cur, win, 8);
+        b.ins().store(flags, end, win, 16);
+        b.ins().return_(&[base]);
+        b.switch_to_block(null);
+        let z = b.ins().iconst(I64, 0);
+        b.ins().return_(&[z]);
+        Ok(())
+    })
+}
+
+/// `fsmooth_release(ctx, mark, k)`: frees the blocks of scratch stack `k`
+/// allocated after `mark`, taking their bytes off `ctx.used`, and sets the
+/// window as `Arena::release_scratch` does: the block that holds `mark`
+/// (its end included) from `mark` on; all of the block after one that ends
+/// at `mark`; all of the oldest block when none holds it (`mark` is 0).
+fn define_release_to(m: &mut ObjectModule, name: &str) -> Result<FuncId, CodegenError> {
+    use types::I64;
+    let free = import(m, "free", &[I64], &[])?;
+    let sig = signature(m, &[I64, I64, I64], &[]);
+    define_fn(m, name, Linkage::Local, sig, |m, b, p| {
+        let (ctx, mark, k) = (p[0], p[1], p[2]);
+        let (head_at, win) = stack_fields(b, ctx, k);
+        let free = m.declare_func_in_func(free, b.func);
+        let flags = MemFlagsData::trusted();
+        let [header, test, older, prev, drop, keep, done] = [(); 7].map(|_| b.create_block());
+        b.append_block_param(keep, I64);
+        b.append_block_param(keep, I64);
+        let head = b.ins().load(I64, flags, head_at, 0);
+        b.append_block_param(header, I64);
+        b.ins().jump(header, &[barg(head)]);
+        // header(blk): the newest block left; none left → done.
+        b.switch_to_block(header);
+        let blk = b.block_params(header)[0];
+        let empty = b.ins().icmp_imm_s(IntCC::Equal, blk, 0);
+        b.ins().brif(empty, done, &[], test, &[]);
+        b.switch_to_block(test);
+        let base = b.ins().iadd_imm_s(blk, BLOCK_HEADER);
+        let size = b.ins().load(I64, flags, blk, 8);
+        let end = b.ins().iadd(base, size);
+        let above = b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, mark, base);
+        let below = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, mark, end);
+        let holds = b.ins().band(above, below);
+        b.ins()
+            .brif(holds, keep, &[barg(blk), barg(mark)], older, &[]);
+        b.switch_to_block(older);
+        let next = b.ins().load(I64, flags, blk, 0);
+        let oldest = b.ins().icmp_imm_s(IntCC::Equal, next, 0);
+        b.ins()
+            .brif(oldest, keep, &[barg(blk), barg(base)], prev, &[]);
+        b.switch_to_block(prev);
+        let prev_size = b.ins().load(I64, flags, next, 8);
+        let prev_end = b.ins().iadd(next, prev_size);
+        let prev_end = b.ins().iadd_imm_s(prev_end, BLOCK_HEADER);
+        let after = b.ins().icmp(IntCC::Equal, prev_end, mark);
+        b.ins()
+            .brif(after, keep, &[barg(blk), barg(base)], drop, &[]);
+        b.switch_to_block(drop);
+        let used = b.ins().load(I64, flags, ctx, CTX_USED);
+        let left = b.ins().isub(used, size);
+        b.ins().store(flags, left, ctx, CTX_USED);
+        b.ins().store(flags, next, head_at, 0);
+        b.ins().call(free, &[blk]);
+        b.ins().jump(header, &[barg(next)]);
+        b.switch_to_block(keep);
+        let (blk, cur) = {
+            let ps = b.block_params(keep);
+            (ps[0], ps[1])
+        };
+        let base = b.ins().iadd_imm_s(blk, BLOCK_HEADER);
+        let size = b.ins().load(I64, flags, blk, 8);
+        let end = b.ins().iadd(base, size);
+        b.ins().store(flags, base, win, 0);
+        b.ins().store(flags, cur, win, 8);
+        b.ins().store(flags, end, win, 16);
+        b.ins().return_(&[]);
+        b.switch_to_block(done);
+        let z = b.ins().iconst(I64, 0);
+        for at in [0, 8, 16] {
+            b.ins().store(flags, z, win, at);
+        }
+        b.ins().return_(&[]);
         Ok(())
     })
 }
@@ -407,31 +570,37 @@ fn define_release(m: &mut ObjectModule) -> Result<FuncId, CodegenError> {
             let ctx = p[0];
             let free = m.declare_func_in_func(free, b.func);
             let flags = MemFlagsData::trusted();
-            let (start, header, body, reset, done) = (
-                b.create_block(),
-                b.create_block(),
-                b.create_block(),
-                b.create_block(),
-                b.create_block(),
-            );
+            let (start, reset, done) = (b.create_block(), b.create_block(), b.create_block());
             let is_null = b.ins().icmp_imm_s(IntCC::Equal, ctx, 0);
             b.ins().brif(is_null, done, &[], start, &[]);
             b.switch_to_block(start);
-            let head = b.ins().load(I64, flags, ctx, CTX_ARENA);
-            b.append_block_param(header, I64);
-            b.ins().jump(header, &[barg(head)]);
-            b.switch_to_block(header);
-            let blk = b.block_params(header)[0];
-            let end = b.ins().icmp_imm_s(IntCC::Equal, blk, 0);
-            b.ins().brif(end, reset, &[], body, &[]);
-            b.switch_to_block(body);
-            let next = b.ins().load(I64, flags, blk, 0);
-            b.ins().call(free, &[blk]);
-            b.ins().jump(header, &[barg(next)]);
+            // The arrays' list, then the scratch blocks a ⊥ left behind.
+            for list in [CTX_ARENA, CTX_TEMPS, CTX_TEMPS + 8] {
+                let (header, body, next_list) =
+                    (b.create_block(), b.create_block(), b.create_block());
+                let head = b.ins().load(I64, flags, ctx, list);
+                b.append_block_param(header, I64);
+                b.ins().jump(header, &[barg(head)]);
+                b.switch_to_block(header);
+                let blk = b.block_params(header)[0];
+                let end = b.ins().icmp_imm_s(IntCC::Equal, blk, 0);
+                b.ins().brif(end, next_list, &[], body, &[]);
+                b.switch_to_block(body);
+                let next = b.ins().load(I64, flags, blk, 0);
+                b.ins().call(free, &[blk]);
+                b.ins().jump(header, &[barg(next)]);
+                b.switch_to_block(next_list);
+            }
+            b.ins().jump(reset, &[]);
             b.switch_to_block(reset);
             let z = b.ins().iconst(I64, 0);
-            b.ins().store(flags, z, ctx, CTX_ARENA);
-            b.ins().store(flags, z, ctx, CTX_USED);
+            let windows = (0..rt::STACKS).flat_map(rt::ctx_window);
+            for at in [CTX_ARENA, CTX_TEMPS, CTX_TEMPS + 8, CTX_USED]
+                .into_iter()
+                .chain(windows)
+            {
+                b.ins().store(flags, z, ctx, at);
+            }
             b.ins().jump(done, &[]);
             b.switch_to_block(done);
             b.ins().return_(&[]);

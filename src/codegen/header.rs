@@ -16,7 +16,7 @@ use std::fmt::Write;
 
 use cranelift_codegen::ir::types;
 
-use super::aot::{CTX_LIMIT, CTX_USED, c_identifier};
+use super::aot::{CTX_LIMIT, CTX_TEMPS, CTX_USED, c_identifier};
 use super::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH};
 use super::{CodegenError, compile_error, unsupported};
 use crate::ir::Type;
@@ -297,7 +297,15 @@ pub fn header(
     cps: &[CParam],
     crs: &[CParam],
 ) -> Result<String, CodegenError> {
-    if CTX_A != 8 || CTX_B != 16 || CTX_SCRATCH != 24 || CTX_LIMIT != 32 || CTX_USED != 40 {
+    if CTX_A != 8
+        || CTX_B != 16
+        || CTX_SCRATCH != 24
+        || CTX_LIMIT != 32
+        || CTX_USED != 40
+        || CTX_TEMPS != 48
+        || rt::ctx_window(0)[0] != 64
+        || rt::ctx_window(1)[0] != 88
+    {
         return Err(compile_error("fsmooth_ctx layout out of date"));
     }
     let guard = format!("FSMOOTH_{}_H", symbol.to_ascii_uppercase());
@@ -329,7 +337,7 @@ pub fn header(
         let _ = writeln!(w, "    case FSMOOTH_{suffix}: return \"{code}\";");
     }
     let _ = writeln!(w, "    default: return \"unknown-status\";\n    }}\n}}\n");
-    w.push_str("#endif /* FSMOOTH_COMMON_V1 */\n\n");
+    w.push_str("#endif /* FSMOOTH_COMMON_V2 */\n\n");
     // The typed entry.
     let _ = writeln!(w, "/* {symbol}: {}", fn_type(params, result));
     let _ = writeln!(w, " *");
@@ -383,8 +391,8 @@ pub fn header(
 }
 
 const COMMON_HEAD: &str = "\
-#ifndef FSMOOTH_COMMON_V1
-#define FSMOOTH_COMMON_V1
+#ifndef FSMOOTH_COMMON_V2
+#define FSMOOTH_COMMON_V2
 
 /* Status codes returned by every fsmooth entry (0 is success). The names
  * are the stable error codes of the fsmooth evaluator. */
@@ -402,9 +410,11 @@ typedef struct fsmooth_ctx {
     int64_t scratch; /* private */
     int64_t limit;   /* most bytes the context may hold; 0 for no limit */
     int64_t used;    /* bytes held now */
+    void *temps[2];  /* private: blocks of arrays local to loop iterations */
+    char *windows[2][3]; /* private: where those arrays are allocated */
 } fsmooth_ctx;
 
-#define FSMOOTH_CTX_INIT {0, 0, 0, 0, 0, 0}
+#define FSMOOTH_CTX_INIT {0, 0, 0, 0, 0, 0, {0, 0}, {{0, 0, 0}, {0, 0, 0}}}
 
 /* An element of an array of Bool: the first byte is 0 or 1. */
 typedef struct fsmooth_bool {
@@ -432,12 +442,7 @@ mod tests {
     fn status_names_are_the_evaluators_codes() {
         let mut arena = rt::Arena::new(1);
         for (suffix, value, code, _) in STATUSES {
-            let ctx = rt::Ctx {
-                arena: &mut arena,
-                a: 0,
-                b: 0,
-                scratch: 0,
-            };
+            let ctx = rt::Ctx::new(&mut arena);
             match rt::status_error(value, &ctx) {
                 None => assert_eq!(code, "ok"),
                 Some(e) => {

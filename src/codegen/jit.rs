@@ -90,6 +90,8 @@ impl ArenaPool {
 fn address(name: &str) -> Result<*const u8, CodegenError> {
     Ok(match name {
         "fsmooth_alloc" => runtime::fsmooth_alloc as *const u8,
+        "fsmooth_scratch" => runtime::fsmooth_scratch as *const u8,
+        "fsmooth_release" => runtime::fsmooth_release as *const u8,
         "fsmooth_copy" => runtime::fsmooth_copy as *const u8,
         "fsmooth_ipow" => runtime::fsmooth_ipow as *const u8,
         "fsmooth_sin" => runtime::fsmooth_sin as *const u8,
@@ -443,12 +445,7 @@ impl Native {
         input: &[u64],
         out: &mut [u64],
     ) -> Result<(), CodegenError> {
-        let mut ctx = Ctx {
-            arena,
-            a: 0,
-            b: 0,
-            scratch: 0,
-        };
+        let mut ctx = Ctx::new(arena);
         // SAFETY: `func` lives as long as `self.module`; the caller
         // guarantees the buffers; the arena outlives the call.
         let status = unsafe { (self.func)(&mut ctx, input.as_ptr(), out.as_mut_ptr()) };

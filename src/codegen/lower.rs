@@ -24,8 +24,8 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use super::fuse::{self, Fused, Index, Plan};
 use super::hoist;
 use super::layout::{Leaf, SLOT, clif_types, elem_bytes, leaves, slots};
-use super::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH};
-use super::{CodegenError, compile_error, unsupported};
+use super::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH, ctx_window};
+use super::{CodegenError, compile_error, scratch, unsupported};
 use crate::ad::anf::{Atom, Binding, Block as AnfBlock, LoopKind, Normal, Rhs};
 use crate::ir::{Lit, Name, Prim, Type};
 
@@ -59,7 +59,7 @@ pub fn lower_function(
     normal: &Normal,
     imports: &Imports,
     target: TargetFrontendConfig,
-) -> R<()> {
+) -> R<scratch::Scratch> {
     // Projections of pairs forwarded, so that fusion sees through tuples.
     let mut body = normal.body.clone();
     fuse::forward_projections(&mut body);
@@ -94,6 +94,8 @@ pub fn lower_function(
         speculative,
         length_of: HashMap::new(),
         in_bounds: Vec::new(),
+        scratch: scratch::plan(&normal.body),
+        into_scratch: None,
     };
     let mut off = 0i64;
     for (name, ty) in &normal.params {
@@ -108,7 +110,7 @@ pub fn lower_function(
     l.fail_block();
     l.b.seal_all_blocks();
     l.b.finalize(target);
-    Ok(())
+    Ok(l.scratch)
 }
 
 fn offset(bytes: i64) -> R<i32> {
@@ -140,6 +142,12 @@ struct Lower<'a, 'f> {
     /// `0 .. length array`: reading that array at that index needs no
     /// bounds test (arrays are immutable).
     in_bounds: Vec<(Name, Name)>,
+    /// The arrays that live one loop iteration (Note [Scratch arrays] in
+    /// `codegen/scratch.rs`) and the loops that release them ...
+    scratch: scratch::Scratch,
+    /// ... and the stack of the next allocation when it is the scratch
+    /// array of the binding being lowered.
+    into_scratch: Option<usize>,
 }
 
 /// A fused array past its binding.
@@ -273,7 +281,8 @@ impl Lower<'_, '_> {
         self.b.ins().iadd(base, off)
     }
 
-    /// A buffer for `count ≥ 0` elements of `size` bytes from the arena.
+    /// A buffer for `count ≥ 0` elements of `size` bytes from the arena,
+    /// or from the scratch window when it is the binding's scratch array.
     fn alloc(&mut self, count: Value, size: i64) -> R<Value> {
         let too_big =
             self.b
@@ -282,10 +291,53 @@ impl Lower<'_, '_> {
         let (max, zero) = (self.iconst(i64::MAX), self.iconst(0));
         self.fail_if(too_big, rt::OUT_OF_MEMORY, max, zero);
         let bytes = self.b.ins().imul_imm_s(count, size);
+        if let Some(k) = self.into_scratch.take() {
+            return self.alloc_scratch(k, bytes);
+        }
         let p = self.call1("fsmooth_alloc", &[self.ctx, bytes])?;
         let null = self.b.ins().icmp_imm_s(IntCC::Equal, p, 0);
         self.fail_if(null, rt::OUT_OF_MEMORY, bytes, zero);
         Ok(p)
+    }
+
+    /// `0 ≤ bytes` bytes from the scratch window (Note [Scratch arrays]):
+    /// the bump pointer moves when the rounded size fits (zero bytes always
+    /// fit, possibly at the null window), else `fsmooth_scratch` opens a
+    /// new window; its null is the out-of-memory status.
+    fn alloc_scratch(&mut self, k: usize, bytes: Value) -> R<Value> {
+        let flags = MemFlagsData::trusted();
+        let [_, cur_at, end_at] = ctx_window(k);
+        // bytes ≤ i64::MAX, so bytes + 7 does not wrap as unsigned.
+        let r = self.b.ins().iadd_imm_s(bytes, 7);
+        let rounded = self.b.ins().band_imm_s(r, !7);
+        let cur = self.b.ins().load(types::I64, flags, self.ctx, cur_at);
+        let end = self.b.ins().load(types::I64, flags, self.ctx, end_at);
+        let room = self.b.ins().isub(end, cur);
+        let fits = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedLessThanOrEqual, rounded, room);
+        let (fast, slow, join) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.append_block_param(join, types::I64);
+        self.b.ins().brif(fits, fast, &[], slow, &[]);
+        self.b.switch_to_block(fast);
+        let next = self.b.ins().iadd(cur, rounded);
+        self.b.ins().store(flags, next, self.ctx, cur_at);
+        self.b.ins().jump(join, &args_of(&[cur]));
+        self.b.switch_to_block(slow);
+        self.b.set_cold_block(slow);
+        let kv = self.iconst(k as i64);
+        let p = self.call1("fsmooth_scratch", &[self.ctx, bytes, kv])?;
+        let null = self.b.ins().icmp_imm_s(IntCC::Equal, p, 0);
+        let zero = self.iconst(0);
+        self.fail_if(null, rt::OUT_OF_MEMORY, bytes, zero);
+        self.b.ins().jump(join, &args_of(&[p]));
+        self.b.switch_to_block(join);
+        Ok(self.b.block_params(join)[0])
     }
 
     fn copy(&mut self, dst: Value, src: Value, count: Value, size: i64) -> R<()> {
@@ -550,6 +602,15 @@ impl Lower<'_, '_> {
     }
 
     fn binding(&mut self, bind: &Binding) -> R<Vals> {
+        // The first allocation of a scratch array's right side is its
+        // buffer (Note [Scratch arrays]).
+        self.into_scratch = self.scratch.arrays.get(&bind.name).copied();
+        let r = self.binding_rhs(bind);
+        self.into_scratch = None;
+        r
+    }
+
+    fn binding_rhs(&mut self, bind: &Binding) -> R<Vals> {
         match &bind.rhs {
             Rhs::Prim(op, args) => self.prim(*op, args, &bind.ty),
             Rhs::Array(items) => self.array(items, &bind.ty),
@@ -670,12 +731,67 @@ impl Lower<'_, '_> {
         }
         self.counted_loop(n, &[], |l, i, _| {
             l.env.insert(index.clone(), vec![i]);
-            let v = l.block(body)?;
+            let v = l.iteration(index, body)?;
             let at = l.element(p, i, size);
             l.store(el, &v, at, 0)?;
             Ok(Vec::new())
         })?;
         Ok(vec![p, n])
+    }
+
+    /// One iteration of the loop over `index`: its body, between a mark
+    /// and a release of the scratch region when it binds scratch arrays
+    /// (Note [Scratch arrays]). The body's values are in registers, or
+    /// point to buffers outside the scratch region.
+    fn iteration(&mut self, index: &Name, body: &AnfBlock) -> R<Vals> {
+        let Some(stacks) = self.scratch.loops.get(index).cloned() else {
+            return self.block(body);
+        };
+        let flags = MemFlagsData::trusted();
+        let marks: Vec<Value> = stacks
+            .iter()
+            .map(|&k| {
+                let cur_at = ctx_window(k)[1];
+                self.b.ins().load(types::I64, flags, self.ctx, cur_at)
+            })
+            .collect();
+        let v = self.block(body)?;
+        for (&k, &mark) in stacks.iter().zip(&marks) {
+            self.release(k, mark)?;
+        }
+        Ok(v)
+    }
+
+    /// Scratch stack `k` back to `mark`: in the window's chunk, the bump
+    /// pointer moves back; in an earlier one, `fsmooth_release` frees the
+    /// chunks since.
+    fn release(&mut self, k: usize, mark: Value) -> R<()> {
+        let flags = MemFlagsData::trusted();
+        let [base_at, cur_at, _] = ctx_window(k);
+        let base = self.b.ins().load(types::I64, flags, self.ctx, base_at);
+        let cur = self.b.ins().load(types::I64, flags, self.ctx, cur_at);
+        let above = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedGreaterThanOrEqual, mark, base);
+        let below = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, mark, cur);
+        let here = self.b.ins().band(above, below);
+        let (fast, slow, join) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().brif(here, fast, &[], slow, &[]);
+        self.b.switch_to_block(fast);
+        self.b.ins().store(flags, mark, self.ctx, cur_at);
+        self.b.ins().jump(join, &[]);
+        self.b.switch_to_block(slow);
+        self.b.set_cold_block(slow);
+        let kv = self.iconst(k as i64);
+        self.call("fsmooth_release", &[self.ctx, mark, kv])?;
+        self.b.ins().jump(join, &[]);
+        self.b.switch_to_block(join);
+        Ok(())
     }
 
     /// E-Build-Bot, E-IFold-Bot, E-Accum-Bot: `n < 0` is ⊥ with `code`.
@@ -693,7 +809,7 @@ impl Lower<'_, '_> {
         self.counted_loop(n, &z, |l, i, st| {
             l.env.insert(s.clone(), st.to_vec());
             l.env.insert(index.clone(), vec![i]);
-            l.block(body)
+            l.iteration(index, body)
         })
     }
 
@@ -718,7 +834,7 @@ impl Lower<'_, '_> {
         self.counted_loop(n, &z, |l, i, st| {
             l.env.insert(s.clone(), st.to_vec());
             l.env.insert(index.clone(), vec![i]);
-            let v = l.block(body)?;
+            let v = l.iteration(index, body)?;
             let i1 = l.b.ins().iadd_imm_s(i, 1);
             let at = l.element(p, i1, size);
             l.store(st_ty, &v, at, 0)?;

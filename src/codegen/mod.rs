@@ -41,7 +41,10 @@
 //! comes from an arena owned by the Rust wrapper of one call
 //! (`runtime::Arena`): the compiled code calls `fsmooth_alloc` once per
 //! array, never per element, and the whole arena is freed when the call
-//! returns, after the result has been copied out into [`Value`]s.
+//! returns, after the result has been copied out into [`Value`]s. An
+//! array that cannot outlive an iteration of some loop comes instead from
+//! one of two scratch stacks, by moving a pointer, and is freed when that
+//! iteration ends (Note [Scratch arrays] in `codegen/scratch.rs`).
 //! [`Native::call_slices`] skips the conversion for scalars, flat arrays
 //! of Double or Index, and matrices of Double (rows): argument slices are
 //! read in place, and the result's arrays are slices of the arena, which
@@ -86,6 +89,7 @@ mod layout;
 mod lower;
 mod module;
 mod runtime;
+mod scratch;
 
 use thiserror::Error;
 

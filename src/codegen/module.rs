@@ -45,8 +45,14 @@ use types::{F64, I64};
 /// (null on failure), `fsmooth_copy(dst, src, bytes)`,
 /// `fsmooth_ipow(ctx, x, y) -> status` (result in `ctx.scratch`), and the
 /// math functions, which compute what libm's `sin`, `cos`, … compute.
-pub const HELPERS: [Helper; 9] = [
+/// Scratch arrays (Note [Scratch arrays] in `codegen/scratch.rs`):
+/// `fsmooth_scratch(ctx, bytes, k) -> ptr` starts a new window of stack
+/// `k` when the context's is full, `fsmooth_release(ctx, mark, k)` moves
+/// the window back to `mark` in an earlier chunk.
+pub const HELPERS: [Helper; 11] = [
     helper("fsmooth_alloc", &[I64, I64], &[I64]),
+    helper("fsmooth_scratch", &[I64, I64, I64], &[I64]),
+    helper("fsmooth_release", &[I64, I64, I64], &[]),
     helper("fsmooth_copy", &[I64, I64, I64], &[]),
     helper("fsmooth_ipow", &[I64, I64, I64], &[I64]),
     helper("fsmooth_sin", &[F64], &[F64]),
@@ -99,8 +105,9 @@ pub fn entry_signature<M: Module>(module: &M) -> Signature {
 /// Declares `name` with the entry signature and defines it as the lowering
 /// of `normal`. `helpers` maps each name of [`HELPERS`] to the function
 /// that provides it in this module.
-/// With `listing`, the entry's Cranelift IR as lowered (before Cranelift's
-/// own passes) and its machine code as Cranelift prints it are appended.
+/// With `listing`, where the entry's arrays live (Note [Scratch arrays]),
+/// its Cranelift IR as lowered (before Cranelift's own passes) and its
+/// machine code as Cranelift prints it are appended.
 pub fn define_entry<M: Module>(
     module: &mut M,
     name: &str,
@@ -122,7 +129,7 @@ pub fn define_entry<M: Module>(
         imports.insert(helper, module.declare_func_in_func(*hid, &mut ctx.func));
     }
     let target = module.target_config();
-    lower_function(&mut ctx.func, &mut fctx, normal, &imports, target)?;
+    let scratch = lower_function(&mut ctx.func, &mut fctx, normal, &imports, target)?;
     let ir = listing.is_some().then(|| ctx.func.display().to_string());
     if ir.is_some() {
         ctx.set_disasm(true);
@@ -135,6 +142,7 @@ pub fn define_entry<M: Module>(
             .compiled_code()
             .and_then(|c| c.vcode.clone())
             .unwrap_or_default();
+        out.push_str(&scratch.describe());
         out.push_str(&format!(
             ";; Cranelift IR of `{name}`, as lowered\n{ir}\n;; machine code of `{name}`\n{code}"
         ));

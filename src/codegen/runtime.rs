@@ -40,23 +40,61 @@ pub const DOMAIN_TAN: i64 = DOMAIN + 4;
 pub const OVERFLOW_OPS: [&str; 5] = ["+", "-", "*", "/", "**"];
 
 /// The context of one call, passed to compiled code as its first
-/// argument. Compiled code reads `arena` only through the helpers and
-/// writes `a`, `b` (error details) and `scratch` (Index `**` results).
+/// argument. Compiled code reads `arena` only through the helpers, writes
+/// `a`, `b` (error details) and `scratch` (Index `**` results), and
+/// allocates scratch arrays (Note [Scratch arrays] in `codegen/scratch.rs`)
+/// from the window `base ≤ cur ≤ end` of their stack in `windows` itself,
+/// calling `fsmooth_scratch` only when it is full. The layout is the C
+/// `fsmooth_ctx`'s (`codegen/header.rs`); `c_only` are the fields only an
+/// object file uses (`limit`, `used`, and the two stacks' block lists).
 #[repr(C)]
 pub struct Ctx {
     pub arena: *mut Arena,
     pub a: i64,
     pub b: i64,
     pub scratch: i64,
+    pub c_only: [i64; 4],
+    /// Per scratch stack: (base, cur, end).
+    pub windows: [[usize; 3]; STACKS],
+}
+
+impl Ctx {
+    pub fn new(arena: *mut Arena) -> Ctx {
+        Ctx {
+            arena,
+            a: 0,
+            b: 0,
+            scratch: 0,
+            c_only: [0; 4],
+            windows: [[0; 3]; STACKS],
+        }
+    }
 }
 
 /// Byte offsets of [`Ctx`]'s fields, for compiled code.
 pub const CTX_A: i32 = 8;
 pub const CTX_B: i32 = 16;
 pub const CTX_SCRATCH: i32 = 24;
+/// The scratch stacks (Note [Scratch arrays]): 0 for the arrays of one
+/// iteration of their innermost loop, 1 for the others.
+pub const STACKS: usize = 2;
+/// The byte offsets of stack `k`'s window's base, cursor and end.
+pub const fn ctx_window(k: usize) -> [i32; 3] {
+    let at = 64 + 24 * k as i32;
+    [at, at + 8, at + 16]
+}
 
 /// A bump allocator over large chunks, all freed together on drop.
 /// Requests larger than a quarter chunk get a chunk of their own.
+///
+/// Besides these chunks it holds two stacks of *scratch* chunks, for the
+/// arrays that do not outlive an iteration of a loop (Note [Scratch
+/// arrays] in `codegen/scratch.rs`). Compiled code allocates from the last
+/// chunk of a stack through the stack's window in [`Ctx`] and, when an
+/// iteration ends, moves the window back to where it was when the
+/// iteration began ([`Arena::release_scratch`] when that is in an earlier
+/// chunk, whose later chunks become spares), so the next iteration reuses
+/// the memory.
 ///
 /// [`Arena::reset`] keeps the chunks for the next call instead of freeing
 /// them: a chunk the system allocator hands out anew is mapped and zeroed
@@ -65,15 +103,24 @@ pub const CTX_SCRATCH: i32 = 24;
 /// small request reuses a spare whole chunk, a large one the smallest
 /// spare chunk that holds it.
 pub struct Arena {
-    /// The chunks of the current call.
-    chunks: Vec<(NonNull<u8>, Layout)>,
-    /// Chunks kept from earlier calls, free.
+    main: Region,
+    /// Each scratch stack's chunks, oldest first.
+    scratch: [Vec<(NonNull<u8>, Layout)>; STACKS],
+    /// Chunks kept from earlier calls or released scratch, free.
     spare: Vec<(NonNull<u8>, Layout)>,
+    /// The bytes of both regions' chunks.
+    total: usize,
+    /// The most `total` has been during this call.
+    peak: usize,
+    limit: usize,
+}
+
+/// Chunks and a bump pointer into the last whole chunk.
+#[derive(Default)]
+struct Region {
+    chunks: Vec<(NonNull<u8>, Layout)>,
     cur: usize,
     end: usize,
-    /// The bytes of `chunks`.
-    total: usize,
-    limit: usize,
 }
 
 const CHUNK: usize = 1 << 20;
@@ -81,11 +128,11 @@ const CHUNK: usize = 1 << 20;
 impl Arena {
     pub fn new(limit: usize) -> Arena {
         Arena {
-            chunks: Vec::new(),
+            main: Region::default(),
+            scratch: Default::default(),
             spare: Vec::new(),
-            cur: 0,
-            end: 0,
             total: 0,
+            peak: 0,
             limit,
         }
     }
@@ -99,10 +146,10 @@ impl Arena {
         self.limit = limit;
     }
 
-    /// The bytes of the chunks this call has taken (whole chunks, reused
-    /// or new): the peak of the call's own memory.
+    /// The most bytes of chunks this call has held at once (whole chunks,
+    /// reused or new): the peak of the call's own memory.
     pub fn reserved(&self) -> usize {
-        self.total
+        self.peak
     }
 
     /// Ends a call: every chunk becomes a spare for the next one. Nothing
@@ -114,10 +161,14 @@ impl Arena {
             // SAFETY: allocated by `alloc` with this layout, freed once.
             unsafe { dealloc(p.as_ptr(), layout) };
         }
-        self.spare.append(&mut self.chunks);
-        self.cur = 0;
-        self.end = 0;
+        self.spare.append(&mut self.main.chunks);
+        for stack in &mut self.scratch {
+            self.spare.append(stack);
+        }
+        self.main.cur = 0;
+        self.main.end = 0;
         self.total = 0;
+        self.peak = 0;
     }
 
     /// `bytes` bytes aligned to 8, or None beyond the limit or when the
@@ -128,17 +179,29 @@ impl Arena {
             return Some(NonNull::<u64>::dangling().cast());
         }
         let bytes = bytes.checked_add(7)? & !7;
-        if bytes <= self.end - self.cur {
-            let p = self.cur;
-            self.cur += bytes;
+        let main = &mut self.main;
+        if bytes <= main.end - main.cur {
+            let p = main.cur;
+            main.cur += bytes;
             return NonNull::new(p as *mut u8);
         }
         let size = if bytes > CHUNK / 4 { bytes } else { CHUNK };
-        // A spare (up to twice the size) only if it fits the limit; else a
-        // new chunk of the size asked for, so that whether a call runs out
-        // of memory does not depend on earlier calls.
+        let (p, layout) = self.chunk(size)?;
+        self.main.chunks.push((p, layout));
+        if size == CHUNK {
+            self.main.cur = p.as_ptr() as usize + bytes;
+            self.main.end = p.as_ptr() as usize + CHUNK;
+        }
+        Some(p)
+    }
+
+    /// A chunk of `size` bytes, counted: a spare (up to twice the size)
+    /// only if it fits the limit; else a new chunk of the size asked for,
+    /// so that whether a call runs out of memory does not depend on
+    /// earlier calls.
+    fn chunk(&mut self, size: usize) -> Option<(NonNull<u8>, Layout)> {
         let room = self.limit.saturating_sub(self.total);
-        let (p, layout) = match self.take_spare(size, room) {
+        let (p, layout) = match take_spare(&mut self.spare, size, room) {
             Some(c) => c,
             None => {
                 if self.total.checked_add(size)? > self.limit {
@@ -149,42 +212,91 @@ impl Arena {
                 (NonNull::new(unsafe { alloc(layout) })?, layout)
             }
         };
-        self.chunks.push((p, layout));
         self.total += layout.size();
-        if size == CHUNK {
-            self.cur = p.as_ptr() as usize + bytes;
-            self.end = p.as_ptr() as usize + CHUNK;
-        }
-        Some(p)
+        self.peak = self.peak.max(self.total);
+        Some((p, layout))
     }
 
-    /// A spare chunk for a request of `size` bytes, of at most `room`
-    /// bytes: a whole chunk for a small request, else the smallest spare of
-    /// at least `size` bytes (at most twice as large, so a small request
-    /// keeps its chunk).
-    fn take_spare(&mut self, size: usize, room: usize) -> Option<(NonNull<u8>, Layout)> {
-        let k = self
-            .spare
-            .iter()
-            .enumerate()
-            .filter(|(_, (_, l))| {
-                if l.size() > room {
-                    false
-                } else if size == CHUNK {
-                    l.size() == CHUNK
-                } else {
-                    l.size() >= size && l.size() / 2 <= size
-                }
-            })
-            .min_by_key(|(_, (_, l))| l.size())
-            .map(|(k, _)| k)?;
-        Some(self.spare.swap_remove(k))
+    /// A new chunk of scratch stack `k` for at least `bytes` bytes: its
+    /// start and end.
+    pub fn scratch_chunk(&mut self, k: usize, bytes: usize) -> Option<(usize, usize)> {
+        let size = bytes.checked_add(7)? & !7;
+        let size = if size > CHUNK / 4 { size } else { CHUNK };
+        let (p, layout) = self.chunk(size)?;
+        self.scratch[k].push((p, layout));
+        let start = p.as_ptr() as usize;
+        Some((start, start + layout.size()))
     }
+
+    /// Frees the chunks of scratch stack `k` allocated after the address
+    /// `m`; they become spares. The new window (base, cur, end): the chunk
+    /// that holds `m` (its end included) from `m` on; or, when `m` is the
+    /// end of a chunk (the window was full at the mark, as after a large
+    /// array, which gets a chunk of its own), all of the chunk after it,
+    /// which is kept, so that a loop whose iterations each need a new
+    /// chunk does not free and take one per iteration; or, when no chunk
+    /// holds `m` (it is 0: the iteration began with no chunk), all of the
+    /// first chunk, kept for the same reason. (0, 0, 0) when the stack has
+    /// no chunk.
+    pub fn release_scratch(&mut self, k: usize, m: usize) -> (usize, usize, usize) {
+        let stack = &mut self.scratch[k];
+        let bounds = |(p, layout): &(NonNull<u8>, Layout)| {
+            let start = p.as_ptr() as usize;
+            (start, start + layout.size())
+        };
+        while let Some(last) = stack.last() {
+            let (start, end) = bounds(last);
+            if (start..=end).contains(&m) {
+                return (start, m, end);
+            }
+            let before = stack.len().checked_sub(2).map(|i| bounds(&stack[i]));
+            if before.is_none_or(|(_, prev_end)| prev_end == m) {
+                return (start, start, end);
+            }
+            let (p, layout) = stack.pop().expect("a last chunk");
+            self.total -= layout.size();
+            self.spare.push((p, layout));
+        }
+        (0, 0, 0)
+    }
+}
+
+/// A spare chunk for a request of `size` bytes, of at most `room` bytes: a
+/// whole chunk for a small request, else the smallest spare of at least
+/// `size` bytes (at most twice as large, so a small request keeps its
+/// chunk).
+fn take_spare(
+    spare: &mut Vec<(NonNull<u8>, Layout)>,
+    size: usize,
+    room: usize,
+) -> Option<(NonNull<u8>, Layout)> {
+    let k = spare
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, l))| {
+            if l.size() > room {
+                false
+            } else if size == CHUNK {
+                l.size() == CHUNK
+            } else {
+                l.size() >= size && l.size() / 2 <= size
+            }
+        })
+        .min_by_key(|(_, (_, l))| l.size())
+        .map(|(k, _)| k)?;
+    Some(spare.swap_remove(k))
 }
 
 impl Drop for Arena {
     fn drop(&mut self) {
-        for (p, layout) in self.chunks.drain(..).chain(self.spare.drain(..)) {
+        let [s0, s1] = &mut self.scratch;
+        let chunks = self
+            .main
+            .chunks
+            .drain(..)
+            .chain(s0.drain(..))
+            .chain(s1.drain(..));
+        for (p, layout) in chunks.chain(self.spare.drain(..)) {
             // SAFETY: allocated by `alloc` with this layout, freed once.
             unsafe { dealloc(p.as_ptr(), layout) };
         }
@@ -204,6 +316,40 @@ pub extern "C" fn fsmooth_alloc(ctx: *mut Ctx, bytes: i64) -> *mut u8 {
     arena
         .alloc(bytes)
         .map_or(std::ptr::null_mut(), NonNull::as_ptr)
+}
+
+/// `fsmooth_scratch(ctx, bytes, k)`: `bytes` bytes in a new chunk of
+/// scratch stack `k`, which becomes the stack's window (Note [Scratch
+/// arrays]), or null. Compiled code calls it when the window has no room.
+pub extern "C" fn fsmooth_scratch(ctx: *mut Ctx, bytes: i64, k: i64) -> *mut u8 {
+    let (Ok(bytes), Ok(k @ 0..STACKS)) = (usize::try_from(bytes), usize::try_from(k)) else {
+        return std::ptr::null_mut();
+    };
+    // SAFETY: as in `fsmooth_alloc`; the context is the call's.
+    let ctx = unsafe { &mut *ctx };
+    let arena = unsafe { &mut *ctx.arena };
+    match arena.scratch_chunk(k, bytes) {
+        Some((start, end)) => {
+            ctx.windows[k] = [start, start + ((bytes + 7) & !7), end];
+            start as *mut u8
+        }
+        None => std::ptr::null_mut(),
+    }
+}
+
+/// `fsmooth_release(ctx, mark, k)`: the end of a loop iteration that began
+/// with stack `k`'s window at `mark` outside the window's chunk: the
+/// chunks since are freed and the window is back at `mark`
+/// ([`Arena::release_scratch`]).
+pub extern "C" fn fsmooth_release(ctx: *mut Ctx, mark: i64, k: i64) {
+    let Ok(k @ 0..STACKS) = usize::try_from(k) else {
+        return;
+    };
+    // SAFETY: as in `fsmooth_alloc`; the context is the call's.
+    let ctx = unsafe { &mut *ctx };
+    let arena = unsafe { &mut *ctx.arena };
+    let (base, cur, end) = arena.release_scratch(k, mark as usize);
+    ctx.windows[k] = [base, cur, end];
 }
 
 /// `fsmooth_copy(dst, src, bytes)`: copies between arena buffers (or from
@@ -430,6 +576,39 @@ mod tests {
         // And the next call of that size reuses it.
         assert!(a.alloc(CHUNK + 8192 * 99).is_some());
         assert!(a.spare.is_empty());
+    }
+
+    /// Note [Scratch arrays]: releasing a scratch stack frees the chunks
+    /// taken since the mark, keeps the one after a mark at a chunk's end
+    /// (a large array's own chunk) and the first for a mark of 0, and
+    /// counts the chunks it frees out of the peak's running total.
+    #[test]
+    fn scratch_release_frees_what_came_after_the_mark() {
+        let mut a = Arena::new(16 * CHUNK);
+        // A mark of 0 (no chunk yet): the first chunk stays, all free.
+        let (s0, e0) = a.scratch_chunk(0, 64).unwrap();
+        assert_eq!(a.release_scratch(0, 0), (s0, s0, e0));
+        // A mark inside the chunk: later chunks are freed.
+        let m = s0 + 64;
+        a.scratch_chunk(0, 64).unwrap();
+        a.scratch_chunk(0, 2 * CHUNK).unwrap();
+        let held = a.total;
+        assert_eq!(a.release_scratch(0, m), (s0, m, e0));
+        assert_eq!(a.total, held - 3 * CHUNK);
+        assert_eq!(a.reserved(), held, "the peak is kept");
+        // A mark at the end of a large array's chunk: the next chunk is
+        // kept as the window, whole.
+        let (_, big_end) = a.scratch_chunk(0, CHUNK).unwrap();
+        let (s2, e2) = a.scratch_chunk(0, 8).unwrap();
+        assert_eq!(a.release_scratch(0, big_end), (s2, s2, e2));
+        // The other stack is untouched.
+        let (s1, e1) = a.scratch_chunk(1, 8).unwrap();
+        assert_eq!(a.release_scratch(1, s1 + 8), (s1, s1 + 8, e1));
+        assert_eq!(a.release_scratch(0, m), (s0, m, e0));
+        assert_eq!(a.scratch[1].len(), 1);
+        a.reset();
+        assert!(a.scratch.iter().all(Vec::is_empty));
+        assert_eq!(a.reserved(), 0);
     }
 
     #[test]

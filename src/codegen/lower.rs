@@ -16,7 +16,7 @@ use std::rc::Rc;
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
-    Block, BlockArg, FuncRef, Function, InstBuilder, MemFlagsData, Value, types,
+    AliasRegionData, Block, BlockArg, FuncRef, Function, InstBuilder, MemFlagsData, Value, types,
 };
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -69,6 +69,10 @@ pub fn lower_function(
         params: normal.params.clone(),
         body,
     };
+    let windows = func.dfg.alias_regions.insert(AliasRegionData {
+        user_id: 1,
+        description: "scratch windows".into(),
+    });
     let mut b = FunctionBuilder::new(func, fctx);
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
@@ -96,6 +100,7 @@ pub fn lower_function(
         in_bounds: Vec::new(),
         scratch: scratch::plan(&normal.body),
         into_scratch: None,
+        windows: MemFlagsData::trusted().with_alias_region(Some(windows)),
     };
     let mut off = 0i64;
     for (name, ty) in &normal.params {
@@ -148,6 +153,10 @@ struct Lower<'a, 'f> {
     /// ... and the stack of the next allocation when it is the scratch
     /// array of the binding being lowered.
     into_scratch: Option<usize>,
+    /// The alias region of the scratch windows in the call context: no
+    /// array element is there, so moving a window does not keep Cranelift
+    /// from reusing loads of array elements across it.
+    windows: MemFlagsData,
 }
 
 /// A fused array past its binding.
@@ -305,7 +314,7 @@ impl Lower<'_, '_> {
     /// fit, possibly at the null window), else `fsmooth_scratch` opens a
     /// new window; its null is the out-of-memory status.
     fn alloc_scratch(&mut self, k: usize, bytes: Value) -> R<Value> {
-        let flags = MemFlagsData::trusted();
+        let flags = self.windows;
         let [_, cur_at, end_at] = ctx_window(k);
         // bytes ≤ i64::MAX, so bytes + 7 does not wrap as unsigned.
         let r = self.b.ins().iadd_imm_s(bytes, 7);
@@ -747,7 +756,7 @@ impl Lower<'_, '_> {
         let Some(stacks) = self.scratch.loops.get(index).cloned() else {
             return self.block(body);
         };
-        let flags = MemFlagsData::trusted();
+        let flags = self.windows;
         let marks: Vec<Value> = stacks
             .iter()
             .map(|&k| {
@@ -766,7 +775,7 @@ impl Lower<'_, '_> {
     /// pointer moves back; in an earlier one, `fsmooth_release` frees the
     /// chunks since.
     fn release(&mut self, k: usize, mark: Value) -> R<()> {
-        let flags = MemFlagsData::trusted();
+        let flags = self.windows;
         let [base_at, cur_at, _] = ctx_window(k);
         let base = self.b.ins().load(types::I64, flags, self.ctx, base_at);
         let cur = self.b.ins().load(types::I64, flags, self.ctx, cur_at);

@@ -44,7 +44,10 @@
 //! returns, after the result has been copied out into [`Value`]s. An
 //! array that cannot outlive an iteration of some loop comes instead from
 //! one of two scratch stacks, by moving a pointer, and is freed when that
-//! iteration ends (Note [Scratch arrays] in `codegen/scratch.rs`).
+//! iteration ends (Note [Scratch arrays] in `codegen/scratch.rs`); a
+//! `build` whose elements the next loop reads one per iteration is
+//! computed in that loop, so that its elements become such arrays (Note
+//! [Vertical fusion] in `codegen/vertical.rs`).
 //! [`Native::call_slices`] skips the conversion for scalars, flat arrays
 //! of Double or Index, and matrices of Double (rows): argument slices are
 //! read in place, and the result's arrays are slices of the arena, which
@@ -90,6 +93,7 @@ mod lower;
 mod module;
 mod runtime;
 mod scratch;
+mod vertical;
 
 use thiserror::Error;
 

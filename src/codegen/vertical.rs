@@ -1,0 +1,304 @@
+//! A `build` read element by element by the next loop is computed in that
+//! loop (Note [Vertical fusion]).
+//!
+//! # Note [Vertical fusion]
+//!
+//! The tangent-only wrapper of a Jacobian builds every dual column and
+//! then, in a second loop, the tangents of each:
+//!
+//! ```text
+//! d = build n (fun r -> B)          -- column r, an array of dual numbers
+//! t = build (length d) (fun c -> let col = d[c] in build (length col) (fun k -> snd col[k]))
+//! ```
+//!
+//! Built literally, every column of `d` is alive until the end (35 MB of
+//! dual numbers for bundle adjustment's 10⁵ points, twice the Jacobian).
+//! Pull-array fusion (Note [Fusion]) does not apply: `B` is a loop nest,
+//! not a simple body. Here, before hoisting, such a producer is merged
+//! into its consumer: the read `col = d[c]` becomes `B` with `r := c`, and
+//! `col` its result. Each column is then built in the iteration that
+//! reads it, where nothing keeps it, so it lives on a scratch stack (Note
+//! [Scratch arrays]) and the memory of one column serves them all.
+//!
+//! When. `d = build n (fun r -> B)` and a later binding of the same block
+//! `t`, a `build` or `ifold` over the index `c`, with
+//!
+//! 1. `d` used only by `length d` (anywhere) and by exactly one read
+//!    `col = d[c]`, at the top level of `t`'s body, at `t`'s own index;
+//! 2. `t`'s size `n` itself or a `length d`;
+//! 3. no binding between `d` and `t`, and none of `t`'s body but the read,
+//!    able to be ⊥.
+//!
+//! Exactness. E-Build evaluates `B` for r = 0, 1, … first, then `t` runs;
+//! merged, iteration c runs `t`'s bindings before the read, then `B` at
+//! r = c, then the rest. By 3 nothing but `B` can fail, so the first ⊥ is
+//! the first failing `B(r)`, with its code and details, in both; `n < 0` is
+//! E-Build-Bot with the same details at `t` (whose size is `n`, by 2). Each
+//! column is computed once (1: one read per iteration), so nothing is
+//! recomputed, and every value is the same.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::ad::anf::{Atom, Binding, Block, LoopKind, Rhs};
+use crate::ir::{Lit, Name, Prim, Type};
+
+/// Merges every producer of `b` (nested blocks first) into its consumer
+/// (Note [Vertical fusion]).
+pub fn fuse(b: &mut Block) {
+    for bind in &mut b.binds {
+        match &mut bind.rhs {
+            Rhs::If(_, t, e) => {
+                fuse(t);
+                fuse(e);
+            }
+            Rhs::Loop { body, .. } => fuse(body),
+            Rhs::Prim(..) | Rhs::Array(_) => {}
+        }
+    }
+    while let Some(m) = find(b) {
+        merge(b, m);
+    }
+}
+
+/// A producer `binds[d]` and its consumer `binds[t]`.
+struct Merge {
+    d: usize,
+    t: usize,
+    /// The variables bound to `length d`.
+    lengths: HashSet<Name>,
+}
+
+fn find(b: &Block) -> Option<Merge> {
+    (0..b.binds.len()).find_map(|d| candidate(b, d))
+}
+
+fn candidate(b: &Block, di: usize) -> Option<Merge> {
+    let bind = &b.binds[di];
+    let Rhs::Loop {
+        kind: LoopKind::Build,
+        n,
+        state: None,
+        ..
+    } = &bind.rhs
+    else {
+        return None;
+    };
+    let d = &bind.name;
+    if b.result.var() == Some(d) {
+        return None;
+    }
+    // Condition 1: every use of `d`.
+    let mut lengths = HashSet::new();
+    let mut reads = Vec::new();
+    let mut other = false;
+    uses(b, d, &mut lengths, &mut reads, &mut other);
+    if other || reads.len() != 1 {
+        return None;
+    }
+    let (ti, t) = b
+        .binds
+        .iter()
+        .enumerate()
+        .skip(di + 1)
+        .find(|(_, t)| reads_at_index(t, d))?;
+    let Rhs::Loop {
+        kind,
+        n: m,
+        index: c,
+        body,
+        ..
+    } = &t.rhs
+    else {
+        return None;
+    };
+    // An `ifold` reports a negative size as E-IFold-Bot, not E-Build-Bot.
+    let nonnegative = matches!(n, Atom::Lit(Lit::Int(v), _) if *v >= 0);
+    if !(*kind == LoopKind::Build || *kind == LoopKind::IFold && nonnegative) {
+        return None;
+    }
+    // Condition 2.
+    let same_size = match (m, n) {
+        (Atom::Var(x, _), _) if lengths.contains(x) => true,
+        (Atom::Var(x, _), Atom::Var(y, _)) => x == y,
+        (Atom::Lit(Lit::Int(x), _), Atom::Lit(Lit::Int(y), _)) => x == y,
+        _ => false,
+    };
+    // Condition 3.
+    let between = b.binds[di + 1..ti]
+        .iter()
+        .all(|x| total(&x.rhs, &Env::default()));
+    let inside = total_block(body, &Env::default(), Some((d, c)));
+    (same_size && between && inside).then_some(Merge {
+        d: di,
+        t: ti,
+        lengths,
+    })
+}
+
+/// Every use of `d` in `b`: the names bound to `length d`, the reads
+/// `y = d[i]`, and whether there is any other use.
+fn uses(b: &Block, d: &Name, lengths: &mut HashSet<Name>, reads: &mut Vec<Name>, other: &mut bool) {
+    for bind in &b.binds {
+        match &bind.rhs {
+            Rhs::Prim(Prim::Length, args) if args[0].var() == Some(d) => {
+                lengths.insert(bind.name.clone());
+            }
+            Rhs::Prim(Prim::Get, args) if args[0].var() == Some(d) => {
+                *other |= args[1].var() == Some(d);
+                reads.push(bind.name.clone());
+            }
+            Rhs::Prim(_, args) | Rhs::Array(args) => {
+                *other |= args.iter().any(|a| a.var() == Some(d));
+            }
+            Rhs::If(c, t, e) => {
+                *other |= c.var() == Some(d);
+                uses(t, d, lengths, reads, other);
+                uses(e, d, lengths, reads, other);
+            }
+            Rhs::Loop { n, state, body, .. } => {
+                *other |= n.var() == Some(d);
+                *other |= state.as_ref().is_some_and(|(z, _, _)| z.var() == Some(d));
+                uses(body, d, lengths, reads, other);
+            }
+        }
+    }
+    *other |= b.result.var() == Some(d);
+}
+
+/// Whether `t` is a loop whose body reads `d` at the loop's index, at its
+/// top level.
+fn reads_at_index(t: &Binding, d: &Name) -> bool {
+    match &t.rhs {
+        Rhs::Loop { index, body, .. } => body.binds.iter().any(|x| is_read(&x.rhs, d, index)),
+        _ => false,
+    }
+}
+
+fn is_read(rhs: &Rhs, d: &Name, i: &Name) -> bool {
+    matches!(rhs, Rhs::Prim(Prim::Get, args) if args[0].var() == Some(d) && args[1].var() == Some(i))
+}
+
+/// What is known where a binding is evaluated: the names bound to
+/// `length a` (↦ a), and the (index, array) of the enclosing loops over
+/// `0 .. length array`, whose reads are in bounds.
+#[derive(Default, Clone)]
+struct Env {
+    lengths: HashMap<Name, Name>,
+    safe: Vec<(Name, Name)>,
+}
+
+/// Whether evaluating `rhs` can never be ⊥ (spec/semantics.md: E-Arith-Bot,
+/// E-Math-Bot, E-Get-Bot, E-Build-Bot, E-IFold-Bot, E-IScan-Bot,
+/// E-Accum-Bot): no Index arithmetic (it can overflow), no division,
+/// power, `log`, `sqrt` or `tan`, no `accum`, reads only at the index of
+/// a loop over the array's length, loops only of a literal or `length`
+/// size.
+fn total(rhs: &Rhs, env: &Env) -> bool {
+    match rhs {
+        Rhs::Prim(Prim::Get, args) => match (args[0].var(), args[1].var()) {
+            (Some(a), Some(i)) => env.safe.iter().any(|(j, b)| j == i && b == a),
+            _ => false,
+        },
+        Rhs::Prim(op, args) => {
+            let index = args.first().is_some_and(|a| *a.ty() == Type::Index);
+            match op {
+                Prim::Add | Prim::Sub | Prim::Mul | Prim::Neg => !index,
+                Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne | Prim::Not => true,
+                Prim::Sin | Prim::Cos | Prim::Exp | Prim::ToDouble => true,
+                Prim::Length | Prim::Pair | Prim::Fst | Prim::Snd | Prim::Concat => true,
+                _ => false,
+            }
+        }
+        Rhs::Array(_) => true,
+        Rhs::If(_, t, e) => total_block(t, env, None) && total_block(e, env, None),
+        Rhs::Loop { n, index, body, .. } => {
+            let over = match n {
+                Atom::Lit(Lit::Int(v), _) => (*v >= 0).then_some(None),
+                Atom::Var(x, _) => env.lengths.get(x).map(Some),
+                _ => None,
+            };
+            let Some(over) = over else {
+                return false;
+            };
+            let mut inner = env.clone();
+            if let Some(a) = over {
+                inner.safe.push((index.clone(), a.clone()));
+            }
+            total_block(body, &inner, None)
+        }
+    }
+}
+
+/// Whether no binding of `b` can be ⊥, but the read `skip` = (d, c),
+/// `d[c]`, if given.
+fn total_block(b: &Block, env: &Env, skip: Option<(&Name, &Name)>) -> bool {
+    let mut env = env.clone();
+    b.binds.iter().all(|x| {
+        if let Rhs::Prim(Prim::Length, args) = &x.rhs
+            && let Some(a) = args[0].var()
+        {
+            env.lengths.insert(x.name.clone(), a.clone());
+        }
+        skip.is_some_and(|(d, c)| is_read(&x.rhs, d, c)) || total(&x.rhs, &env)
+    })
+}
+
+fn merge(b: &mut Block, m: Merge) {
+    let producer = b.binds.remove(m.d);
+    let Rhs::Loop {
+        n,
+        index: r,
+        body: mut produce,
+        ..
+    } = producer.rhs
+    else {
+        return;
+    };
+    let t = m.t - 1;
+    let Rhs::Loop { index: c, body, .. } = &mut b.binds[t].rhs else {
+        return;
+    };
+    let c_atom = Atom::Var(c.clone(), Type::Index);
+    substitute(&mut produce, &HashMap::from([(r, c_atom)]));
+    let Some(at) = body
+        .binds
+        .iter()
+        .position(|x| is_read(&x.rhs, &producer.name, c))
+    else {
+        return;
+    };
+    let col = body.binds.remove(at).name;
+    let result = produce.result.clone();
+    body.binds.splice(at..at, produce.binds);
+    substitute(body, &HashMap::from([(col, result)]));
+    // `length d` is `n`.
+    let sizes: HashMap<Name, Atom> = m.lengths.into_iter().map(|x| (x, n.clone())).collect();
+    drop_bindings(b, &sizes);
+    substitute(b, &sizes);
+}
+
+/// Replaces the uses of `map`'s names in `b` by their atoms.
+fn substitute(b: &mut Block, map: &HashMap<Name, Atom>) {
+    b.for_each_atom_mut(&mut |a| {
+        if let Atom::Var(x, _) = a
+            && let Some(y) = map.get(x)
+        {
+            *a = y.clone();
+        }
+    });
+}
+
+/// Removes the bindings of `map`'s names from `b` and its nested blocks.
+fn drop_bindings(b: &mut Block, map: &HashMap<Name, Atom>) {
+    b.binds.retain(|x| !map.contains_key(&x.name));
+    for bind in &mut b.binds {
+        match &mut bind.rhs {
+            Rhs::If(_, t, e) => {
+                drop_bindings(t, map);
+                drop_bindings(e, map);
+            }
+            Rhs::Loop { body, .. } => drop_bindings(body, map),
+            Rhs::Prim(..) | Rhs::Array(_) => {}
+        }
+    }
+}

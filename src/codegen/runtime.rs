@@ -124,6 +124,9 @@ struct Region {
 }
 
 const CHUNK: usize = 1 << 20;
+/// The least size of a scratch chunk: most iterations need far less than
+/// a main chunk, and a small call should not hold two more megabytes.
+const SCRATCH_CHUNK: usize = 1 << 16;
 
 impl Arena {
     pub fn new(limit: usize) -> Arena {
@@ -217,11 +220,10 @@ impl Arena {
         Some((p, layout))
     }
 
-    /// A new chunk of scratch stack `k` for at least `bytes` bytes: its
-    /// start and end.
+    /// A new chunk of scratch stack `k` for at least `bytes` bytes, and
+    /// of at least [`SCRATCH_CHUNK`]: its start and end.
     pub fn scratch_chunk(&mut self, k: usize, bytes: usize) -> Option<(usize, usize)> {
-        let size = bytes.checked_add(7)? & !7;
-        let size = if size > CHUNK / 4 { size } else { CHUNK };
+        let size = (bytes.checked_add(7)? & !7).max(SCRATCH_CHUNK);
         let (p, layout) = self.chunk(size)?;
         self.scratch[k].push((p, layout));
         let start = p.as_ptr() as usize;
@@ -589,21 +591,23 @@ mod tests {
         let (s0, e0) = a.scratch_chunk(0, 64).unwrap();
         assert_eq!(a.release_scratch(0, 0), (s0, s0, e0));
         // A mark inside the chunk: later chunks are freed.
+        assert_eq!(e0 - s0, SCRATCH_CHUNK);
         let m = s0 + 64;
-        a.scratch_chunk(0, 64).unwrap();
-        a.scratch_chunk(0, 2 * CHUNK).unwrap();
+        let (s1, e1) = a.scratch_chunk(0, 64).unwrap();
+        let (s2, e2) = a.scratch_chunk(0, 2 * CHUNK).unwrap();
+        assert_eq!(e2 - s2, 2 * CHUNK);
         let held = a.total;
         assert_eq!(a.release_scratch(0, m), (s0, m, e0));
-        assert_eq!(a.total, held - 3 * CHUNK);
+        assert_eq!(a.total, held - (e1 - s1) - (e2 - s2));
         assert_eq!(a.reserved(), held, "the peak is kept");
         // A mark at the end of a large array's chunk: the next chunk is
         // kept as the window, whole.
         let (_, big_end) = a.scratch_chunk(0, CHUNK).unwrap();
-        let (s2, e2) = a.scratch_chunk(0, 8).unwrap();
-        assert_eq!(a.release_scratch(0, big_end), (s2, s2, e2));
+        let (s3, e3) = a.scratch_chunk(0, 8).unwrap();
+        assert_eq!(a.release_scratch(0, big_end), (s3, s3, e3));
         // The other stack is untouched.
-        let (s1, e1) = a.scratch_chunk(1, 8).unwrap();
-        assert_eq!(a.release_scratch(1, s1 + 8), (s1, s1 + 8, e1));
+        let (s4, e4) = a.scratch_chunk(1, 8).unwrap();
+        assert_eq!(a.release_scratch(1, s4 + 8), (s4, s4 + 8, e4));
         assert_eq!(a.release_scratch(0, m), (s0, m, e0));
         assert_eq!(a.scratch[1].len(), 1);
         a.reset();

@@ -666,7 +666,8 @@ fn drop_unused(b: &mut Block, uses: &HashMap<Name, usize>) -> bool {
     changed
 }
 
-fn has_array(t: &Type) -> bool {
+/// Whether values of type `t` contain an array.
+pub(super) fn has_array(t: &Type) -> bool {
     match t {
         Type::Array(_) => true,
         Type::Pair(a, b) => has_array(a) || has_array(b),

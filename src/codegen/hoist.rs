@@ -156,23 +156,28 @@ fn can_fail(rhs: &Rhs, safe: Option<(&Name, &Name)>) -> bool {
         {
             false
         }
-        Rhs::Prim(op, args) => {
-            let index = args.first().is_some_and(|a| *a.ty() == Type::Index);
-            match op {
-                Prim::Add | Prim::Sub | Prim::Mul | Prim::Neg => index,
-                Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne | Prim::Not => {
-                    false
-                }
-                Prim::Sin | Prim::Cos | Prim::Exp | Prim::ToDouble => false,
-                Prim::Length | Prim::Pair | Prim::Fst | Prim::Snd | Prim::Concat => false,
-                _ => true,
-            }
-        }
+        Rhs::Prim(op, args) => prim_can_fail(*op, args),
         Rhs::Array(_) => false,
         Rhs::If(_, t, e) => block_can_fail(t) || block_can_fail(e),
         Rhs::Loop { n, body, .. } => {
             !matches!(n, Atom::Lit(Lit::Int(v), _) if *v >= 0) || block_can_fail(body)
         }
+    }
+}
+
+/// Whether the primitive `op` applied to `args` may be ⊥, whatever the
+/// values: Index arithmetic (overflow), division and power, `log`,
+/// `sqrt`, `tan`, reads and `accum` may; comparisons, `sin`, `cos`,
+/// `exp`, Double `+ - *`, pairs, projections, `length` and `concat` may
+/// not.
+pub(super) fn prim_can_fail(op: Prim, args: &[Atom]) -> bool {
+    let index = args.first().is_some_and(|a| *a.ty() == Type::Index);
+    match op {
+        Prim::Add | Prim::Sub | Prim::Mul | Prim::Neg => index,
+        Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne | Prim::Not => false,
+        Prim::Sin | Prim::Cos | Prim::Exp | Prim::ToDouble => false,
+        Prim::Length | Prim::Pair | Prim::Fst | Prim::Snd | Prim::Concat => false,
+        _ => true,
     }
 }
 

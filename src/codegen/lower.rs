@@ -616,7 +616,7 @@ impl Lower<'_, '_> {
     fn binding(&mut self, bind: &Binding) -> R<Vals> {
         // The first allocation of a scratch array's right side is its
         // buffer (Note [Scratch arrays]).
-        self.into_scratch = self.scratch.arrays.get(&bind.name).copied();
+        self.into_scratch = self.scratch.arrays.get(&bind.name).map(|(_, k)| *k);
         let r = self.binding_rhs(bind);
         self.into_scratch = None;
         r

@@ -68,37 +68,30 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::fuse::has_array;
 use crate::ad::anf::{Atom, Block, LoopKind, Rhs};
 use crate::ir::{Name, Prim, Type};
 
-/// The scratch arrays of a function with their stacks, and the loops
-/// whose iterations mark and release a stack (named by their index
-/// variable) with those stacks.
+/// The scratch arrays of a function, each with the loop that releases it
+/// (named by its index variable) and its stack, and per releasing loop the
+/// stacks it releases.
 #[derive(Default, Debug)]
 pub struct Scratch {
-    pub arrays: HashMap<Name, usize>,
+    pub arrays: HashMap<Name, (Name, usize)>,
     pub loops: HashMap<Name, Vec<usize>>,
-    /// Each scratch array's releasing loop and stack.
-    releaser: HashMap<Name, (Name, usize)>,
 }
 
 impl Scratch {
-    /// The plan as listing comments: per releasing loop (by its index
-    /// variable) and stack, the arrays it releases.
+    /// The plan as listing comments: per releasing loop and stack, the
+    /// arrays it releases.
     pub fn describe(&self) -> String {
         let mut rows: Vec<(&Name, usize, Vec<&Name>)> = Vec::new();
         for (l, ks) in &self.loops {
-            for &k in ks {
-                rows.push((l, k, Vec::new()));
-            }
+            rows.extend(ks.iter().map(|&k| (l, k, Vec::new())));
         }
         rows.sort();
-        for (x, &k) in &self.arrays {
-            // A scratch array's releaser is the loop recorded with it.
-            if let Some(row) = rows
-                .iter_mut()
-                .find(|r| r.1 == k && self.releases(r.0, k, x))
-            {
+        for (x, (l, k)) in &self.arrays {
+            if let Some(row) = rows.iter_mut().find(|r| r.0 == l && r.1 == *k) {
                 row.2.push(x);
             }
         }
@@ -117,13 +110,8 @@ impl Scratch {
         out
     }
 
-    fn releases(&self, l: &Name, k: usize, x: &Name) -> bool {
-        self.releaser.get(x).is_some_and(|(m, j)| m == l && *j == k)
-    }
-
     fn add(&mut self, x: &Name, stack: usize, releaser: &Name) {
-        self.arrays.insert(x.clone(), stack);
-        self.releaser.insert(x.clone(), (releaser.clone(), stack));
+        self.arrays.insert(x.clone(), (releaser.clone(), stack));
         let ks = self.loops.entry(releaser.clone()).or_default();
         if !ks.contains(&stack) {
             ks.push(stack);
@@ -218,7 +206,7 @@ impl Graph {
     /// x → y, when `y : ty` can point to what x points to.
     fn flow(&mut self, x: &Atom, y: &Name, ty: &Type) {
         if let Some(x) = x.var()
-            && holds_arrays(ty)
+            && has_array(ty)
         {
             self.edges.push((x.clone(), y.clone()));
         }
@@ -287,13 +275,4 @@ fn allocates(rhs: &Rhs) -> bool {
                 ..
             }
     )
-}
-
-/// Whether values of type `t` contain an array.
-fn holds_arrays(t: &Type) -> bool {
-    match t {
-        Type::Array(_) => true,
-        Type::Pair(a, b) => holds_arrays(a) || holds_arrays(b),
-        Type::Double | Type::Index | Type::Bool | Type::Fun(..) => false,
-    }
 }

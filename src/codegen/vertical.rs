@@ -39,6 +39,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::hoist::prim_can_fail;
 use crate::ad::anf::{Atom, Binding, Block, LoopKind, Rhs};
 use crate::ir::{Lit, Name, Prim, Type};
 
@@ -89,10 +90,9 @@ fn candidate(b: &Block, di: usize) -> Option<Merge> {
     }
     // Condition 1: every use of `d`.
     let mut lengths = HashSet::new();
-    let mut reads = Vec::new();
-    let mut other = false;
+    let (mut reads, mut other) = (0, false);
     uses(b, d, &mut lengths, &mut reads, &mut other);
-    if other || reads.len() != 1 {
+    if other || reads != 1 {
         return None;
     }
     let (ti, t) = b
@@ -135,18 +135,15 @@ fn candidate(b: &Block, di: usize) -> Option<Merge> {
     })
 }
 
-/// Every use of `d` in `b`: the names bound to `length d`, the reads
+/// Every use of `d` in `b`: the names bound to `length d`, how many reads
 /// `y = d[i]`, and whether there is any other use.
-fn uses(b: &Block, d: &Name, lengths: &mut HashSet<Name>, reads: &mut Vec<Name>, other: &mut bool) {
+fn uses(b: &Block, d: &Name, lengths: &mut HashSet<Name>, reads: &mut usize, other: &mut bool) {
     for bind in &b.binds {
         match &bind.rhs {
             Rhs::Prim(Prim::Length, args) if args[0].var() == Some(d) => {
                 lengths.insert(bind.name.clone());
             }
-            Rhs::Prim(Prim::Get, args) if args[0].var() == Some(d) => {
-                *other |= args[1].var() == Some(d);
-                reads.push(bind.name.clone());
-            }
+            Rhs::Prim(Prim::Get, args) if args[0].var() == Some(d) => *reads += 1,
             Rhs::Prim(_, args) | Rhs::Array(args) => {
                 *other |= args.iter().any(|a| a.var() == Some(d));
             }
@@ -189,26 +186,17 @@ struct Env {
 
 /// Whether evaluating `rhs` can never be ⊥ (spec/semantics.md: E-Arith-Bot,
 /// E-Math-Bot, E-Get-Bot, E-Build-Bot, E-IFold-Bot, E-IScan-Bot,
-/// E-Accum-Bot): no Index arithmetic (it can overflow), no division,
-/// power, `log`, `sqrt` or `tan`, no `accum`, reads only at the index of
-/// a loop over the array's length, loops only of a literal or `length`
-/// size.
+/// E-Accum-Bot): primitives as `hoist::prim_can_fail` judges them, but
+/// reads at the index of a loop over the array's length, which are in
+/// bounds, and loops only of a literal or `length` size. (Finer than
+/// hoisting's judgement, which counts every loop of a variable size.)
 fn total(rhs: &Rhs, env: &Env) -> bool {
     match rhs {
         Rhs::Prim(Prim::Get, args) => match (args[0].var(), args[1].var()) {
             (Some(a), Some(i)) => env.safe.iter().any(|(j, b)| j == i && b == a),
             _ => false,
         },
-        Rhs::Prim(op, args) => {
-            let index = args.first().is_some_and(|a| *a.ty() == Type::Index);
-            match op {
-                Prim::Add | Prim::Sub | Prim::Mul | Prim::Neg => !index,
-                Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne | Prim::Not => true,
-                Prim::Sin | Prim::Cos | Prim::Exp | Prim::ToDouble => true,
-                Prim::Length | Prim::Pair | Prim::Fst | Prim::Snd | Prim::Concat => true,
-                _ => false,
-            }
-        }
+        Rhs::Prim(op, args) => !prim_can_fail(*op, args),
         Rhs::Array(_) => true,
         Rhs::If(_, t, e) => total_block(t, env, None) && total_block(e, env, None),
         Rhs::Loop { n, index, body, .. } => {

@@ -47,6 +47,24 @@ fn check(o: &Output, what: &str) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// Writes `source` to `dir/driver.c`, links it with `objects` under strict
+/// warnings, runs it, and returns what it printed.
+fn run_driver(dir: &Path, source: &str, objects: &[&str]) -> String {
+    std::fs::write(dir.join("driver.c"), source).unwrap();
+    let mut args = vec![
+        "-std=c11", "-Wall", "-Wextra", "-Werror", "-o", "driver", "driver.c",
+    ];
+    args.extend_from_slice(objects);
+    args.push("-lm");
+    check(&gcc(&args, dir), "gcc (driver.c)");
+    check(
+        &Command::new(dir.join("driver"))
+            .output()
+            .expect("driver runs"),
+        "driver",
+    )
+}
+
 /// `fsmooth compile FILE ARGS…` into `dir`.
 /// Writes `KINDS` to `dir` and compiles its entry `kinds` there
 /// (`kinds.o`, `kinds.h`); the source file, for further compilations.
@@ -418,22 +436,10 @@ fn aot_every_leaf_kind_and_index_power_agree_with_the_evaluator() {
         "kinds with ctx.limit = 64".to_string(),
         "error[out-of-memory]".to_string(),
     ));
-    std::fs::write(dir.join("driver.c"), KINDS_DRIVER.replace("CASES", &cases)).unwrap();
-    check(
-        &gcc(
-            &[
-                "-std=c11", "-Wall", "-Wextra", "-Werror", "-o", "driver", "driver.c", "kinds.o",
-                "ipow.o", "-lm",
-            ],
-            &dir,
-        ),
-        "gcc (driver.c)",
-    );
-    let out = check(
-        &Command::new(dir.join("driver"))
-            .output()
-            .expect("driver runs"),
-        "driver",
+    let out = run_driver(
+        &dir,
+        &KINDS_DRIVER.replace("CASES", &cases),
+        &["kinds.o", "ipow.o"],
     );
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), expected.len(), "driver printed:\n{out}");
@@ -698,23 +704,7 @@ int main(void) {
     return 0;
 }
 "#;
-    std::fs::write(dir.join("driver.c"), driver).unwrap();
-    check(
-        &gcc(
-            &[
-                "-std=c11", "-Wall", "-Wextra", "-Werror", "-o", "driver", "driver.c", "colsum.o",
-                "large.o", "best.o", "-lm",
-            ],
-            &dir,
-        ),
-        "gcc (driver.c)",
-    );
-    let out = check(
-        &Command::new(dir.join("driver"))
-            .output()
-            .expect("driver runs"),
-        "driver",
-    );
+    let out = run_driver(&dir, driver, &["colsum.o", "large.o", "best.o"]);
     let lines: Vec<&str> = out.lines().collect();
     let v = |n: usize, zero: Option<usize>| {
         let xs: Vec<f64> = (0..n)

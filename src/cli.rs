@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::ad::ForwardMode;
 use crate::diagnostic::{Diagnostic, SourceId, Span};
 use crate::eval::{Limits, Stats};
 use crate::pipeline::{self, PRELUDE};
@@ -220,7 +221,7 @@ struct WorkloadArgs {
     #[arg(long, default_value_t = Limits::default().fuel)]
     fuel: u64,
     /// What runs the objective and the derivative program (`native`:
-    /// modes fwd, fwd-opt, rev).
+    /// modes fwd, fwd-opt, fwd-vec, rev).
     #[arg(long, value_enum, default_value_t)]
     engine: EngineKind,
     /// Time N runs of the objective and of the derivative (after one
@@ -270,6 +271,10 @@ enum Mode {
     Rev,
     /// Forward mode after the optimiser (dF̃).
     FwdOpt,
+    /// Vector forward mode: one pass of D[[·]] carrying a tangent per
+    /// element of a Vector variable (spec/ad-forward.md §4.6); the same
+    /// results as fwd.
+    FwdVec,
 }
 
 #[derive(Args, Debug)]
@@ -294,7 +299,7 @@ struct DerivArgs {
     /// Maximum number of evaluator steps (per run).
     #[arg(long, default_value_t = Limits::default().fuel)]
     fuel: u64,
-    /// What runs the derivative programs (`native`: modes fwd, fwd-opt, rev).
+    /// What runs the derivative programs (`native`: modes fwd, fwd-opt, fwd-vec, rev).
     #[arg(long, value_enum, default_value_t)]
     engine: EngineKind,
     /// With `--mode fwd-opt`: a directory of `*.rules` files adding to (or
@@ -313,6 +318,9 @@ enum CompileMode {
     Fwd,
     /// The optimised tangent-only forward wrapper.
     FwdOpt,
+    /// The forward-mode wrapper in vector mode (one pass carrying a
+    /// tangent per element of a Vector --wrt): the same result as fwd.
+    FwdVec,
     /// The reverse-mode program: the value and the gradient (with the
     /// result's cotangent as a last parameter unless the result is a Double).
     Rev,
@@ -331,7 +339,7 @@ struct CompileArgs {
     header: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t)]
     mode: CompileMode,
-    /// The independent variable (modes fwd, fwd-opt, rev).
+    /// The independent variable (modes fwd, fwd-opt, fwd-vec, rev).
     #[arg(long)]
     wrt: Option<String>,
     /// The C symbol of the typed entry (default: the entry's name with
@@ -652,6 +660,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
                         .wrapper
                         .program
                 }
+                Mode::FwdVec => {
+                    pipeline::derivative_with(&files.main_src, &entry, &wrt, ForwardMode::Vector)
+                        .map_err(fail)?
+                        .wrapper
+                        .program
+                }
                 Mode::FwdOpt => {
                     pipeline::optimised_derivative(
                         &files.main_src,
@@ -665,7 +679,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 }
                 Mode::Fd | Mode::Tape => {
                     return Err(Failure(
-                        "error[usage]: `ad` prints source-to-source programs: --mode fwd or rev\n"
+                        "error[usage]: `ad` prints source-to-source programs: --mode fwd, fwd-opt, fwd-vec or rev\n"
                             .to_string(),
                     ));
                 }
@@ -756,7 +770,7 @@ fn workload_engine(run: &WorkloadArgs) -> Result<crate::gradient::Engine, Failur
         EngineKind::Eval => Ok(Engine::Eval(Limits { fuel: run.fuel })),
         EngineKind::Native if adbench_mode(run.mode).runs_natively() => Ok(Engine::native()),
         EngineKind::Native => Err(Failure(
-            "error[usage]: --engine native runs the derivative programs of modes fwd, fwd-opt and rev\n"
+            "error[usage]: --engine native runs the derivative programs of modes fwd, fwd-opt, fwd-vec and rev\n"
                 .to_string(),
         )),
     }
@@ -767,6 +781,7 @@ fn adbench_mode(mode: Mode) -> crate::adbench::modes::Mode {
     match mode {
         Mode::Fwd => M::Fwd,
         Mode::FwdOpt => M::FwdOpt,
+        Mode::FwdVec => M::FwdVec,
         Mode::Rev => M::Rev,
         Mode::Tape => M::Tape,
         Mode::Fd => M::Fd,
@@ -1187,8 +1202,14 @@ fn vjp_cmd(args: DerivArgs, cotangent: &str) -> Result<(), Failure> {
                 .map_err(|e| fail(Diagnostic::from(&e)))?;
             (t.value, t.gradient, t.stats)
         }
-        Mode::Fwd | Mode::Fd | Mode::FwdOpt => {
-            let d = pipeline::derivative(&files.main_src, &args.entry, &args.wrt).map_err(fail)?;
+        Mode::Fwd | Mode::Fd | Mode::FwdOpt | Mode::FwdVec => {
+            let fm = if args.mode == Mode::FwdVec {
+                ForwardMode::Vector
+            } else {
+                ForwardMode::Scalar
+            };
+            let d = pipeline::derivative_with(&files.main_src, &args.entry, &args.wrt, fm)
+                .map_err(fail)?;
             let cols = if args.mode != Mode::Fd {
                 crate::gradient::forward(&d, values, limits)
             } else {
@@ -1238,7 +1259,7 @@ fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
     };
     if args.engine == EngineKind::Native && matches!(args.mode, Mode::Fd | Mode::Tape) {
         return Err(Failure(format!(
-            "error[usage]: --engine native runs the derivative programs of modes fwd, fwd-opt and rev; `{}` is an interpreter on the evaluator\n",
+            "error[usage]: --engine native runs the derivative programs of modes fwd, fwd-opt, fwd-vec and rev; `{}` is an interpreter on the evaluator\n",
             if args.mode == Mode::Fd { "fd" } else { "tape" }
         )));
     }
@@ -1261,6 +1282,16 @@ fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
                 &args.entry,
                 &args.wrt,
                 &opt_options_with(args.rules.clone()),
+            )
+            .map_err(fail)?;
+            crate::gradient::forward_on(&d, values, &engine).map_err(run_fail)?
+        }
+        Mode::FwdVec => {
+            let d = pipeline::derivative_with(
+                &files.main_src,
+                &args.entry,
+                &args.wrt,
+                ForwardMode::Vector,
             )
             .map_err(fail)?;
             crate::gradient::forward_on(&d, values, &engine).map_err(run_fail)?
@@ -1362,6 +1393,11 @@ fn compile_cmd(args: CompileArgs) -> Result<(), Failure> {
             let d = pipeline::optimised_derivative(src, &args.entry, wrt, &opt_options())
                 .map_err(fail)?;
             (d.base.params, d.wrapper, "_fwd_opt")
+        }
+        CompileMode::FwdVec => {
+            let d = pipeline::derivative_with(src, &args.entry, wrt, ForwardMode::Vector)
+                .map_err(fail)?;
+            (d.base.params, d.wrapper, "_fwd_vec")
         }
         CompileMode::Rev => {
             let r = pipeline::reverse_derivative(src, &args.entry, wrt).map_err(fail)?;

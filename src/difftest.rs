@@ -367,8 +367,9 @@ pub fn check_opt_refines(src: &str, limits: Limits) -> Result<usize, String> {
 /// Property (e), the dot-product test, on `fun (p: Vector) -> e : Vector`
 /// at p = [0.7, -1.3, 2.9, 0.4]: ⟨J u, w⟩ from forward mode's Jacobian
 /// equals ⟨u, Jᵀ w⟩ from one run of the reverse program seeded with w
-/// (ρ ≤ 1e-9), and the tape's Jacobian equals forward mode's. Returns 1
-/// when compared, 0 when the primal or a mode is ⊥ or not finite there.
+/// (ρ ≤ 1e-9), the tape's Jacobian equals forward mode's, and vector
+/// forward mode's equals it bit for bit (D-Vec-Deriv). Returns 1 when
+/// compared, 0 when the primal or a mode is ⊥ or not finite there.
 pub fn check_dot_product(src: &str, limits: Limits) -> Result<usize, String> {
     let vector = |xs: &[f64]| Value::array(xs.iter().map(|x| Value::Double(*x)).collect());
     let fwd = pipeline::derivative(src, "main", "p").map_err(|d| format!("fwd: {}", d.message))?;
@@ -390,6 +391,16 @@ pub fn check_dot_product(src: &str, limits: Limits) -> Result<usize, String> {
     ) else {
         return Ok(0);
     };
+    let vec = pipeline::derivative_with(src, "main", "p", crate::ad::ForwardMode::Vector)
+        .map_err(|d| format!("fwd-vec: {}", d.message))?;
+    let v = crate::gradient::forward(&vec, args.clone(), limits)
+        .map_err(|e| format!("fwd-vec is ⊥ ({e}) where fwd is not"))?;
+    let same = |a: &f64, b: &f64| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+    for (k, (a, b)) in j.columns.iter().zip(&v.columns).enumerate() {
+        if a.len() != b.len() || !a.iter().zip(b).all(|(x, y)| same(x, y)) {
+            return Err(format!("column {k}: fwd {a:?} vs fwd-vec {b:?}"));
+        }
+    }
     let u = [0.3, -0.8, 1.1, 0.25];
     let w: Vec<f64> = (0..ys.len()).map(|i| 1.0 - 0.37 * i as f64).collect();
     let seed = crate::gradient::unflatten(&primal, &mut w.iter().copied());

@@ -85,6 +85,21 @@ impl Type {
         }
     }
 
+    /// VT[[·]], the dual form of vector forward mode (spec/ad-forward.md
+    /// §4.6): a Double carries an array of tangents, one per seed
+    /// direction (VT-Double); every other type is translated structurally,
+    /// like DT[[·]].
+    pub fn vdual(&self) -> Type {
+        match self {
+            Type::Double => Type::pair(Type::Double, Type::array(Type::Double)),
+            Type::Index => Type::Index,
+            Type::Bool => Type::Bool,
+            Type::Array(e) => Type::array(e.vdual()),
+            Type::Pair(a, b) => Type::pair(a.vdual(), b.vdual()),
+            Type::Fun(a, b) => Type::fun(a.vdual(), b.vdual()),
+        }
+    }
+
     /// The result type of `deriv e x` for `e : self` and `x : wrt`
     /// (T-Deriv): DT[self] for a Double `x`, an array of them per element
     /// of a Vector `x`, an array of arrays for a Matrix `x`. None when `x`

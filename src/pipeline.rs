@@ -6,6 +6,7 @@ use std::rc::Rc;
 
 use cranelift_entity::SecondaryMap;
 
+use crate::ad::ForwardMode;
 use crate::diagnostic::{Diagnostic, SourceId, Span};
 use crate::eval::{EvalError, Evaluator, Limits, Snapshot, Stats, TraceEvent, Value};
 use crate::interchange::{InputError, value_from_json};
@@ -52,11 +53,18 @@ pub struct Entry {
 /// Monomorphises `loaded` for the entry `name` and checks that the entry
 /// takes and returns data.
 pub fn entry(loaded: &Loaded, name: &str) -> Result<Entry, Diagnostic> {
+    entry_with(loaded, name, ForwardMode::Scalar)
+}
+
+/// [`entry`], expanding `deriv` with respect to a Vector in the given
+/// forward mode (spec/ad-forward.md §4.6).
+pub fn entry_with(loaded: &Loaded, name: &str, mode: ForwardMode) -> Result<Entry, Diagnostic> {
     let mono =
         monomorphise(&loaded.program, &loaded.typing, name).map_err(|e| Diagnostic::from(&e))?;
     let (mut program, mut types) = (mono.program, mono.types);
     if crate::ad::has_deriv(&program) {
-        crate::ad::expand_program(&mut program, &mut types).map_err(|e| Diagnostic::from(&e))?;
+        crate::ad::expand_program(&mut program, &mut types, mode)
+            .map_err(|e| Diagnostic::from(&e))?;
         // AD's output is ordinary code: type-check it and take a fresh
         // monomorphic copy (which also drops what is no longer used).
         let typing = infer_program(&program).map_err(|e| generated(Diagnostic::from(&e)))?;
@@ -279,7 +287,18 @@ pub fn tangent_derivative(
     entry_name: &str,
     wrt: &str,
 ) -> Result<Derivative, Diagnostic> {
-    let d = derivative(src, entry_name, wrt)?;
+    tangent_derivative_with(src, entry_name, wrt, ForwardMode::Scalar)
+}
+
+/// [`tangent_derivative`] in the given forward mode (`--mode fwd-vec` is
+/// [`ForwardMode::Vector`]).
+pub fn tangent_derivative_with(
+    src: &str,
+    entry_name: &str,
+    wrt: &str,
+    mode: ForwardMode,
+) -> Result<Derivative, Diagnostic> {
+    let d = derivative_with(src, entry_name, wrt, mode)?;
     let k = d.wrt;
     let shape = match &d.base.params[k].1 {
         Type::Double => d.base.result.clone(),
@@ -287,7 +306,7 @@ pub fn tangent_derivative(
         _ => Type::array(Type::array(d.base.result.clone())),
     };
     let loaded = load(src)?;
-    let wrapper = wrapper_entry(&loaded, entry_name, &d.base.params, k, Some(&shape))?;
+    let wrapper = wrapper_entry(&loaded, entry_name, &d.base.params, k, Some(&shape), mode)?;
     Ok(Derivative {
         base: d.base,
         wrapper,
@@ -306,6 +325,7 @@ fn wrapper_entry(
     params: &[(String, Type)],
     k: usize,
     tangents: Option<&Type>,
+    mode: ForwardMode,
 ) -> Result<Entry, Diagnostic> {
     use crate::ir::{Def, Name};
     let mut prog = loaded.program.clone();
@@ -346,12 +366,13 @@ fn wrapper_entry(
         prelude: false,
     });
     let typing = infer_program(&prog).map_err(|e| Diagnostic::from(&e))?;
-    entry(
+    entry_with(
         &Loaded {
             program: prog,
             typing,
         },
         "deriv'entry",
+        mode,
     )
 }
 
@@ -427,6 +448,16 @@ fn tangent_ir(prog: &mut Program, e: ExprId, t: &Type, depth: usize) -> ExprId {
 /// Builds the forward-mode derivative of `entry` with respect to its
 /// parameter `wrt` (Double, Vector or Matrix).
 pub fn derivative(src: &str, entry_name: &str, wrt: &str) -> Result<Derivative, Diagnostic> {
+    derivative_with(src, entry_name, wrt, ForwardMode::Scalar)
+}
+
+/// [`derivative`] in the given forward mode.
+pub fn derivative_with(
+    src: &str,
+    entry_name: &str,
+    wrt: &str,
+    mode: ForwardMode,
+) -> Result<Derivative, Diagnostic> {
     let loaded = load(src)?;
     let base = entry(&loaded, entry_name)?;
     let bad = |message: String| {
@@ -447,7 +478,7 @@ pub fn derivative(src: &str, entry_name: &str, wrt: &str) -> Result<Derivative, 
             "cannot differentiate with respect to `{wrt}` of type {wt}: the variable must be Double, Vector or Matrix"
         )));
     }
-    let wrapper = wrapper_entry(&loaded, entry_name, &base.params, k, None)?;
+    let wrapper = wrapper_entry(&loaded, entry_name, &base.params, k, None, mode)?;
     Ok(Derivative {
         base,
         wrapper,

@@ -19,6 +19,10 @@ pub enum Atom {
     /// `snd x`: the tangent part of a dual-number variable.
     Snd(Name),
     Lit(f64),
+    /// `fst x` of a vector-mode dual `x : Double * Vector` (VT-Double).
+    VFst(Name),
+    /// `(snd x)[j]`: the tangent of vector-mode dual `x` in direction `j`.
+    VTan(Name, Name),
 }
 
 pub struct Builder<'a> {
@@ -207,6 +211,16 @@ impl<'a> Builder<'a> {
                 self.snd(v)
             }
             Atom::Lit(x) => self.double(*x),
+            Atom::VFst(n) => {
+                let v = self.var(n, Type::Double.vdual());
+                self.fst(v)
+            }
+            Atom::VTan(n, j) => {
+                let v = self.var(n, Type::Double.vdual());
+                let t = self.snd(v);
+                let jv = self.var(j, Type::Index);
+                self.get(t, jv)
+            }
         }
     }
 }

@@ -33,16 +33,27 @@ struct Binder {
 pub(super) struct Expander<'b, 'a> {
     pub b: &'b mut Builder<'a>,
     pub duals: &'b mut HashMap<Name, Name>,
+    pub vduals: &'b mut HashMap<Name, Name>,
+    /// Expand `deriv` with respect to a Vector in vector forward mode
+    /// (D-Vec-Deriv) rather than one pass per element (D-Deriv-Vector).
+    pub vector: bool,
     /// Binders enclosing the current node, with their types and, for a
     /// `let`, the bound expression.
     scope: Vec<Binder>,
 }
 
 impl<'b, 'a> Expander<'b, 'a> {
-    pub fn new(b: &'b mut Builder<'a>, duals: &'b mut HashMap<Name, Name>) -> Self {
+    pub fn new(
+        b: &'b mut Builder<'a>,
+        duals: &'b mut HashMap<Name, Name>,
+        vduals: &'b mut HashMap<Name, Name>,
+        vector: bool,
+    ) -> Self {
         Expander {
             b,
             duals,
+            vduals,
+            vector,
             scope: Vec::new(),
         }
     }
@@ -217,6 +228,7 @@ impl<'b, 'a> Expander<'b, 'a> {
                 self.with_inputs(
                     &fvs,
                     wrt,
+                    None,
                     &mut |b, x| {
                         let v = b.var(x, Type::Double);
                         let one = seed(b);
@@ -224,6 +236,9 @@ impl<'b, 'a> Expander<'b, 'a> {
                     },
                     body,
                 )?
+            }
+            Type::Array(e) if **e == Type::Double && self.vector => {
+                self.deriv_vector(&fvs, wrt, body)?
             }
             // D-Deriv-Vector: element r of the result seeds x[r].
             Type::Array(e) if **e == Type::Double => {
@@ -233,6 +248,7 @@ impl<'b, 'a> Expander<'b, 'a> {
                 let inner = self.with_inputs(
                     &fvs,
                     wrt,
+                    None,
                     &mut |b, x| {
                         let xv = b.var(x, Type::array(Type::Double));
                         let len = b.length(xv);
@@ -252,6 +268,7 @@ impl<'b, 'a> Expander<'b, 'a> {
                 let inner = self.with_inputs(
                     &fvs,
                     wrt,
+                    None,
                     &mut |b, x| {
                         let xv = b.var(x, Type::array(Type::array(Type::Double)));
                         let rows = b.length(xv);
@@ -289,25 +306,106 @@ impl<'b, 'a> Expander<'b, 'a> {
         Ok(out)
     }
 
+    /// D-Vec-Deriv: `deriv e (x : Vector)` in vector forward mode, the
+    /// same value as D-Deriv-Vector from one run of the translation:
+    ///
+    /// ```text
+    /// let z = build (length x) (fun _ -> 0.0) in
+    /// let d = build (if 0 < length x then 1 else 0) (fun _ ->
+    ///           let v₁ = V[v₁] in … let vₙ = V[vₙ] in D_V[[e]]) in
+    /// build (length x) (fun r -> C_r[d[0]])
+    /// ```
+    ///
+    /// V[x] seeds element i with the i-th unit vector, V[v] is v with the
+    /// zero vector `z` as every tangent, and C_r picks direction r out of
+    /// every tangent vector. `d` has one element, or none when `x` is
+    /// empty, so that the translation runs exactly when D-Deriv-Vector
+    /// runs D[[e]] at least once.
+    fn deriv_vector(
+        &mut self,
+        fvs: &[(Name, Type)],
+        wrt: &Name,
+        body: ExprId,
+    ) -> Result<ExprId, AdError> {
+        let vt = Type::array(Type::Double);
+        let z = self.b.fresh("z");
+        let inner = self.with_inputs(
+            fvs,
+            wrt,
+            Some(&z),
+            &mut |b, x| {
+                let xv = b.var(x, Type::array(Type::Double));
+                let len = b.length(xv);
+                b.build(len, |b, i| {
+                    let xv = b.var(x, Type::array(Type::Double));
+                    let iv = b.var(i, Type::Index);
+                    let p = b.get(xv, iv);
+                    let zv = b.var(&z, Type::array(Type::Double));
+                    let k = b.length(zv);
+                    let hot = b.build(k, |b, j| {
+                        let iv = b.var(i, Type::Index);
+                        let jv = b.var(j, Type::Index);
+                        let eq = b.prim(Prim::Eq, vec![iv, jv], Type::Bool);
+                        let one = b.double(1.0);
+                        let zero = b.double(0.0);
+                        b.if_(eq, one, zero)
+                    });
+                    b.pair(p, hot)
+                })
+            },
+            body,
+        )?;
+        let result_ty = self.b.ty(body);
+        let d = self.b.fresh("d");
+        let xv = self.b.var(wrt, vt.clone());
+        let n = self.b.length(xv);
+        let zero = self.b.index(0);
+        let xv = self.b.var(wrt, vt.clone());
+        let len = self.b.length(xv);
+        let nonempty = self.b.prim(Prim::Lt, vec![zero, len], Type::Bool);
+        let one = self.b.index(1);
+        let zero = self.b.index(0);
+        let runs = self.b.if_(nonempty, one, zero);
+        let once = self.b.build(runs, |_, _| inner);
+        let out = self.b.build(n, |b, r| {
+            let dv = b.var(&d, Type::array(result_ty.vdual()));
+            let zero = b.index(0);
+            let d0 = b.get(dv, zero);
+            direction(b, d0, &result_ty, r)
+        });
+        let out = self.b.let_(d, once, out);
+        let xv = self.b.var(wrt, vt);
+        let n = self.b.length(xv);
+        let zeros = self.b.build(n, |b, _| b.double(0.0));
+        Ok(self.b.let_(z, zeros, out))
+    }
+
     /// `let v₁ = A[v₁] in … let vₙ = A[vₙ] in D[[body]]`, with `seed`
     /// giving A[x] for the independent variable and zero tangents for the
-    /// others.
+    /// others; in vector mode (`zero`, the zero tangent vector) D_V[[body]]
+    /// with the zero vector as every other tangent.
     fn with_inputs(
         &mut self,
         fvs: &[(Name, Type)],
         wrt: &Name,
+        zero: Option<&Name>,
         seed: &mut dyn FnMut(&mut Builder<'_>, &Name) -> ExprId,
         body: ExprId,
     ) -> Result<ExprId, AdError> {
         let mut fwd = Forward {
             b: self.b,
             duals: self.duals,
+            vduals: self.vduals,
             locals: fvs.iter().map(|(n, _)| n.clone()).collect(),
+            zero: zero.cloned(),
         };
         let mut out = fwd.d(body)?;
         for (n, t) in fvs.iter().rev() {
             let v = if n == wrt {
                 seed(self.b, n)
+            } else if let Some(z) = zero {
+                let var = self.b.var(n, t.clone());
+                zero_vdual_of(self.b, var, t, z)
             } else {
                 zero_dual(self.b, n, t)
             };
@@ -350,6 +448,89 @@ fn hot_element(b: &mut Builder<'_>, x: &Name, idx: &[Name], at: &[Name]) -> Expr
 fn zero_dual(b: &mut Builder<'_>, v: &Name, t: &Type) -> ExprId {
     let var = b.var(v, t.clone());
     zero_dual_of(b, var, t)
+}
+
+/// Z_T[e] of vector mode: every tangent the zero vector `z`
+/// (spec/ad-forward.md §4.6).
+fn zero_vdual_of(b: &mut Builder<'_>, e: ExprId, t: &Type, z: &Name) -> ExprId {
+    if t.vdual() == *t {
+        return e;
+    }
+    match t {
+        Type::Double => {
+            let zv = b.var(z, Type::array(Type::Double));
+            b.pair(e, zv)
+        }
+        Type::Array(el) => {
+            let tmp = b.fresh("a");
+            let arr = b.var(&tmp, t.clone());
+            let n = b.length(arr);
+            let built = b.build(n, |b, j| {
+                let arr = b.var(&tmp, t.clone());
+                let jv = b.var(j, Type::Index);
+                let x = b.get(arr, jv);
+                zero_vdual_of(b, x, el, z)
+            });
+            b.let_(tmp, e, built)
+        }
+        Type::Pair(x, y) => {
+            let tmp = b.fresh("p");
+            let p1 = b.var(&tmp, t.clone());
+            let f = b.fst(p1);
+            let fx = zero_vdual_of(b, f, x, z);
+            let p2 = b.var(&tmp, t.clone());
+            let s = b.snd(p2);
+            let sy = zero_vdual_of(b, s, y, z);
+            let pair = b.pair(fx, sy);
+            b.let_(tmp, e, pair)
+        }
+        _ => unreachable!("only data types have zero tangents; Double, Index, Bool handled"),
+    }
+}
+
+/// C_r[e]: the scalar dual form DT[[T]] of direction `r` of the vector-mode
+/// dual `e : VT[[T]]` — each tangent vector replaced by its element `r`.
+fn direction(b: &mut Builder<'_>, e: ExprId, t: &Type, r: &Name) -> ExprId {
+    if t.vdual() == *t {
+        return e;
+    }
+    match t {
+        Type::Double => {
+            let tmp = b.fresh("p");
+            let p = b.var(&tmp, t.vdual());
+            let primal = b.fst(p);
+            let p = b.var(&tmp, t.vdual());
+            let ts = b.snd(p);
+            let rv = b.var(r, Type::Index);
+            let tangent = b.get(ts, rv);
+            let pair = b.pair(primal, tangent);
+            b.let_(tmp, e, pair)
+        }
+        Type::Array(el) => {
+            let tmp = b.fresh("a");
+            let arr = b.var(&tmp, t.vdual());
+            let n = b.length(arr);
+            let built = b.build(n, |b, j| {
+                let arr = b.var(&tmp, t.vdual());
+                let jv = b.var(j, Type::Index);
+                let x = b.get(arr, jv);
+                direction(b, x, el, r)
+            });
+            b.let_(tmp, e, built)
+        }
+        Type::Pair(x, y) => {
+            let tmp = b.fresh("p");
+            let p1 = b.var(&tmp, t.vdual());
+            let f = b.fst(p1);
+            let fx = direction(b, f, x, r);
+            let p2 = b.var(&tmp, t.vdual());
+            let s = b.snd(p2);
+            let sy = direction(b, s, y, r);
+            let pair = b.pair(fx, sy);
+            b.let_(tmp, e, pair)
+        }
+        _ => unreachable!("a derivative's result is data"),
+    }
 }
 
 fn zero_dual_of(b: &mut Builder<'_>, e: ExprId, t: &Type) -> ExprId {

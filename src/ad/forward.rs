@@ -6,27 +6,58 @@
 //! are, and arrays, tuples and functions are translated element-wise.
 //! The variables keep their names; helper variables get fresh names.
 //! Definitions the code refers to are translated on demand, as `name'D`.
+//!
+//! With [`Forward::zero`] set, the same walk is *vector* forward mode
+//! (spec/ad-forward.md §4.6): a Double's dual form is `(primal, tangents)`
+//! with one tangent per seed direction, every tangent combination is a
+//! `build` over the directions, and the named variable is the zero tangent
+//! vector, whose length is the number of directions. Definitions are then
+//! translated as `name'V`, a function of that zero vector.
 
 use std::collections::HashMap;
 
 use super::AdError;
 use super::build::{Atom, Builder};
-use super::derivatives::{contract, is_differentiable, partials};
+use super::derivatives::{Partial, contract, is_differentiable, partials};
 use crate::ir::{Def, Expr, ExprId, Lit, Name, Prim, Type};
 
 pub(super) struct Forward<'b, 'a> {
     pub b: &'b mut Builder<'a>,
     /// Definition name → name of its D[[·]] translation.
     pub duals: &'b mut HashMap<Name, Name>,
+    /// Definition name → name of its vector-mode translation.
+    pub vduals: &'b mut HashMap<Name, Name>,
     /// Variables bound inside the code being translated.
     pub locals: Vec<Name>,
+    /// Vector mode: the variable holding the zero tangent vector.
+    pub zero: Option<Name>,
 }
 
 impl Forward<'_, '_> {
     /// D[[e]].
+    /// DT[[t]], or VT[[t]] in vector mode.
+    fn dual_ty(&self, t: &Type) -> Type {
+        if self.zero.is_some() {
+            t.vdual()
+        } else {
+            t.dual()
+        }
+    }
+
+    /// A zero tangent: `0.0`, or the zero vector (D-Vec-Const).
+    fn zero_tangent(&mut self) -> ExprId {
+        match &self.zero {
+            None => self.b.double(0.0),
+            Some(z) => {
+                let z = z.clone();
+                self.b.var(&z, Type::array(Type::Double))
+            }
+        }
+    }
+
     pub fn d(&mut self, e: ExprId) -> Result<ExprId, AdError> {
         let ty = self.b.ty(e);
-        let dty = ty.dual();
+        let dty = self.dual_ty(&ty);
         Ok(match self.b.prog.expr(e).clone() {
             // D-Var: a variable stands for its own dual form; a definition
             // for its translation.
@@ -35,13 +66,22 @@ impl Forward<'_, '_> {
                     self.b.var(&x, dty)
                 } else {
                     let dx = self.dual_global(&x)?;
-                    self.b.var(&dx, dty)
+                    match self.zero.clone() {
+                        None => self.b.var(&dx, dty),
+                        // D-Vec-Var: the translation takes the zero vector.
+                        Some(z) => {
+                            let ft = Type::fun(Type::array(Type::Double), dty);
+                            let f = self.b.var(&dx, ft);
+                            let zv = self.b.var(&z, Type::array(Type::Double));
+                            self.b.app(f, zv)
+                        }
+                    }
                 }
             }
-            // D-Const: constants have a zero tangent.
+            // D-Const (D-Vec-Const): constants have a zero tangent.
             Expr::Lit(Lit::Double(x)) => {
                 let p = self.b.double(x);
-                let z = self.b.double(0.0);
+                let z = self.zero_tangent();
                 self.b.pair(p, z)
             }
             Expr::Lit(l) => self.b.add(Expr::Lit(l), ty),
@@ -54,7 +94,7 @@ impl Forward<'_, '_> {
                 self.b.add(
                     Expr::Lam {
                         param,
-                        ann: ann.map(|t| t.dual()),
+                        ann: ann.map(|t| self.dual_ty(&t)),
                         body: db,
                     },
                     dty,
@@ -81,7 +121,7 @@ impl Forward<'_, '_> {
                 self.b.add(
                     Expr::Let {
                         name,
-                        ann: ann.map(|t| t.dual()),
+                        ann: ann.map(|t| self.dual_ty(&t)),
                         value: v,
                         body: db,
                     },
@@ -113,7 +153,7 @@ impl Forward<'_, '_> {
     }
 
     fn d_prim(&mut self, op: Prim, args: &[ExprId], ty: Type) -> Result<ExprId, AdError> {
-        let dty = ty.dual();
+        let dty = self.dual_ty(&ty);
         let arg_ty = self.b.ty(args[0]);
         Ok(match op {
             // D-Build, D-IFold, D-Get, D-Length, D-Pair, D-Fst, D-Snd, D-Not:
@@ -146,7 +186,7 @@ impl Forward<'_, '_> {
             Prim::ToDouble => {
                 let ds = self.d_args(args)?;
                 let p = self.b.dop(Prim::ToDouble, ds);
-                let z = self.b.double(0.0);
+                let z = self.zero_tangent();
                 self.b.pair(p, z)
             }
             // D-Index: Index arithmetic has no tangent.
@@ -157,6 +197,7 @@ impl Forward<'_, '_> {
             // D-Add, D-Sub, D-Mult, D-Div, D-Pow, D-Neg, D-Sin, D-Cos, D-Tan,
             // D-Log, D-Exp, D-Sqrt: the derivative table.
             _ if is_differentiable(op) => self.d_scalar(op, args)?,
+
             _ => unreachable!("every primitive has a D rule"),
         })
     }
@@ -183,11 +224,21 @@ impl Forward<'_, '_> {
                 }
             }
         }
-        let primals: Vec<Atom> = names.iter().map(|n| Atom::Fst(n.clone())).collect();
-        let tangents: Vec<Option<Atom>> = names
+        let vector = self.zero.is_some();
+        let primals: Vec<Atom> = names
+            .iter()
+            .map(|n| {
+                if vector {
+                    Atom::VFst(n.clone())
+                } else {
+                    Atom::Fst(n.clone())
+                }
+            })
+            .collect();
+        let tangents: Vec<Option<Name>> = names
             .iter()
             .zip(&constant)
-            .map(|(n, c)| (!c).then(|| Atom::Snd(n.clone())))
+            .map(|(n, c)| (!c).then(|| n.clone()))
             .collect();
         let needs_result = matches!(op, Prim::Div | Prim::Pow | Prim::Exp | Prim::Sqrt);
         let primal = {
@@ -201,7 +252,13 @@ impl Forward<'_, '_> {
             (Atom::Lit(f64::NAN), None)
         };
         let ps = partials(op, &primals, &result_atom, self.b);
-        let tangent = contract(ps, &tangents, self.b);
+        let tangent = if vector {
+            self.contract_vector(ps, &tangents)
+        } else {
+            let seeds: Vec<Option<Atom>> =
+                tangents.iter().map(|t| t.clone().map(Atom::Snd)).collect();
+            contract(ps, &seeds, self.b)
+        };
         let mut out = match &primal_bind {
             Some((r, _)) => {
                 let rv = self.b.var(r, Type::Double);
@@ -218,11 +275,62 @@ impl Forward<'_, '_> {
         Ok(out)
     }
 
+    /// D-Vec-Scalar: Σ ∂ᵢ · ṫᵢ for every direction,
+    /// `let q… = ∂… in build (length z) (fun j -> Σ qᵢ · ṫᵢ[j])`. The
+    /// partials are bound once, outside the loop, in the order the scalar
+    /// rule evaluates them, except a partial guarded by a zero tangent
+    /// (D-Sqrt, D-Pow's exponent), which stays under its guard in the loop
+    /// so that it is evaluated exactly where D[[·]] evaluates it. With no
+    /// non-constant operand the tangent is the zero vector itself.
+    fn contract_vector(&mut self, ps: Vec<Partial>, tangents: &[Option<Name>]) -> ExprId {
+        let z = self.zero.clone().expect("vector mode");
+        if tangents.iter().all(Option::is_none) {
+            return self.b.var(&z, Type::array(Type::Double));
+        }
+        let mut binds: Vec<(Name, ExprId)> = Vec::new();
+        let mut bound = Vec::new();
+        for (p, t) in ps.into_iter().zip(tangents) {
+            if t.is_none() || p.guard_zero_seed {
+                bound.push(p);
+                continue;
+            }
+            let mut bind = |b: &mut Builder<'_>, e: Option<ExprId>| {
+                e.map(|e| {
+                    let q = b.fresh("q");
+                    binds.push((q.clone(), e));
+                    b.var(&q, Type::Double)
+                })
+            };
+            let num = bind(self.b, p.num);
+            let den = bind(self.b, p.den);
+            bound.push(Partial { num, den, ..p });
+        }
+        let zv = self.b.var(&z, Type::array(Type::Double));
+        let n = self.b.length(zv);
+        let mut out = self.b.build(n, |b, j| {
+            let seeds: Vec<Option<Atom>> = tangents
+                .iter()
+                .map(|t| t.clone().map(|t| Atom::VTan(t, j.clone())))
+                .collect();
+            contract(bound, &seeds, b)
+        });
+        for (q, e) in binds.into_iter().rev() {
+            out = self.b.let_(q, e, out);
+        }
+        out
+    }
+
     /// The name of D[[g]] for the definition `g`, translating it (and, on
     /// the way, what it refers to) the first time. The translation is
     /// inserted right after `g`, so it follows everything it refers to.
+    ///
+    /// In vector mode the translation is `g'V = fun z -> D[[body]]` with
+    /// `z` the zero tangent vector (D-Vec-Var), so one translation serves
+    /// every number of directions.
     pub fn dual_global(&mut self, g: &Name) -> Result<Name, AdError> {
-        if let Some(n) = self.duals.get(g) {
+        let vector = self.zero.is_some();
+        let cached = if vector { &self.vduals } else { &self.duals };
+        if let Some(n) = cached.get(g) {
             return Ok(n.clone());
         }
         let Some(idx) = self.b.prog.defs.iter().rposition(|d| d.name == *g) else {
@@ -232,11 +340,26 @@ impl Forward<'_, '_> {
         };
         let body = self.b.prog.defs[idx].body;
         let saved = std::mem::take(&mut self.locals);
+        let saved_zero = self.zero.clone();
+        let param = vector.then(|| self.b.fresh("z"));
+        if let Some(z) = &param {
+            self.zero = Some(z.clone());
+            self.locals.push(z.clone());
+        }
         let db = self.d(body);
         self.locals = saved;
-        let db = db?;
-        let name = self.b.reserve(&format!("{g}'D"));
-        self.duals.insert(g.clone(), name.clone());
+        self.zero = saved_zero;
+        let mut db = db?;
+        if let Some(z) = param {
+            db = self.b.lam(z, Type::array(Type::Double), db);
+        }
+        let suffix = if vector { "V" } else { "D" };
+        let name = self.b.reserve(&format!("{g}'{suffix}"));
+        if vector {
+            self.vduals.insert(g.clone(), name.clone());
+        } else {
+            self.duals.insert(g.clone(), name.clone());
+        }
         // Translating the body may have inserted definitions before `g`.
         let idx = self
             .b
@@ -249,7 +372,13 @@ impl Forward<'_, '_> {
         let def = Def {
             name: name.clone(),
             span: d.span,
-            ann: d.ann.as_ref().map(Type::dual),
+            ann: d.ann.as_ref().map(|t| {
+                if vector {
+                    Type::fun(Type::array(Type::Double), t.vdual())
+                } else {
+                    t.dual()
+                }
+            }),
             body: db,
             prelude: false,
         };

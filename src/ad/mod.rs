@@ -66,6 +66,17 @@ impl Diagnose for AdError {
     }
 }
 
+/// How `deriv` with respect to a Vector is expanded (spec/ad-forward.md
+/// §4.3, §4.6). Both give the same values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ForwardMode {
+    /// D-Deriv-Vector: one run of D[[e]] per element of the vector.
+    #[default]
+    Scalar,
+    /// D-Vec-Deriv: one run carrying a tangent vector per Double.
+    Vector,
+}
+
 /// Whether the program contains `deriv` anywhere.
 pub fn has_deriv(prog: &Program) -> bool {
     prog.exprs.values().any(|e| matches!(e, Expr::Deriv { .. }))
@@ -77,9 +88,11 @@ pub fn has_deriv(prog: &Program) -> bool {
 pub fn expand_program(
     prog: &mut Program,
     types: &mut SecondaryMap<ExprId, Option<Type>>,
+    mode: ForwardMode,
 ) -> Result<(), AdError> {
     let names: Vec<_> = prog.defs.iter().map(|d| d.name.clone()).collect();
     let mut duals = HashMap::new();
+    let mut vduals = HashMap::new();
     let mut b = Builder::new(prog, types);
     for name in names {
         let idx = b
@@ -89,7 +102,8 @@ pub fn expand_program(
             .position(|d| d.name == name)
             .expect("original definitions stay");
         let body = b.prog.defs[idx].body;
-        let mut ex = expand::Expander::new(&mut b, &mut duals);
+        let vector = mode == ForwardMode::Vector;
+        let mut ex = expand::Expander::new(&mut b, &mut duals, &mut vduals, vector);
         let nb = ex.expand(body)?;
         let idx = b
             .prog

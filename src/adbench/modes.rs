@@ -22,6 +22,8 @@ pub enum Mode {
     Fwd,
     /// Forward mode after the optimiser.
     FwdOpt,
+    /// Vector forward mode: one pass carrying every direction.
+    FwdVec,
     /// Source-to-source reverse mode.
     Rev,
     /// Reverse mode by taping (evaluator only).
@@ -34,7 +36,7 @@ impl Mode {
     /// Whether the mode's derivative is a program that `--engine native`
     /// can compile.
     pub fn runs_natively(self) -> bool {
-        matches!(self, Mode::Fwd | Mode::FwdOpt | Mode::Rev)
+        matches!(self, Mode::Fwd | Mode::FwdOpt | Mode::FwdVec | Mode::Rev)
     }
 }
 
@@ -57,7 +59,12 @@ impl Differentiator {
         mode: Mode,
         opt: &OptOptions,
     ) -> Result<Differentiator, Diagnostic> {
-        let fwd = pipeline::derivative(src, entry, wrt)?;
+        let forward = if mode == Mode::FwdVec {
+            crate::ad::ForwardMode::Vector
+        } else {
+            crate::ad::ForwardMode::Scalar
+        };
+        let fwd = pipeline::derivative_with(src, entry, wrt, forward)?;
         let fwd_opt = match mode {
             Mode::FwdOpt => Some(pipeline::optimised_derivative(src, entry, wrt, opt)?),
             _ => None,

@@ -19,3 +19,4 @@ mod regressions;
 mod reverse;
 mod rulecheck;
 mod tidy;
+mod vector_mode;

@@ -57,8 +57,9 @@ fn assert_close(what: &str, got: &[f64], want: &[f64], tol: f64) {
 }
 
 /// Every value of the golden: residuals, Jacobian values, CSR index
-/// arrays and sizes, from the command line, with forward and reverse mode
-/// on the evaluator and on native code, and with the tape. Finite
+/// arrays and sizes, from the command line, with forward mode (one pass
+/// per direction and vector mode) and reverse mode on the evaluator and on
+/// native code, and with the tape. Finite
 /// differences get ADBench's finite-difference tolerance, 1e-6. (fwd-opt
 /// gives the same numbers but optimising under `opt --check` takes over a
 /// minute, so it is not run here.)
@@ -74,6 +75,9 @@ fn ba_golden_from_the_command_line_in_every_mode() {
         ("fd", "eval", 1e-6),
         ("fwd", "native", TOLERANCE),
         ("rev", "native", TOLERANCE),
+        // D-Vec-Deriv: one pass per observation for its 15 directions.
+        ("fwd-vec", "eval", TOLERANCE),
+        ("fwd-vec", "native", TOLERANCE),
     ] {
         let out = ba_cli(&file, &["--mode", mode, "--engine", engine]);
         let what = |s: &str| format!("{mode}/{engine}: {s}");

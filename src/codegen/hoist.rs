@@ -124,7 +124,7 @@ fn fold_block(b: &mut Block, known: &mut HashMap<Name, i64>) {
     fold_atom(&mut b.result, known);
 }
 
-fn fold_index(op: Prim, args: &[Atom]) -> Option<i64> {
+pub(super) fn fold_index(op: Prim, args: &[Atom]) -> Option<i64> {
     let lit = |a: &Atom| match a {
         Atom::Lit(Lit::Int(v), _) => Some(*v),
         _ => None,

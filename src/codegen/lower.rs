@@ -25,7 +25,7 @@ use super::fuse::{self, Fused, Index, Plan};
 use super::hoist;
 use super::layout::{Leaf, SLOT, clif_types, elem_bytes, leaves, slots};
 use super::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH, ctx_window};
-use super::{CodegenError, compile_error, scratch, unsupported, vertical};
+use super::{CodegenError, compile_error, scratch, unroll, unsupported, vertical};
 use crate::ad::anf::{Atom, Binding, Block as AnfBlock, LoopKind, Normal, Rhs};
 use crate::ir::{Lit, Name, Prim, Type};
 
@@ -66,6 +66,10 @@ pub fn lower_function(
     // Producers computed in the loop that reads them (Note [Vertical
     // fusion]).
     vertical::fuse(&mut body);
+    // Loops of two to four iterations as straight-line code (Note
+    // [Unrolling]), their values forwarded to their readers.
+    unroll::unroll(&mut body);
+    fuse::forward_projections(&mut body);
     // Loop invariants computed once (Note [Hoisting]).
     let speculative = hoist::hoist(&mut body);
     let normal = &Normal {

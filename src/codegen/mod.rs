@@ -93,6 +93,7 @@ mod lower;
 mod module;
 mod runtime;
 mod scratch;
+mod unroll;
 mod vertical;
 
 use thiserror::Error;

@@ -1615,9 +1615,11 @@ fn loop_invariants_move_out_and_keep_the_first_bottom() {
 #[test]
 fn scratch_arrays_are_freed_per_iteration_and_only_when_dead() {
     use fsmooth::codegen::{AotOptions, Arg, compile_object};
-    // Division keeps the builds from being fused (Note [Fusion]).
+    // Division keeps the builds from being fused (Note [Fusion]); `m - m +
+    // 4` is a size that is not a literal, so that loop is not unrolled
+    // (Note [Unrolling]).
     let src = "let temps (v: Vector) (m: Index) = build (length v) (fun i -> let t = build m (fun k -> v[i] / toDouble (k + 1)) in t[0] + t[m - 1])\n\
-               let columns (v: Vector) (m: Index) = build 4 (fun c -> let ps = build (length v) (fun i -> let t = build m (fun k -> v[i] / toDouble (k + c + 1)) in build 2 (fun j -> t[j] * 2.0)) in build (2 * length v) (fun k -> ps[k / 2][k - 2 * (k / 2)]))\n\
+               let columns (v: Vector) (m: Index) = build (m - m + 4) (fun c -> let ps = build (length v) (fun i -> let t = build m (fun k -> v[i] / toDouble (k + c + 1)) in build 2 (fun j -> t[j] * 2.0)) in build (2 * length v) (fun k -> ps[k / 2][k - 2 * (k / 2)]))\n\
                let large (v: Vector) (m: Index) = build 3 (fun c -> let big = build m (fun k -> toDouble (k + c) / 2.0) in ifold (fun s i -> let t = build 8 (fun k -> big[k + i] / v[i]) in s + t[7]) 0.0 (length v))\n\
                let best (v: Vector) = ifold (fun s i -> let t = build 3 (fun k -> v[i] / toDouble (k + 1)) in if t[0] > fst s then (t[0], t) else s) (0.0 - 1000.0, v) (length v)\n\
                let kept (v: Vector) = build (length v) (fun i -> let t = build 2 (fun k -> v[i] / toDouble (k + 1)) in t)\n\
@@ -1791,4 +1793,67 @@ fn producers_are_built_in_the_loop_that_reads_them() {
         "{} arena bytes",
         o.arena_bytes()
     );
+}
+
+/// Note [Unrolling]: a loop of a literal size of one to four iterations
+/// (a literal, literal Index arithmetic, or the length of such an array)
+/// becomes its copies in order, so values and the first ⊥ are the
+/// evaluator's: in `order`, element 1's division by zero comes before
+/// element 2's read out of bounds. A small array read at literal indices
+/// after unrolling is never built; the same loop of a size that is not a
+/// literal still is, on a scratch stack.
+#[test]
+fn small_loops_are_unrolled_exactly() {
+    use fsmooth::codegen::{AotOptions, compile_object};
+    let src = "let order (v: Vector) (d: Double) = build 3 (fun k -> if k = 0 then v[0] else if k = 1 then 1.0 / d else v[k + 5])\n\
+               let chain (v: Vector) = ifold (fun s i -> (fst s * v[i] + snd s, snd s - v[i])) (1.0, 0.0) 4\n\
+               let nested (v: Vector) = build 2 (fun i -> build 3 (fun j -> v[i + j] * toDouble (i - j)))\n\
+               let sizes (v: Vector) = let a = build (2 - 0 + 1) (fun i -> v[i] / 2.0) in ifold (fun s i -> s + a[i] * a[2 - i]) 0.0 (length a)\n\
+               let local (v: Vector) = build (length v) (fun i -> let t = build 3 (fun k -> v[i] / toDouble (k + 1)) in t[0] + t[2])\n\
+               let dynamic (v: Vector) (m: Index) = build (length v) (fun i -> let t = build (m - m + 3) (fun k -> v[i] / toDouble (k + 1)) in t[0] + t[2])\n";
+    let i = Value::Index;
+    let d = Value::Double;
+    let v3 = vector(&[5.0, 1.0, 2.0]);
+    let v10: Vec<f64> = (0..10).map(|k| 0.5 + k as f64).collect();
+    let v10 = vector(&v10);
+    let cases: Vec<(&str, Vec<Value>, Outcome)> = vec![
+        ("order", vec![v10.clone(), d(2.0)], Outcome::Value),
+        ("order", vec![v3.clone(), d(0.0)], Outcome::Bottom),
+        ("order", vec![v3.clone(), d(2.0)], Outcome::Bottom),
+        ("chain", vec![v10.clone()], Outcome::Value),
+        ("chain", vec![v3.clone()], Outcome::Bottom),
+        ("nested", vec![v10.clone()], Outcome::Value),
+        ("nested", vec![vector(&[1.0, 2.0, 3.0])], Outcome::Bottom),
+        ("sizes", vec![v3.clone()], Outcome::Value),
+        ("local", vec![v10.clone()], Outcome::Value),
+        ("dynamic", vec![v10.clone(), i(7)], Outcome::Value),
+    ];
+    for (f, args, want) in cases {
+        assert_eq!(compare_src(src, f, &args), want, "{f} {args:?}");
+    }
+    // Which ⊥ comes first is the evaluator's.
+    let e = load_entry(src, "order");
+    let err = e
+        .run(vec![v3.clone(), d(0.0)], FUEL, &mut |_, _| {})
+        .expect_err("⊥");
+    assert_eq!(err.code(), "division-by-zero");
+    let releases = |f: &str| {
+        let listing = compile_object(
+            &load_entry(src, f),
+            &AotOptions {
+                symbol: f.into(),
+                origin: "test".into(),
+                listing: true,
+            },
+        )
+        .expect("compiles")
+        .listing
+        .expect("a listing");
+        listing
+            .lines()
+            .filter(|l| l.contains(" releases stack "))
+            .count()
+    };
+    assert_eq!(releases("local"), 0);
+    assert_eq!(releases("dynamic"), 1);
 }

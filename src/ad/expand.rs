@@ -405,7 +405,7 @@ impl<'b, 'a> Expander<'b, 'a> {
                 seed(self.b, n)
             } else if let Some(z) = zero {
                 let var = self.b.var(n, t.clone());
-                zero_vdual_of(self.b, var, t, z)
+                zero_dual_of(self.b, var, t, Some(z))
             } else {
                 zero_dual(self.b, n, t)
             };
@@ -447,45 +447,7 @@ fn hot_element(b: &mut Builder<'_>, x: &Name, idx: &[Name], at: &[Name]) -> Expr
 /// with every tangent zero.
 fn zero_dual(b: &mut Builder<'_>, v: &Name, t: &Type) -> ExprId {
     let var = b.var(v, t.clone());
-    zero_dual_of(b, var, t)
-}
-
-/// Z_T[e] of vector mode: every tangent the zero vector `z`
-/// (spec/ad-forward.md §4.6).
-fn zero_vdual_of(b: &mut Builder<'_>, e: ExprId, t: &Type, z: &Name) -> ExprId {
-    if t.vdual() == *t {
-        return e;
-    }
-    match t {
-        Type::Double => {
-            let zv = b.var(z, Type::array(Type::Double));
-            b.pair(e, zv)
-        }
-        Type::Array(el) => {
-            let tmp = b.fresh("a");
-            let arr = b.var(&tmp, t.clone());
-            let n = b.length(arr);
-            let built = b.build(n, |b, j| {
-                let arr = b.var(&tmp, t.clone());
-                let jv = b.var(j, Type::Index);
-                let x = b.get(arr, jv);
-                zero_vdual_of(b, x, el, z)
-            });
-            b.let_(tmp, e, built)
-        }
-        Type::Pair(x, y) => {
-            let tmp = b.fresh("p");
-            let p1 = b.var(&tmp, t.clone());
-            let f = b.fst(p1);
-            let fx = zero_vdual_of(b, f, x, z);
-            let p2 = b.var(&tmp, t.clone());
-            let s = b.snd(p2);
-            let sy = zero_vdual_of(b, s, y, z);
-            let pair = b.pair(fx, sy);
-            b.let_(tmp, e, pair)
-        }
-        _ => unreachable!("only data types have zero tangents; Double, Index, Bool handled"),
-    }
+    zero_dual_of(b, var, t, None)
 }
 
 /// C_r[e]: the scalar dual form DT[[T]] of direction `r` of the vector-mode
@@ -533,13 +495,18 @@ fn direction(b: &mut Builder<'_>, e: ExprId, t: &Type, r: &Name) -> ExprId {
     }
 }
 
-fn zero_dual_of(b: &mut Builder<'_>, e: ExprId, t: &Type) -> ExprId {
+/// Z_T[e]; in vector mode (`zero`, the zero vector) every Double's tangent
+/// is that vector (spec/ad-forward.md §4.6).
+fn zero_dual_of(b: &mut Builder<'_>, e: ExprId, t: &Type, zero: Option<&Name>) -> ExprId {
     if t.dual() == *t {
         return e;
     }
     match t {
         Type::Double => {
-            let z = b.double(0.0);
+            let z = match zero {
+                None => b.double(0.0),
+                Some(z) => b.var(z, Type::array(Type::Double)),
+            };
             b.pair(e, z)
         }
         Type::Array(el) => {
@@ -550,7 +517,7 @@ fn zero_dual_of(b: &mut Builder<'_>, e: ExprId, t: &Type) -> ExprId {
                 let arr = b.var(&tmp, t.clone());
                 let jv = b.var(j, Type::Index);
                 let x = b.get(arr, jv);
-                zero_dual_of(b, x, el)
+                zero_dual_of(b, x, el, zero)
             });
             b.let_(tmp, e, built)
         }
@@ -558,10 +525,10 @@ fn zero_dual_of(b: &mut Builder<'_>, e: ExprId, t: &Type) -> ExprId {
             let tmp = b.fresh("p");
             let p1 = b.var(&tmp, t.clone());
             let f = b.fst(p1);
-            let fx = zero_dual_of(b, f, x);
+            let fx = zero_dual_of(b, f, x, zero);
             let p2 = b.var(&tmp, t.clone());
             let s = b.snd(p2);
-            let sy = zero_dual_of(b, s, y);
+            let sy = zero_dual_of(b, s, y, zero);
             let pair = b.pair(fx, sy);
             b.let_(tmp, e, pair)
         }

@@ -453,85 +453,69 @@ fn zero_dual(b: &mut Builder<'_>, v: &Name, t: &Type) -> ExprId {
 /// C_r[e]: the scalar dual form DT[[T]] of direction `r` of the vector-mode
 /// dual `e : VT[[T]]` — each tangent vector replaced by its element `r`.
 fn direction(b: &mut Builder<'_>, e: ExprId, t: &Type, r: &Name) -> ExprId {
-    if t.vdual() == *t {
-        return e;
-    }
-    match t {
-        Type::Double => {
-            let tmp = b.fresh("p");
-            let p = b.var(&tmp, t.vdual());
-            let primal = b.fst(p);
-            let p = b.var(&tmp, t.vdual());
-            let ts = b.snd(p);
-            let rv = b.var(r, Type::Index);
-            let tangent = b.get(ts, rv);
-            let pair = b.pair(primal, tangent);
-            b.let_(tmp, e, pair)
-        }
-        Type::Array(el) => {
-            let tmp = b.fresh("a");
-            let arr = b.var(&tmp, t.vdual());
-            let n = b.length(arr);
-            let built = b.build(n, |b, j| {
-                let arr = b.var(&tmp, t.vdual());
-                let jv = b.var(j, Type::Index);
-                let x = b.get(arr, jv);
-                direction(b, x, el, r)
-            });
-            b.let_(tmp, e, built)
-        }
-        Type::Pair(x, y) => {
-            let tmp = b.fresh("p");
-            let p1 = b.var(&tmp, t.vdual());
-            let f = b.fst(p1);
-            let fx = direction(b, f, x, r);
-            let p2 = b.var(&tmp, t.vdual());
-            let s = b.snd(p2);
-            let sy = direction(b, s, y, r);
-            let pair = b.pair(fx, sy);
-            b.let_(tmp, e, pair)
-        }
-        _ => unreachable!("a derivative's result is data"),
-    }
+    map_doubles(b, e, t, &Type::vdual, &mut |b, d| {
+        let tmp = b.fresh("p");
+        let p = b.var(&tmp, Type::Double.vdual());
+        let primal = b.fst(p);
+        let p = b.var(&tmp, Type::Double.vdual());
+        let ts = b.snd(p);
+        let rv = b.var(r, Type::Index);
+        let tangent = b.get(ts, rv);
+        let pair = b.pair(primal, tangent);
+        b.let_(tmp, d, pair)
+    })
 }
 
 /// Z_T[e]; in vector mode (`zero`, the zero vector) every Double's tangent
 /// is that vector (spec/ad-forward.md §4.6).
 fn zero_dual_of(b: &mut Builder<'_>, e: ExprId, t: &Type, zero: Option<&Name>) -> ExprId {
+    map_doubles(b, e, t, &Type::clone, &mut |b, x| {
+        let z = match zero {
+            None => b.double(0.0),
+            Some(z) => b.var(z, Type::array(Type::Double)),
+        };
+        b.pair(x, z)
+    })
+}
+
+/// `e`, a value of type `repr(t)` for the data type `t`, rebuilt with
+/// `leaf` applied to the value of each Double of `t`; parts of `t` without
+/// Doubles are kept as they are.
+fn map_doubles(
+    b: &mut Builder<'_>,
+    e: ExprId,
+    t: &Type,
+    repr: &dyn Fn(&Type) -> Type,
+    leaf: &mut dyn FnMut(&mut Builder<'_>, ExprId) -> ExprId,
+) -> ExprId {
     if t.dual() == *t {
         return e;
     }
     match t {
-        Type::Double => {
-            let z = match zero {
-                None => b.double(0.0),
-                Some(z) => b.var(z, Type::array(Type::Double)),
-            };
-            b.pair(e, z)
-        }
+        Type::Double => leaf(b, e),
         Type::Array(el) => {
             let tmp = b.fresh("a");
-            let arr = b.var(&tmp, t.clone());
+            let arr = b.var(&tmp, repr(t));
             let n = b.length(arr);
             let built = b.build(n, |b, j| {
-                let arr = b.var(&tmp, t.clone());
+                let arr = b.var(&tmp, repr(t));
                 let jv = b.var(j, Type::Index);
                 let x = b.get(arr, jv);
-                zero_dual_of(b, x, el, zero)
+                map_doubles(b, x, el, repr, leaf)
             });
             b.let_(tmp, e, built)
         }
         Type::Pair(x, y) => {
             let tmp = b.fresh("p");
-            let p1 = b.var(&tmp, t.clone());
+            let p1 = b.var(&tmp, repr(t));
             let f = b.fst(p1);
-            let fx = zero_dual_of(b, f, x, zero);
-            let p2 = b.var(&tmp, t.clone());
+            let fx = map_doubles(b, f, x, repr, leaf);
+            let p2 = b.var(&tmp, repr(t));
             let s = b.snd(p2);
-            let sy = zero_dual_of(b, s, y, zero);
+            let sy = map_doubles(b, s, y, repr, leaf);
             let pair = b.pair(fx, sy);
             b.let_(tmp, e, pair)
         }
-        _ => unreachable!("only data types have zero tangents; Double, Index, Bool handled"),
+        _ => unreachable!("only data types have tangents; Double, Index, Bool handled"),
     }
 }

@@ -28,7 +28,7 @@ GROUPS = [
     ("gmm_d2_K5", "GMM gradient, 1k/gmm_d2_K5"),
     ("gmm_d10_K25", "GMM gradient, 1k/gmm_d10_K25"),
 ]
-MODES = ["fwd", "fwd-opt", "rev"]
+MODES = ["fwd", "fwd-opt", "fwd-vec", "rev"]
 
 # JAX jit on CPU, same machine kind (issue 7): (group, n) -> (F ms, J ms).
 JAX = {
@@ -130,9 +130,9 @@ def mb(b):
 def main():
     m = medians()
     compile_ms, memory = extra()
-    print("| benchmark | n | objective | fwd | fwd-opt | rev | J/F fwd-opt | J/F rev "
+    print("| benchmark | n | objective | fwd | fwd-opt | fwd-vec | rev | J/F fwd-opt | J/F rev "
           "| hand F | hand J | best ÷ hand J | arena of best |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     best = {}
     for group, title in GROUPS:
         sizes = sorted({n for (g, _, n) in m if g == group})
@@ -150,6 +150,7 @@ def main():
                 t(f),
                 t(js["fwd"]),
                 t(js["fwd-opt"]),
+                t(js["fwd-vec"]),
                 t(js["rev"]),
                 ratio(js["fwd-opt"], f),
                 ratio(js["rev"], f),
@@ -182,8 +183,8 @@ def main():
         ]
         print("| " + " | ".join(cells) + " |")
     print()
-    print("| compile (parse → native code) | objective | fwd | fwd-opt | rev |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| compile (parse → native code) | objective | fwd | fwd-opt | fwd-vec | rev |")
+    print("| --- | --- | --- | --- | --- | --- |")
     programs = []
     for (p, _) in compile_ms:
         if p not in programs:
@@ -191,7 +192,7 @@ def main():
     for p in programs:
         cells = [p] + [
             f"{compile_ms[(p, mode)]:.0f} ms" if (p, mode) in compile_ms else "—"
-            for mode in ["objective", "fwd", "fwd-opt", "rev"]
+            for mode in ["objective", "fwd", "fwd-opt", "fwd-vec", "rev"]
         ]
         print("| " + " | ".join(cells) + " |")
     print()
@@ -203,7 +204,8 @@ def main():
             continue
         n = max(ns)
         cells = [group, size(n)] + [
-            mb(memory.get((group, mode, n))) for mode in ["objective", "fwd", "fwd-opt", "rev"]
+            mb(memory.get((group, mode, n)))
+            for mode in ["objective", "fwd", "fwd-opt", "fwd-vec", "rev"]
         ]
         print("| " + " | ".join(cells) + " |")
 

@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 
 use common::numbers;
 use criterion::{BenchmarkId, Criterion};
+use fsmooth::ad::ForwardMode;
 use fsmooth::adbench::gmm::{GMM_SOURCE, read_gmm};
 use fsmooth::codegen::{Arg, Native, Out};
 use fsmooth::pipeline::{self, OptOptions};
@@ -100,6 +101,9 @@ struct Modes {
     objective: Native,
     fwd: Native,
     fwd_opt: Option<Native>,
+    /// Vector forward mode (spec/ad-forward.md §4.6), for the Jacobians
+    /// with few directions.
+    fwd_vec: Option<Native>,
     rev: Native,
     /// The reverse program takes a cotangent (a Vector-valued function).
     seeded: bool,
@@ -114,6 +118,19 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
 /// Compiles `f` of `src` in every mode (w.r.t. `wrt`), recording the
 /// compile times under `program`; `fwd-opt` only when `opt`.
 fn modes(extra: &Extra, program: &str, src: &str, f: &str, wrt: &str, opt: bool) -> Modes {
+    modes_with(extra, program, src, f, wrt, opt, false)
+}
+
+/// [`modes`], and `fwd-vec` when `vector`.
+fn modes_with(
+    extra: &Extra,
+    program: &str,
+    src: &str,
+    f: &str,
+    wrt: &str,
+    opt: bool,
+    vector: bool,
+) -> Modes {
     let (objective, t) = timed(|| {
         let loaded = pipeline::load(src).expect("loads");
         let e = pipeline::entry(&loaded, f).expect("entry");
@@ -134,6 +151,15 @@ fn modes(extra: &Extra, program: &str, src: &str, f: &str, wrt: &str, opt: bool)
         extra.compile(program, "fwd-opt", t);
         n
     });
+    let fwd_vec = vector.then(|| {
+        let (n, t) = timed(|| {
+            let d = pipeline::tangent_derivative_with(src, f, wrt, ForwardMode::Vector)
+                .expect("fwd-vec");
+            Native::compile(&d.wrapper).expect("fwd-vec compiles")
+        });
+        extra.compile(program, "fwd-vec", t);
+        n
+    });
     let ((rev, seeded), t) = timed(|| {
         let r = pipeline::reverse_derivative(src, f, wrt).expect("rev");
         (Native::compile(&r.rev).expect("rev compiles"), r.seeded)
@@ -143,6 +169,7 @@ fn modes(extra: &Extra, program: &str, src: &str, f: &str, wrt: &str, opt: bool)
         objective,
         fwd,
         fwd_opt,
+        fwd_vec,
         rev,
         seeded,
     }
@@ -827,7 +854,7 @@ fn nnmf(c: &mut Criterion, extra: &Extra) {
 /// Bundle adjustment: the 2N×11 Jacobian of `project` over N points with
 /// respect to the camera.
 fn ba(c: &mut Criterion, extra: &Extra) {
-    let m = modes(extra, "ba", BA, "projectAll", "cam", true);
+    let m = modes_with(extra, "ba", BA, "projectAll", "cam", true, true);
     let cam = [
         0.1, -0.2, 0.3, 0.5, -0.4, -3.0, 2.0, 0.25, -0.125, 0.01, -0.002,
     ];
@@ -837,6 +864,7 @@ fn ba(c: &mut Criterion, extra: &Extra) {
         let rows: Vec<&[f64]> = xs.iter().map(|r| &r[..]).collect();
         let args = vec![Arg::F64s(&cam), Arg::F64Rows(&rows)];
         let fo = m.fwd_opt.as_ref().expect("fwd-opt");
+        let fv = m.fwd_vec.as_ref().expect("fwd-vec");
         let (f, j) = (
             hand::project_all(&cam, &xs),
             hand::project_all_jacobian(&cam, &xs),
@@ -845,6 +873,7 @@ fn ba(c: &mut Criterion, extra: &Extra) {
             ("objective", &m.objective),
             ("fwd", &m.fwd),
             ("fwd-opt", fo),
+            ("fwd-vec", fv),
         ] {
             check("ba", mode, native, &args, &f, &j);
             extra.memory("ba", mode, n, arena(native, &args));

@@ -157,8 +157,9 @@ fn optimisation_refines_random_programs() {
 /// Property (e) of issue 6, the dot-product test: for random
 /// `f : Vector → Vector`, ⟨J u, w⟩ (forward mode's Jacobian applied to a
 /// direction u) equals ⟨u, Jᵀ w⟩ (one run of the source-to-source reverse
-/// program seeded with a dense cotangent w), ρ ≤ 1e-9; and the tape's
-/// Jacobian equals forward mode's.
+/// program seeded with a dense cotangent w), ρ ≤ 1e-9; the tape's
+/// Jacobian equals forward mode's; and vector forward mode's (D-Vec-Deriv)
+/// equals forward mode's bit for bit.
 #[test]
 fn dot_product_test_of_forward_and_reverse() {
     use proptest::test_runner::{Config, TestCaseError, TestRunner};

@@ -654,14 +654,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
                         .rev
                         .program
                 }
-                Mode::Fwd => {
-                    pipeline::derivative(&files.main_src, &entry, &wrt)
-                        .map_err(fail)?
-                        .wrapper
-                        .program
-                }
-                Mode::FwdVec => {
-                    pipeline::derivative_with(&files.main_src, &entry, &wrt, ForwardMode::Vector)
+                Mode::Fwd | Mode::FwdVec => {
+                    pipeline::derivative_with(&files.main_src, &entry, &wrt, forward_mode(mode))
                         .map_err(fail)?
                         .wrapper
                         .program
@@ -773,6 +767,15 @@ fn workload_engine(run: &WorkloadArgs) -> Result<crate::gradient::Engine, Failur
             "error[usage]: --engine native runs the derivative programs of modes fwd, fwd-opt, fwd-vec and rev\n"
                 .to_string(),
         )),
+    }
+}
+
+/// How a mode expands `deriv` with respect to a Vector.
+fn forward_mode(mode: Mode) -> ForwardMode {
+    if mode == Mode::FwdVec {
+        ForwardMode::Vector
+    } else {
+        ForwardMode::Scalar
     }
 }
 
@@ -1203,11 +1206,7 @@ fn vjp_cmd(args: DerivArgs, cotangent: &str) -> Result<(), Failure> {
             (t.value, t.gradient, t.stats)
         }
         Mode::Fwd | Mode::Fd | Mode::FwdOpt | Mode::FwdVec => {
-            let fm = if args.mode == Mode::FwdVec {
-                ForwardMode::Vector
-            } else {
-                ForwardMode::Scalar
-            };
+            let fm = forward_mode(args.mode);
             let d = pipeline::derivative_with(&files.main_src, &args.entry, &args.wrt, fm)
                 .map_err(fail)?;
             let cols = if args.mode != Mode::Fd {
@@ -1238,7 +1237,13 @@ fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
     let files = Files::read(&args.file)?;
     let fail = |d: Diagnostic| Failure(render(&d, &files));
     let input = input_text(&args.input, &args.input_file)?;
-    let d = pipeline::derivative(&files.main_src, &args.entry, &args.wrt).map_err(fail)?;
+    let d = pipeline::derivative_with(
+        &files.main_src,
+        &args.entry,
+        &args.wrt,
+        forward_mode(args.mode),
+    )
+    .map_err(fail)?;
     if !jacobian && d.base.result != crate::ir::Type::Double {
         return Err(fail(Diagnostic {
             code: "not-scalar",
@@ -1266,7 +1271,9 @@ fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
     let start = Instant::now();
     let run_fail = |e: crate::gradient::RunError| fail(Diagnostic::from(&e));
     let cols = match args.mode {
-        Mode::Fwd => crate::gradient::forward_on(&d, values, &engine).map_err(run_fail)?,
+        Mode::Fwd | Mode::FwdVec => {
+            crate::gradient::forward_on(&d, values, &engine).map_err(run_fail)?
+        }
         Mode::Fd => crate::gradient::finite_differences(&d.base, d.wrt, values, limits)
             .map_err(|e| fail(Diagnostic::from(&e)))?,
         Mode::Tape => crate::gradient::tape(&d.base, d.wrt, values, limits)
@@ -1282,16 +1289,6 @@ fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
                 &args.entry,
                 &args.wrt,
                 &opt_options_with(args.rules.clone()),
-            )
-            .map_err(fail)?;
-            crate::gradient::forward_on(&d, values, &engine).map_err(run_fail)?
-        }
-        Mode::FwdVec => {
-            let d = pipeline::derivative_with(
-                &files.main_src,
-                &args.entry,
-                &args.wrt,
-                ForwardMode::Vector,
             )
             .map_err(fail)?;
             crate::gradient::forward_on(&d, values, &engine).map_err(run_fail)?

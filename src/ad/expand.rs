@@ -19,9 +19,9 @@
 
 use std::collections::HashMap;
 
-use super::AdError;
 use super::build::Builder;
 use super::forward::Forward;
+use super::{AdError, ForwardMode};
 use crate::ir::{Expr, ExprId, Name, Prim, Type};
 
 struct Binder {
@@ -34,9 +34,9 @@ pub(super) struct Expander<'b, 'a> {
     pub b: &'b mut Builder<'a>,
     pub duals: &'b mut HashMap<Name, Name>,
     pub vduals: &'b mut HashMap<Name, Name>,
-    /// Expand `deriv` with respect to a Vector in vector forward mode
-    /// (D-Vec-Deriv) rather than one pass per element (D-Deriv-Vector).
-    pub vector: bool,
+    /// How `deriv` with respect to a Vector is expanded: D-Deriv-Vector,
+    /// or D-Vec-Deriv in vector forward mode.
+    pub mode: ForwardMode,
     /// Binders enclosing the current node, with their types and, for a
     /// `let`, the bound expression.
     scope: Vec<Binder>,
@@ -47,13 +47,13 @@ impl<'b, 'a> Expander<'b, 'a> {
         b: &'b mut Builder<'a>,
         duals: &'b mut HashMap<Name, Name>,
         vduals: &'b mut HashMap<Name, Name>,
-        vector: bool,
+        mode: ForwardMode,
     ) -> Self {
         Expander {
             b,
             duals,
             vduals,
-            vector,
+            mode,
             scope: Vec::new(),
         }
     }
@@ -237,7 +237,7 @@ impl<'b, 'a> Expander<'b, 'a> {
                     body,
                 )?
             }
-            Type::Array(e) if **e == Type::Double && self.vector => {
+            Type::Array(e) if **e == Type::Double && self.mode == ForwardMode::Vector => {
                 self.deriv_vector(&fvs, wrt, body)?
             }
             // D-Deriv-Vector: element r of the result seeds x[r].

@@ -34,7 +34,6 @@ pub(super) struct Forward<'b, 'a> {
 }
 
 impl Forward<'_, '_> {
-    /// D[[e]].
     /// DT[[t]], or VT[[t]] in vector mode.
     fn dual_ty(&self, t: &Type) -> Type {
         if self.zero.is_some() {
@@ -55,6 +54,7 @@ impl Forward<'_, '_> {
         }
     }
 
+    /// D[[e]].
     pub fn d(&mut self, e: ExprId) -> Result<ExprId, AdError> {
         let ty = self.b.ty(e);
         let dty = self.dual_ty(&ty);
@@ -197,7 +197,6 @@ impl Forward<'_, '_> {
             // D-Add, D-Sub, D-Mult, D-Div, D-Pow, D-Neg, D-Sin, D-Cos, D-Tan,
             // D-Log, D-Exp, D-Sqrt: the derivative table.
             _ if is_differentiable(op) => self.d_scalar(op, args)?,
-
             _ => unreachable!("every primitive has a D rule"),
         })
     }

@@ -102,8 +102,7 @@ pub fn expand_program(
             .position(|d| d.name == name)
             .expect("original definitions stay");
         let body = b.prog.defs[idx].body;
-        let vector = mode == ForwardMode::Vector;
-        let mut ex = expand::Expander::new(&mut b, &mut duals, &mut vduals, vector);
+        let mut ex = expand::Expander::new(&mut b, &mut duals, &mut vduals, mode);
         let nb = ex.expand(body)?;
         let idx = b
             .prog

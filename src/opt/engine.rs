@@ -28,7 +28,10 @@ pub const PHASES: &[&str] = &["inline", "fission", "simplify", "normalise", "cle
 #[derive(Copy, Clone, Debug)]
 pub struct OptLimits {
     pub nodes: usize,
+    /// Iterations of a phase of the first pass of Fig. 9's sequence ...
     pub iterations: usize,
+    /// ... and of the phases after it, which refine its result.
+    pub refine_iterations: usize,
     pub time: Duration,
 }
 
@@ -37,6 +40,7 @@ impl Default for OptLimits {
         OptLimits {
             nodes: 20_000,
             iterations: 16,
+            refine_iterations: 6,
             time: Duration::from_secs(3),
         }
     }

@@ -38,7 +38,9 @@ pub fn inline_single_uses(prog: &mut Program) {
 
 /// The phases in the order they run: Fig. 9's sequence twice, then
 /// `simplify` once more, which removes the bounds tests that the last
-/// `cleanup` (`ifold-single-guarded`) leaves on loop indices.
+/// `cleanup` (`ifold-single-guarded`) leaves on loop indices. The phases
+/// after the first sequence refine its result and run with
+/// `OptLimits::refine_iterations` (spec/rules-format.md §9.1, step 3).
 fn schedule() -> Vec<&'static str> {
     let mut s: Vec<&'static str> = engine::PHASES
         .iter()
@@ -168,7 +170,14 @@ pub fn optimise(
             &expr,
             &bounds,
             &group,
-            limits,
+            if nonce < engine::PHASES.len() {
+                limits
+            } else {
+                OptLimits {
+                    iterations: limits.refine_iterations,
+                    ..limits
+                }
+            },
             engine::PhaseRun {
                 explain,
                 check,

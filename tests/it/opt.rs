@@ -972,3 +972,48 @@ fn indexed_search_finds_exactly_what_e_matching_finds() {
     );
     assert!(compare(&egraph) > before);
 }
+
+/// The phases after Fig. 9's first sequence refine its result with
+/// `OptLimits::refine_iterations` (spec/rules-format.md §9.1, step 3):
+/// they stop there, and on bundle adjustment's `project` Jacobian the
+/// optimised program is the one that full-length refining phases give.
+#[test]
+fn refining_phases_are_short_and_change_nothing_on_ba() {
+    let src = include_str!("../../examples/ba_project.fsm");
+    let d = pipeline::tangent_derivative(src, "project", "cam").expect("derivative");
+    let short = pipeline::OptOptions::default();
+    let limits = short.limits;
+    assert!(limits.refine_iterations < limits.iterations);
+    let o = pipeline::optimise_entry(&d.wrapper, &short).expect("optimises");
+    let first = fsmooth::opt::engine::PHASES.len();
+    for (k, p) in o.report.phases.iter().enumerate() {
+        let cap = if k < first {
+            limits.iterations
+        } else {
+            limits.refine_iterations
+        };
+        assert!(
+            p.iterations <= cap,
+            "phase {k} ({}) ran {}",
+            p.phase,
+            p.iterations
+        );
+    }
+    let full = pipeline::OptOptions {
+        limits: fsmooth::opt::OptLimits {
+            refine_iterations: limits.iterations,
+            ..limits
+        },
+        ..pipeline::OptOptions::default()
+    };
+    let f = pipeline::optimise_entry(&d.wrapper, &full).expect("optimises");
+    assert!(
+        f.report.phases[first..]
+            .iter()
+            .any(|p| p.iterations > limits.refine_iterations)
+    );
+    assert_eq!(
+        fsmooth::syntax::print_program(&o.entry.program),
+        fsmooth::syntax::print_program(&f.entry.program)
+    );
+}

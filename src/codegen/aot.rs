@@ -11,26 +11,49 @@
 //!   parameters (an array is a pointer and a length), one out-pointer per
 //!   leaf of the result; it packs the slots on its stack and calls `S_slots`;
 //! - the helpers, as local functions written in Cranelift IR:
-//!   `fsmooth_alloc` (one `malloc` per array, never per element, linked
-//!   into the context), `fsmooth_scratch` and `fsmooth_release` (the
-//!   scratch stacks' blocks), `fsmooth_copy` (`memcpy`) and `fsmooth_ipow`; the
-//!   math helpers are libm's `sin`, `cos`, `tan`, `log`, `exp` and `pow`,
-//!   the functions the evaluator's Rust `f64` methods call on this host;
-//! - `fsmooth_ctx_release`, which frees every block of a context. It is a
-//!   weak symbol, so several fsmooth objects link into one program.
+//!   `fsmooth_alloc` (the context's arena, below), `fsmooth_scratch` and
+//!   `fsmooth_release` (the scratch stacks' blocks), `fsmooth_copy`
+//!   (`memcpy`) and `fsmooth_ipow`; the math helpers are libm's `sin`,
+//!   `cos`, `tan`, `log`, `exp` and `pow`, the functions the evaluator's
+//!   Rust `f64` methods call on this host;
+//! - `fsmooth_ctx_release`, which frees every block of a context, and
+//!   `fsmooth_ctx_reset`, which keeps them for later calls. They are weak
+//!   symbols, so several fsmooth objects link into one program.
 //!
-//! Ownership (Note [AOT memory]): the caller owns a `fsmooth_ctx`
-//! (initialised with `FSMOOTH_CTX_INIT`). Each call allocates the arrays it
-//! builds from the context and never frees them itself: result arrays point
-//! into the context (or into the caller's own argument arrays, which a
-//! result may share) and stay valid until `fsmooth_ctx_release(&ctx)`,
-//! which frees all of them at once and leaves the context ready for reuse.
-//! `ctx.limit` (bytes, 0 for none) bounds what the context may hold.
-//! Arrays that do not outlive a loop iteration (Note [Scratch arrays] in
-//! `codegen/scratch.rs`) come from two more lists of blocks of at least
-//! 64 KiB, the scratch stacks, which the loops release as they go (a
-//! stack keeps one block between iterations and between calls); what a ⊥
-//! leaves there is freed by `fsmooth_ctx_release` too.
+//! # Note [AOT memory]
+//!
+//! The caller owns a `fsmooth_ctx` (initialised with `FSMOOTH_CTX_INIT`).
+//! Each call allocates the arrays it builds from the context and never
+//! frees them itself: result arrays point into the context (or into the
+//! caller's own argument arrays, which a result may share) and stay valid
+//! until `fsmooth_ctx_release(&ctx)`, which frees all of them at once and
+//! leaves the context ready for reuse, or `fsmooth_ctx_reset(&ctx)`.
+//!
+//! The arena is a list of `malloc`ed blocks. The newest is a *chunk* of
+//! [`CHUNK`] bytes (64 KiB) from which arrays are bumped, 8-byte aligned;
+//! an array of more than a quarter of a chunk gets a block of its own,
+//! linked behind the chunk so that the chunk's room stays in use (the
+//! JIT's `runtime::Arena` does the same with 1 MiB chunks). One `malloc`
+//! per array, as before, spent more time in `malloc` and `free` than in
+//! the code on ADBench GMM's reverse-mode gradient (`perf`: 55% of the
+//! cycles in `malloc_consolidate`, `_int_malloc`, `free` and the release).
+//! Chunks stay under glibc's threshold for `mmap` (128 KiB): 256 KiB and
+//! 1 MiB chunks came from `mmap` and were unmapped by every release, and
+//! the next call faulted all its pages in again (GMM 90 ms a call against
+//! 43 ms with 64 KiB chunks). `fsmooth_ctx_reset` avoids the system
+//! altogether: the arena's blocks join the context's *spare* list, and a
+//! new chunk or block is the first spare that holds it and at most twice
+//! as much, if any (GMM: 30 ms a call, the JIT's time).
+//!
+//! `ctx.used` counts the chunks and blocks in use (not the spares) and the
+//! scratch blocks; `ctx.limit` (bytes, 0 for none) bounds it, spares
+//! included when one is taken, so whether a call runs out of memory does
+//! not depend on earlier calls. Arrays that do not outlive a loop
+//! iteration (Note [Scratch arrays] in `codegen/scratch.rs`) come from two
+//! more lists of blocks of at least 64 KiB, the scratch stacks, which the
+//! loops release as they go (a stack keeps one block between iterations
+//! and between calls); what a ⊥ leaves there is freed by
+//! `fsmooth_ctx_release` too.
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
@@ -59,6 +82,9 @@ pub const CTX_USED: i32 = 40;
 /// [Scratch arrays] in `codegen/scratch.rs`), at `CTX_TEMPS + 8 k`; their
 /// windows follow (`runtime::ctx_window`).
 pub const CTX_TEMPS: i32 = 48;
+/// The head of the list of blocks `fsmooth_ctx_reset` kept for later calls
+/// (after the scratch windows).
+pub const CTX_SPARE: i32 = rt::ctx_window(rt::STACKS)[0];
 /// Bytes before each block's data: the link to the previous block and the
 /// block's size in bytes (what it adds to `ctx.used`), which keeps
 /// `malloc`'s 16-byte alignment.
@@ -161,6 +187,7 @@ pub fn compile_object(entry: &Entry, options: &AotOptions) -> Result<ObjectCode,
     let crs = c_results(&result)?;
     define_wrapper(&mut module, symbol, raw, &params, &result, &cps, &crs)?;
     define_release(&mut module)?;
+    define_reset(&mut module)?;
     let object = module
         .finish()
         .emit()
@@ -190,9 +217,9 @@ fn define_helpers(m: &mut ObjectModule) -> Result<Vec<(&'static str, FuncId)>, C
     let mut out = Vec::new();
     for h in &HELPERS {
         let id = match h.name {
-            "fsmooth_alloc" => define_alloc(m, h.name, Some(CTX_ARENA))?,
+            "fsmooth_alloc" => define_arena_alloc(m, h.name)?,
             "fsmooth_scratch" => {
-                let block = define_alloc(m, "fsmooth_temp_block", None)?;
+                let block = define_alloc(m, "fsmooth_temp_block")?;
                 define_scratch(m, h.name, block)?
             }
             "fsmooth_release" => define_release_to(m, h.name)?,
@@ -257,52 +284,25 @@ fn barg(v: cranelift_codegen::ir::Value) -> BlockArg {
     BlockArg::from(v)
 }
 
-/// `fsmooth_alloc(ctx, bytes)`: a block of `16 + bytes` from `malloc`,
-/// linked in front of the context's list at byte `list`; null past
-/// `ctx.limit` (when non-zero) or when `malloc` fails. Without `list`,
-/// `(ctx, bytes, head)` links it in front of the list whose head is at
-/// the address `head` (a scratch stack's, for `fsmooth_scratch`).
-fn define_alloc(
-    m: &mut ObjectModule,
-    name: &str,
-    list: Option<i32>,
-) -> Result<FuncId, CodegenError> {
+/// `fsmooth_temp_block(ctx, bytes, head)`: a block of `16 + bytes` from
+/// `malloc`, linked in front of the list whose head is at the address
+/// `head` (a scratch stack's, for `fsmooth_scratch`); null past
+/// `ctx.limit` (when non-zero) or when `malloc` fails.
+fn define_alloc(m: &mut ObjectModule, name: &str) -> Result<FuncId, CodegenError> {
     use types::I64;
     let malloc = import(m, "malloc", &[I64], &[I64])?;
-    let params: &[types::Type] = if list.is_some() {
-        &[I64, I64]
-    } else {
-        &[I64, I64, I64]
-    };
-    let sig = signature(m, params, &[I64]);
+    let sig = signature(m, &[I64, I64, I64], &[I64]);
     define_fn(m, name, Linkage::Local, sig, |m, b, p| {
-        let (ctx, bytes) = (p[0], p[1]);
-        let (head_at, list) = match list {
-            Some(at) => (ctx, at),
-            None => (p[2], 0),
-        };
+        let (ctx, bytes, head_at) = (p[0], p[1], p[2]);
         let malloc = m.declare_func_in_func(malloc, b.func);
         let flags = MemFlagsData::trusted();
         let null = b.create_block();
-        let limited = b.create_block();
         let get = b.create_block();
         let neg = b.ins().icmp_imm_s(IntCC::SignedLessThan, bytes, 0);
         let check = b.create_block();
         b.ins().brif(neg, null, &[], check, &[]);
         b.switch_to_block(check);
-        let used = b.ins().load(I64, flags, ctx, CTX_USED);
-        let (total, of) = b.ins().sadd_overflow(used, bytes);
-        let big = b
-            .ins()
-            .icmp_imm_s(IntCC::SignedGreaterThan, bytes, i64::MAX - BLOCK_HEADER);
-        let bad = b.ins().bor(of, big);
-        b.ins().brif(bad, null, &[], limited, &[]);
-        b.switch_to_block(limited);
-        let limit = b.ins().load(I64, flags, ctx, CTX_LIMIT);
-        let has = b.ins().icmp_imm_s(IntCC::NotEqual, limit, 0);
-        let over = b.ins().icmp(IntCC::SignedGreaterThan, total, limit);
-        let refuse = b.ins().band(has, over);
-        b.ins().brif(refuse, null, &[], get, &[]);
+        let total = within_limit(b, ctx, bytes, BLOCK_HEADER, null, get);
         b.switch_to_block(get);
         let size = b.ins().iadd_imm_s(bytes, BLOCK_HEADER);
         let call = b.ins().call(malloc, &[size]);
@@ -311,12 +311,193 @@ fn define_alloc(
         let link = b.create_block();
         b.ins().brif(failed, null, &[], link, &[]);
         b.switch_to_block(link);
-        let head = b.ins().load(I64, flags, head_at, list);
+        let head = b.ins().load(I64, flags, head_at, 0);
         b.ins().store(flags, head, blk, 0);
         b.ins().store(flags, bytes, blk, 8);
-        b.ins().store(flags, blk, head_at, list);
+        b.ins().store(flags, blk, head_at, 0);
         b.ins().store(flags, total, ctx, CTX_USED);
         let data = b.ins().iadd_imm_s(blk, BLOCK_HEADER);
+        b.ins().return_(&[data]);
+        b.switch_to_block(null);
+        let z = b.ins().iconst(I64, 0);
+        b.ins().return_(&[z]);
+        Ok(())
+    })
+}
+
+/// Branches to `ok` with `ctx.used + bytes` (returned) when it neither
+/// overflows (with `slack` more) nor passes `ctx.limit` (when non-zero),
+/// else to `null`.
+fn within_limit(
+    b: &mut FunctionBuilder,
+    ctx: Value,
+    bytes: Value,
+    slack: i64,
+    null: cranelift_codegen::ir::Block,
+    ok: cranelift_codegen::ir::Block,
+) -> Value {
+    use types::I64;
+    let flags = MemFlagsData::trusted();
+    let limited = b.create_block();
+    let used = b.ins().load(I64, flags, ctx, CTX_USED);
+    let (total, of) = b.ins().sadd_overflow(used, bytes);
+    let big = b
+        .ins()
+        .icmp_imm_s(IntCC::SignedGreaterThan, bytes, i64::MAX - slack);
+    let bad = b.ins().bor(of, big);
+    b.ins().brif(bad, null, &[], limited, &[]);
+    b.switch_to_block(limited);
+    let limit = b.ins().load(I64, flags, ctx, CTX_LIMIT);
+    let has = b.ins().icmp_imm_s(IntCC::NotEqual, limit, 0);
+    let over = b.ins().icmp(IntCC::SignedGreaterThan, total, limit);
+    let refuse = b.ins().band(has, over);
+    b.ins().brif(refuse, null, &[], ok, &[]);
+    total
+}
+
+/// The size of a chunk of the context's arena: arrays up to a quarter of
+/// it share one. Under glibc's `mmap` threshold (Note [AOT memory]).
+const CHUNK: i64 = 1 << 16;
+/// Bytes before an arena chunk's arrays: the block header, then the
+/// chunk's bump pointer and a word that keeps 16-byte alignment.
+const CHUNK_HEADER: i64 = BLOCK_HEADER + 16;
+
+/// `fsmooth_alloc(ctx, bytes)`: `bytes` (rounded up to 8) from the
+/// context's arena (Note [AOT memory]). The arena is the list of blocks
+/// at `ctx.arena`; its head is a chunk of [`CHUNK`] bytes whose bump
+/// pointer, after the block header, says how much of it is taken. A
+/// request that does not fit takes a new chunk, which becomes the head;
+/// one of more than a quarter of a chunk gets a block of its own, linked
+/// behind the head so that the head's room stays in use. A new chunk or
+/// block is a spare (`fsmooth_ctx_reset`) when one fits. `ctx.used` counts
+/// the chunks' and blocks' bytes, as the JIT's arena counts its chunks.
+/// Zero bytes take nothing (the pointer is never read). Null past
+/// `ctx.limit` or when `malloc` fails.
+fn define_arena_alloc(m: &mut ObjectModule, name: &str) -> Result<FuncId, CodegenError> {
+    use types::I64;
+    let malloc = import(m, "malloc", &[I64], &[I64])?;
+    let sig = signature(m, &[I64, I64], &[I64]);
+    define_fn(m, name, Linkage::Local, sig, |m, b, p| {
+        let (ctx, bytes) = (p[0], p[1]);
+        let malloc = m.declare_func_in_func(malloc, b.func);
+        let flags = MemFlagsData::trusted();
+        let [
+            null,
+            empty,
+            sized,
+            has_head,
+            bump,
+            fresh,
+            get,
+            link,
+            behind,
+            front,
+        ] = [(); 10].map(|_| b.create_block());
+        // Negative and huge requests fail; zero bytes take nothing.
+        let bad = b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedGreaterThan, bytes, i64::MAX - 64);
+        let nothing = b.ins().icmp_imm_s(IntCC::Equal, bytes, 0);
+        let go = b.create_block();
+        b.ins().brif(bad, null, &[], go, &[]);
+        b.switch_to_block(go);
+        b.ins().brif(nothing, empty, &[], sized, &[]);
+        b.switch_to_block(empty);
+        b.ins().return_(&[ctx]);
+        b.switch_to_block(sized);
+        let r = b.ins().iadd_imm_s(bytes, 7);
+        let rounded = b.ins().band_imm_s(r, !7);
+        let head = b.ins().load(I64, flags, ctx, CTX_ARENA);
+        let none = b.ins().icmp_imm_s(IntCC::Equal, head, 0);
+        b.ins().brif(none, fresh, &[], has_head, &[]);
+        // The head chunk's room: from its bump pointer to its end.
+        b.switch_to_block(has_head);
+        let cur = b.ins().load(I64, flags, head, BLOCK_HEADER as i32);
+        let cap = b.ins().load(I64, flags, head, 8);
+        let end = b.ins().iadd(head, cap);
+        let end = b.ins().iadd_imm_s(end, CHUNK_HEADER);
+        let room = b.ins().isub(end, cur);
+        let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, rounded, room);
+        b.ins().brif(fits, bump, &[], fresh, &[]);
+        b.switch_to_block(bump);
+        let next = b.ins().iadd(cur, rounded);
+        b.ins().store(flags, next, head, BLOCK_HEADER as i32);
+        b.ins().return_(&[cur]);
+        // A new chunk, or a block of its own for a large request.
+        b.switch_to_block(fresh);
+        let large = b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThan, rounded, CHUNK / 4);
+        let chunk = b.ins().iconst(I64, CHUNK);
+        let cap = b.ins().select(large, rounded, chunk);
+        within_limit(b, ctx, cap, CHUNK_HEADER, null, get);
+        b.switch_to_block(get);
+        // A spare block that holds `cap` bytes, at most twice as many, if
+        // any (the first such on the list, which it leaves); else `malloc`.
+        let [walk, look, take, skip, new] = [(); 5].map(|_| b.create_block());
+        b.append_block_param(walk, I64); // the address of the link to `blk`
+        b.append_block_param(link, I64); // the block
+        b.append_block_param(link, I64); // its capacity
+        // The most bytes a block may hold under the limit (as `Arena::chunk`).
+        let used = b.ins().load(I64, flags, ctx, CTX_USED);
+        let limit = b.ins().load(I64, flags, ctx, CTX_LIMIT);
+        let left = b.ins().isub(limit, used);
+        let unlimited = b.ins().icmp_imm_s(IntCC::Equal, limit, 0);
+        let most = b.ins().iconst(I64, i64::MAX);
+        let room = b.ins().select(unlimited, most, left);
+        let spare_at = b.ins().iadd_imm_s(ctx, i64::from(CTX_SPARE));
+        b.ins().jump(walk, &[barg(spare_at)]);
+        b.switch_to_block(walk);
+        let at = b.block_params(walk)[0];
+        let blk = b.ins().load(I64, flags, at, 0);
+        let end = b.ins().icmp_imm_s(IntCC::Equal, blk, 0);
+        b.ins().brif(end, new, &[], look, &[]);
+        b.switch_to_block(look);
+        let have = b.ins().load(I64, flags, blk, 8);
+        let enough = b.ins().icmp(IntCC::SignedGreaterThanOrEqual, have, cap);
+        let twice = b.ins().ishl_imm_u(cap, 1);
+        let not_more = b.ins().icmp(IntCC::SignedLessThanOrEqual, have, twice);
+        let allowed = b.ins().icmp(IntCC::SignedLessThanOrEqual, have, room);
+        let fit = b.ins().band(enough, not_more);
+        let fit = b.ins().band(fit, allowed);
+        b.ins().brif(fit, take, &[], skip, &[]);
+        b.switch_to_block(skip);
+        b.ins().jump(walk, &[barg(blk)]);
+        b.switch_to_block(take);
+        let after = b.ins().load(I64, flags, blk, 0);
+        b.ins().store(flags, after, at, 0);
+        b.ins().jump(link, &[barg(blk), barg(have)]);
+        b.switch_to_block(new);
+        let size = b.ins().iadd_imm_s(cap, CHUNK_HEADER);
+        let call = b.ins().call(malloc, &[size]);
+        let blk = b.inst_results(call)[0];
+        let failed = b.ins().icmp_imm_s(IntCC::Equal, blk, 0);
+        b.ins()
+            .brif(failed, null, &[], link, &[barg(blk), barg(cap)]);
+        b.switch_to_block(link);
+        let (blk, cap) = {
+            let ps = b.block_params(link);
+            (ps[0], ps[1])
+        };
+        // A spare may be larger than asked for: count what it holds.
+        let used = b.ins().load(I64, flags, ctx, CTX_USED);
+        let total = b.ins().iadd(used, cap);
+        b.ins().store(flags, cap, blk, 8);
+        b.ins().store(flags, total, ctx, CTX_USED);
+        let data = b.ins().iadd_imm_s(blk, CHUNK_HEADER);
+        let taken = b.ins().iadd(data, rounded);
+        b.ins().store(flags, taken, blk, BLOCK_HEADER as i32);
+        let some = b.ins().icmp_imm_s(IntCC::NotEqual, head, 0);
+        let keep = b.ins().band(large, some);
+        b.ins().brif(keep, behind, &[], front, &[]);
+        b.switch_to_block(behind);
+        let after = b.ins().load(I64, flags, head, 0);
+        b.ins().store(flags, after, blk, 0);
+        b.ins().store(flags, blk, head, 0);
+        b.ins().return_(&[data]);
+        b.switch_to_block(front);
+        b.ins().store(flags, head, blk, 0);
+        b.ins().store(flags, blk, ctx, CTX_ARENA);
         b.ins().return_(&[data]);
         b.switch_to_block(null);
         let z = b.ins().iconst(I64, 0);
@@ -574,8 +755,9 @@ fn define_release(m: &mut ObjectModule) -> Result<FuncId, CodegenError> {
             let is_null = b.ins().icmp_imm_s(IntCC::Equal, ctx, 0);
             b.ins().brif(is_null, done, &[], start, &[]);
             b.switch_to_block(start);
-            // The arrays' list, then the scratch blocks a ⊥ left behind.
-            for list in [CTX_ARENA, CTX_TEMPS, CTX_TEMPS + 8] {
+            // The arrays' list, the scratch blocks a ⊥ left behind, and
+            // the blocks `fsmooth_ctx_reset` kept.
+            for list in [CTX_ARENA, CTX_TEMPS, CTX_TEMPS + 8, CTX_SPARE] {
                 let (header, body, next_list) =
                     (b.create_block(), b.create_block(), b.create_block());
                 let head = b.ins().load(I64, flags, ctx, list);
@@ -595,13 +777,58 @@ fn define_release(m: &mut ObjectModule) -> Result<FuncId, CodegenError> {
             b.switch_to_block(reset);
             let z = b.ins().iconst(I64, 0);
             let windows = (0..rt::STACKS).flat_map(rt::ctx_window);
-            for at in [CTX_ARENA, CTX_TEMPS, CTX_TEMPS + 8, CTX_USED]
+            for at in [CTX_ARENA, CTX_TEMPS, CTX_TEMPS + 8, CTX_SPARE, CTX_USED]
                 .into_iter()
                 .chain(windows)
             {
                 b.ins().store(flags, z, ctx, at);
             }
             b.ins().jump(done, &[]);
+            b.switch_to_block(done);
+            b.ins().return_(&[]);
+            Ok(())
+        },
+    )
+}
+
+/// `fsmooth_ctx_reset(ctx)`: every block of the context's arena joins the
+/// spare list, its bytes leave `ctx.used`, and the arena is empty: the
+/// arrays of earlier calls are gone, their memory serves the next calls
+/// (Note [AOT memory]). Scratch blocks stay as they are. A weak symbol,
+/// like `fsmooth_ctx_release`.
+fn define_reset(m: &mut ObjectModule) -> Result<FuncId, CodegenError> {
+    use types::I64;
+    let sig = signature(m, &[I64], &[]);
+    define_fn(
+        m,
+        "fsmooth_ctx_reset",
+        Linkage::Preemptible,
+        sig,
+        |_, b, p| {
+            let ctx = p[0];
+            let flags = MemFlagsData::trusted();
+            let [start, header, body, done] = [(); 4].map(|_| b.create_block());
+            let is_null = b.ins().icmp_imm_s(IntCC::Equal, ctx, 0);
+            b.ins().brif(is_null, done, &[], start, &[]);
+            b.switch_to_block(start);
+            let head = b.ins().load(I64, flags, ctx, CTX_ARENA);
+            b.append_block_param(header, I64);
+            b.ins().jump(header, &[barg(head)]);
+            b.switch_to_block(header);
+            let blk = b.block_params(header)[0];
+            let end = b.ins().icmp_imm_s(IntCC::Equal, blk, 0);
+            b.ins().brif(end, done, &[], body, &[]);
+            b.switch_to_block(body);
+            let next = b.ins().load(I64, flags, blk, 0);
+            let spare = b.ins().load(I64, flags, ctx, CTX_SPARE);
+            b.ins().store(flags, spare, blk, 0);
+            b.ins().store(flags, blk, ctx, CTX_SPARE);
+            let cap = b.ins().load(I64, flags, blk, 8);
+            let used = b.ins().load(I64, flags, ctx, CTX_USED);
+            let left = b.ins().isub(used, cap);
+            b.ins().store(flags, left, ctx, CTX_USED);
+            b.ins().store(flags, next, ctx, CTX_ARENA);
+            b.ins().jump(header, &[barg(next)]);
             b.switch_to_block(done);
             b.ins().return_(&[]);
             Ok(())

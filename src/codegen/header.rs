@@ -337,7 +337,7 @@ pub fn header(
         let _ = writeln!(w, "    case FSMOOTH_{suffix}: return \"{code}\";");
     }
     let _ = writeln!(w, "    default: return \"unknown-status\";\n    }}\n}}\n");
-    w.push_str("#endif /* FSMOOTH_COMMON_V2 */\n\n");
+    w.push_str("#endif /* FSMOOTH_COMMON_V3 */\n\n");
     // The typed entry.
     let _ = writeln!(w, "/* {symbol}: {}", fn_type(params, result));
     let _ = writeln!(w, " *");
@@ -391,8 +391,8 @@ pub fn header(
 }
 
 const COMMON_HEAD: &str = "\
-#ifndef FSMOOTH_COMMON_V2
-#define FSMOOTH_COMMON_V2
+#ifndef FSMOOTH_COMMON_V3
+#define FSMOOTH_COMMON_V3
 
 /* Status codes returned by every fsmooth entry (0 is success). The names
  * are the stable error codes of the fsmooth evaluator. */
@@ -401,20 +401,22 @@ const COMMON_HEAD: &str = "\
 const COMMON_TYPES: &str = "
 /* The call context. Initialise with FSMOOTH_CTX_INIT; pass it to any number
  * of calls; then fsmooth_ctx_release(&ctx) frees every array those calls
- * returned (and the context can be used again). Not thread-safe: use one
- * context per thread. */
+ * returned (and the context can be used again). Calling in a loop,
+ * fsmooth_ctx_reset(&ctx) between calls drops the arrays but keeps their
+ * memory for the next call. Not thread-safe: use one context per thread. */
 typedef struct fsmooth_ctx {
     void *arena;     /* private: the blocks allocated so far */
     int64_t a;       /* error details, see the status codes */
     int64_t b;
     int64_t scratch; /* private */
     int64_t limit;   /* most bytes the context may hold; 0 for no limit */
-    int64_t used;    /* bytes held now */
+    int64_t used;    /* bytes held now (in 1 MiB chunks and larger blocks) */
     void *temps[2];  /* private: blocks of arrays local to loop iterations */
     char *windows[2][3]; /* private: where those arrays are allocated */
+    void *spare;     /* private: blocks kept by fsmooth_ctx_reset */
 } fsmooth_ctx;
 
-#define FSMOOTH_CTX_INIT {0, 0, 0, 0, 0, 0, {0, 0}, {{0, 0, 0}, {0, 0, 0}}}
+#define FSMOOTH_CTX_INIT {0, 0, 0, 0, 0, 0, {0, 0}, {{0, 0, 0}, {0, 0, 0}}, 0}
 
 /* An element of an array of Bool: the first byte is 0 or 1. */
 typedef struct fsmooth_bool {
@@ -430,6 +432,13 @@ typedef struct fsmooth_array {
 
 /* Frees every array allocated from ctx and resets it (ctx may be NULL). */
 void fsmooth_ctx_release(fsmooth_ctx *ctx);
+
+/* Ends the life of every array allocated from ctx (results included) but
+ * keeps their memory for later calls, which then take no new memory from
+ * the system while they need no more than earlier ones did; `used` drops
+ * to what loop-local blocks hold. fsmooth_ctx_release frees it all (ctx
+ * may be NULL). */
+void fsmooth_ctx_reset(fsmooth_ctx *ctx);
 
 ";
 

@@ -52,14 +52,15 @@ impl Imports {
 }
 
 /// Lowers `normal` into `func`, whose signature is
-/// `(ctx, args, out) -> status`.
+/// `(ctx, args, out) -> status`. Returns where its arrays live and the
+/// normal form as lowered (after fusion, unrolling and hoisting).
 pub fn lower_function(
     func: &mut Function,
     fctx: &mut FunctionBuilderContext,
     normal: &Normal,
     imports: &Imports,
     target: TargetFrontendConfig,
-) -> R<scratch::Scratch> {
+) -> R<(scratch::Scratch, AnfBlock)> {
     // Projections of pairs forwarded, so that fusion sees through tuples.
     let mut body = normal.body.clone();
     fuse::forward_projections(&mut body);
@@ -122,7 +123,7 @@ pub fn lower_function(
     l.fail_block();
     l.b.seal_all_blocks();
     l.b.finalize(target);
-    Ok(l.scratch)
+    Ok((l.scratch, normal.body.clone()))
 }
 
 fn offset(bytes: i64) -> R<i32> {

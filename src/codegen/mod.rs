@@ -65,8 +65,9 @@
 //! emitted into it as local Cranelift functions (over `malloc`, `memcpy`),
 //! and the math helpers are libm's `sin`, `cos`, `tan`, `log`, `exp`,
 //! `pow`, which the JIT's Rust shims call too. There the arena is the
-//! caller's `fsmooth_ctx`: one `malloc` per array, all freed by
-//! `fsmooth_ctx_release` (Note [AOT memory] in `aot.rs`). The status codes
+//! caller's `fsmooth_ctx`: arrays bumped out of 64 KiB chunks, all freed
+//! by `fsmooth_ctx_release` or kept for the next call by
+//! `fsmooth_ctx_reset` (Note [AOT memory] in `aot.rs`). The status codes
 //! are the ones below, named in the header after the error codes.
 //!
 //! # Errors

@@ -105,8 +105,9 @@ pub fn entry_signature<M: Module>(module: &M) -> Signature {
 /// Declares `name` with the entry signature and defines it as the lowering
 /// of `normal`. `helpers` maps each name of [`HELPERS`] to the function
 /// that provides it in this module.
-/// With `listing`, where the entry's arrays live (Note [Scratch arrays]),
-/// its Cranelift IR as lowered (before Cranelift's own passes) and its
+/// With `listing`, the normal form as lowered (`anf::Block`'s `Display`),
+/// where the entry's arrays live (Note [Scratch arrays]), its Cranelift IR
+/// as lowered (before Cranelift's own passes) and its
 /// machine code as Cranelift prints it are appended.
 pub fn define_entry<M: Module>(
     module: &mut M,
@@ -129,7 +130,7 @@ pub fn define_entry<M: Module>(
         imports.insert(helper, module.declare_func_in_func(*hid, &mut ctx.func));
     }
     let target = module.target_config();
-    let scratch = lower_function(&mut ctx.func, &mut fctx, normal, &imports, target)?;
+    let (scratch, lowered) = lower_function(&mut ctx.func, &mut fctx, normal, &imports, target)?;
     let ir = listing.is_some().then(|| ctx.func.display().to_string());
     if ir.is_some() {
         ctx.set_disasm(true);
@@ -142,6 +143,9 @@ pub fn define_entry<M: Module>(
             .compiled_code()
             .and_then(|c| c.vcode.clone())
             .unwrap_or_default();
+        out.push_str(&format!(
+            ";; normal form of `{name}`, as lowered (after fusion, unrolling and hoisting)\n{lowered}\n"
+        ));
         out.push_str(&scratch.describe());
         out.push_str(&format!(
             ";; Cranelift IR of `{name}`, as lowered\n{ir}\n;; machine code of `{name}`\n{code}"

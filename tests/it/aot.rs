@@ -596,8 +596,9 @@ fn aot_compile_errors_are_diagnostics() {
     }
 }
 
-/// `fsmooth compile --listing`: the slot-level entry's Cranelift IR as
-/// lowered, then its machine code, next to the object file.
+/// `fsmooth compile --listing`: the slot-level entry's normal form and
+/// Cranelift IR as lowered, then its machine code, next to the object
+/// file.
 #[test]
 fn compile_writes_a_listing_of_ir_and_machine_code() {
     let dir = work_dir("listing");
@@ -620,13 +621,26 @@ fn compile_writes_a_listing_of_ir_and_machine_code() {
         &dir,
     );
     let text = std::fs::read_to_string(dir.join("scale.lst")).expect("the listing is written");
+    // The normal form first: `sin x` hoisted out of the loop over `v`.
+    let normal = text
+        .find(";; normal form of `scale_slots`, as lowered")
+        .expect("normal form header");
+    let hoisted = text[normal..]
+        .lines()
+        .position(|l| l.contains("= sin("))
+        .expect("sin in the normal form");
+    let body = text[normal..]
+        .lines()
+        .position(|l| l.contains("= build "))
+        .expect("the loop in the normal form");
+    assert!(hoisted < body, "{text}");
     let ir = text
         .find(";; Cranelift IR of `scale_slots`, as lowered")
         .expect("IR header");
     let code = text
         .find(";; machine code of `scale_slots`")
         .expect("machine code header");
-    assert!(ir < code, "{text}");
+    assert!(normal < ir && ir < code, "{text}");
     let (ir_text, code_text) = (&text[ir..code], &text[code..]);
     assert!(
         ir_text.contains("function ") && ir_text.contains("fmul"),
@@ -744,4 +758,100 @@ int main(void) {
     }
     assert_eq!(lines[expected.len()], "few blocks", "{out}");
     assert_eq!(lines[expected.len() + 1], "released 0", "{out}");
+}
+
+/// Note [AOT memory]: arrays come from chunks of the context's arena, one
+/// after another (a call's small rows are adjacent, not one `malloc`
+/// each), and `fsmooth_ctx_reset` keeps the chunks for the next call: the
+/// same call then gets the same memory back and holds as many bytes, a
+/// reset context holds none, `ctx.limit` still refuses a call that needs
+/// more than it allows (kept memory or not), and `fsmooth_ctx_release`
+/// frees everything. Results equal the evaluator's on every call.
+#[test]
+fn aot_reset_keeps_the_arena_for_the_next_call() {
+    let dir = work_dir("reset");
+    let src = "let rows (v: Vector) (m: Index) = let big = build m (fun k -> toDouble k / 4.0) in build (length v) (fun i -> build 3 (fun j -> v[i] * toDouble (j + 1) + big[i]))\n";
+    let file = dir.join("rows.fsm");
+    std::fs::write(&file, src).unwrap();
+    compile(
+        &file,
+        &["--entry", "rows", "-o", "rows.o", "--header", "rows.h"],
+        &dir,
+    );
+    let driver = r#"#include <stdio.h>
+#include <stdlib.h>
+#include "rows.h"
+
+static const fsmooth_array *call(fsmooth_ctx *ctx, const double *v, int64_t n, int64_t m) {
+    const fsmooth_array *out = 0;
+    int64_t len = 0;
+    int64_t st = rows(ctx, v, n, m, &out, &len);
+    if (st != FSMOOTH_OK) {
+        printf("error %s\n", fsmooth_status_name(st));
+        return 0;
+    }
+    double sum = 0.0;
+    for (int64_t i = 0; i < len; i++)
+        for (int64_t j = 0; j < out[i].len; j++)
+            sum += ((const double *)out[i].data)[j] * (double)(i % 7 + j + 1);
+    printf("%.17g\n", sum);
+    return out;
+}
+
+int main(void) {
+    enum { N = 3000, M = 200000 };
+    double *v = malloc(N * sizeof *v);
+    for (int i = 0; i < N; i++) v[i] = 0.5 + i * 1e-3;
+    fsmooth_ctx ctx = FSMOOTH_CTX_INIT;
+    const fsmooth_array *a = call(&ctx, v, N, M);
+    int64_t used = ctx.used;
+    /* Rows of 3 doubles, one after another in a chunk. */
+    printf("%s\n", (const char *)a[1].data - (const char *)a[0].data == 24 ? "adjacent" : "apart");
+    fsmooth_ctx_reset(&ctx);
+    printf("after reset %lld\n", (long long)ctx.used);
+    const fsmooth_array *b = call(&ctx, v, N, M);
+    printf("%s\n", a == b && a[0].data == b[0].data ? "same memory" : "new memory");
+    printf("%s\n", ctx.used == used ? "same bytes" : "other bytes");
+    fsmooth_ctx_reset(&ctx);
+    ctx.limit = used - 1;
+    call(&ctx, v, N, M);
+    ctx.limit = 0;
+    fsmooth_ctx_reset(&ctx);
+    call(&ctx, v, 10, 20);
+    fsmooth_ctx_release(&ctx);
+    printf("released %lld\n", (long long)ctx.used);
+    free(v);
+    return 0;
+}
+"#;
+    let out = run_driver(&dir, driver, &["rows.o"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 9, "driver printed:\n{out}");
+    // The checksum of `rows`, from the evaluator's result.
+    let expect = |n: usize, m: usize| {
+        let v: Vec<f64> = (0..n).map(|i| 0.5 + i as f64 * 1e-3).collect();
+        let r = common::run_text(src, "rows", Some(&format!("[{}, {m}]", json_numbers(&v))));
+        let rows: Vec<Vec<f64>> = serde_json::from_str(&r).expect("rows as JSON");
+        let mut sum = 0.0;
+        for (i, row) in rows.iter().enumerate() {
+            for (j, x) in row.iter().enumerate() {
+                sum += x * (i % 7 + j + 1) as f64;
+            }
+        }
+        sum
+    };
+    let big = expect(3000, 200_000);
+    let num = |l: &str| {
+        l.parse::<f64>()
+            .unwrap_or_else(|e| panic!("`{l}`: {e}\n{out}"))
+    };
+    assert_close(num(lines[0]), big, "first call");
+    assert_eq!(lines[1], "adjacent", "{out}");
+    assert_eq!(lines[2], "after reset 0", "{out}");
+    assert_close(num(lines[3]), big, "after reset");
+    assert_eq!(lines[4], "same memory", "{out}");
+    assert_eq!(lines[5], "same bytes", "{out}");
+    assert_eq!(lines[6], "error out-of-memory", "{out}");
+    assert_close(num(lines[7]), expect(10, 20), "small call");
+    assert_eq!(lines[8], "released 0", "{out}");
 }

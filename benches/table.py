@@ -196,8 +196,8 @@ def main():
         ]
         print("| " + " | ".join(cells) + " |")
     print()
-    print("| arena bytes at the largest n | n | objective | fwd | fwd-opt | rev |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| arena bytes at the largest n | n | objective | fwd | fwd-opt | fwd-vec | rev |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for group, _ in GROUPS:
         ns = [n for (g, _, n) in memory if g == group]
         if not ns:

@@ -410,7 +410,7 @@ typedef struct fsmooth_ctx {
     int64_t b;
     int64_t scratch; /* private */
     int64_t limit;   /* most bytes the context may hold; 0 for no limit */
-    int64_t used;    /* bytes held now (in 1 MiB chunks and larger blocks) */
+    int64_t used;    /* bytes held now (in 64 KiB chunks and larger blocks) */
     void *temps[2];  /* private: blocks of arrays local to loop iterations */
     char *windows[2][3]; /* private: where those arrays are allocated */
     void *spare;     /* private: blocks kept by fsmooth_ctx_reset */

@@ -73,10 +73,11 @@ pub fn lower_function(
     fuse::forward_projections(&mut body);
     // Loop invariants computed once (Note [Hoisting]).
     let speculative = hoist::hoist(&mut body);
-    let normal = &Normal {
+    let lowered = Normal {
         params: normal.params.clone(),
         body,
     };
+    let normal = &lowered;
     let windows = func.dfg.alias_regions.insert(AliasRegionData {
         user_id: 1,
         description: "scratch windows".into(),
@@ -123,7 +124,8 @@ pub fn lower_function(
     l.fail_block();
     l.b.seal_all_blocks();
     l.b.finalize(target);
-    Ok((l.scratch, normal.body.clone()))
+    let scratch = l.scratch;
+    Ok((scratch, lowered.body))
 }
 
 fn offset(bytes: i64) -> R<i32> {

@@ -1795,6 +1795,49 @@ fn producers_are_built_in_the_loop_that_reads_them() {
     );
 }
 
+/// Note [Vertical fusion], nested: once a column's producer is merged into
+/// the loop that reads the columns, the column itself (here a flattening,
+/// as the Jacobian wrapper's) feeds that loop's inner loop and is merged
+/// too, so it is never built; values and ⊥ stay the evaluator's.
+#[test]
+fn merged_columns_are_merged_again_into_their_readers() {
+    let src = "let twice (v: Vector) (k: Index) = let d = build 8 (fun r -> let p = build (length v) (fun i -> v[i] / toDouble (r - k)) in build (2 * length v) (fun j -> p[j / 2] + toDouble j)) in build (length d) (fun c -> let col = d[c] in build (length col) (fun i -> col[i] * 2.0))\n";
+    let i = Value::Index;
+    let v = vector(&[0.5, -1.25, 2.0]);
+    assert_eq!(
+        compare_src(src, "twice", &[v.clone(), i(-1)]),
+        Outcome::Value
+    );
+    assert_eq!(
+        compare_src(src, "twice", &[vector(&[]), i(3)]),
+        Outcome::Value
+    );
+    assert_eq!(
+        compare_src(src, "twice", &[v.clone(), i(3)]),
+        Outcome::Bottom
+    );
+    assert_eq!(
+        native_error(src, "twice", &[v, i(3)]).code(),
+        "division-by-zero"
+    );
+    // The normal form as lowered: the columns' loop, `p`, and the inner
+    // loop that now computes the flattened column's elements itself.
+    let options = fsmooth::codegen::AotOptions {
+        symbol: "twice".into(),
+        origin: String::new(),
+        listing: true,
+    };
+    let code =
+        fsmooth::codegen::compile_object(&load_entry(src, "twice"), &options).expect("compiles");
+    let listing = code.listing.expect("a listing");
+    let normal = listing
+        .split(";; Cranelift IR")
+        .next()
+        .expect("the normal form first");
+    let builds = normal.lines().filter(|l| l.contains("= build ")).count();
+    assert_eq!(builds, 3, "{normal}");
+}
+
 /// Note [Unrolling]: a loop of a literal size of one to four iterations
 /// (a literal, literal Index arithmetic, or the length of such an array)
 /// becomes its copies in order, so values and the first ⊥ are the

@@ -571,15 +571,16 @@ fn mentions(b: &Block, x: &Name) -> bool {
 /// Forwards projections of pairs and drops what nobody uses (Note
 /// [Fusion], "through tuples"): after `x = (a, b)`, a later `y = fst x`
 /// makes every use of `y` a use of `a` (names are unique, so nothing is
-/// captured); then pairs, projections and array literals that nothing
-/// uses are removed, which cannot change a result or a ⊥ (E-Pair, E-Fst,
-/// E-Snd and E-Array cannot fail). Reverse mode returns every cotangent in
+/// captured), and `length` of an array literal is its number of items;
+/// then pairs, projections, lengths and array literals that nothing uses
+/// are removed, which cannot change a result or a ⊥ (E-Pair, E-Fst,
+/// E-Snd, E-Length and E-Array cannot fail). Reverse mode returns every cotangent in
 /// a tuple (`(adj, false)`) and reads it back with `fst`; this lets the
 /// plan see the cotangent list where `accum` consumes it.
 pub fn forward_projections(body: &mut Block) {
     let mut pairs: HashMap<Name, (Atom, Atom)> = HashMap::new();
     let mut alias: HashMap<Name, Atom> = HashMap::new();
-    forward_block(body, &mut pairs, &mut alias);
+    forward_block(body, &mut pairs, &mut HashMap::new(), &mut alias);
     // Removing a pair can leave its operands unused: repeat, boundedly.
     for _ in 0..8 {
         let mut uses: HashMap<Name, usize> = HashMap::new();
@@ -605,6 +606,7 @@ fn resolve(a: &mut Atom, alias: &HashMap<Name, Atom>) {
 fn forward_block(
     b: &mut Block,
     pairs: &mut HashMap<Name, (Atom, Atom)>,
+    literals: &mut HashMap<Name, i64>,
     alias: &mut HashMap<Name, Atom>,
 ) {
     for bind in &mut b.binds {
@@ -621,21 +623,32 @@ fn forward_block(
                             alias.insert(bind.name.clone(), part.clone());
                         }
                     }
+                    // The length of an array literal is its number of
+                    // items (E-Length), so a literal kept only for its
+                    // length goes, with the pairs it held.
+                    (Prim::Length, [Atom::Var(x, _)]) => {
+                        if let Some(k) = literals.get(x) {
+                            alias.insert(bind.name.clone(), Atom::Lit(Lit::Int(*k), Type::Index));
+                        }
+                    }
                     _ => {}
                 }
             }
-            Rhs::Array(items) => items.iter_mut().for_each(|a| resolve(a, alias)),
+            Rhs::Array(items) => {
+                items.iter_mut().for_each(|a| resolve(a, alias));
+                literals.insert(bind.name.clone(), items.len() as i64);
+            }
             Rhs::If(c, t, e) => {
                 resolve(c, alias);
-                forward_block(t, pairs, alias);
-                forward_block(e, pairs, alias);
+                forward_block(t, pairs, literals, alias);
+                forward_block(e, pairs, literals, alias);
             }
             Rhs::Loop { n, state, body, .. } => {
                 resolve(n, alias);
                 if let Some((z, _, _)) = state {
                     resolve(z, alias);
                 }
-                forward_block(body, pairs, alias);
+                forward_block(body, pairs, literals, alias);
             }
         }
     }
@@ -647,7 +660,7 @@ fn drop_unused(b: &mut Block, uses: &HashMap<Name, usize>) -> bool {
     b.binds.retain(|bind| {
         let pure = matches!(
             bind.rhs,
-            Rhs::Prim(Prim::Pair | Prim::Fst | Prim::Snd, _) | Rhs::Array(_)
+            Rhs::Prim(Prim::Pair | Prim::Fst | Prim::Snd | Prim::Length, _) | Rhs::Array(_)
         );
         let keep = !pure || uses.get(&bind.name).copied().unwrap_or(0) > 0;
         changed |= !keep;

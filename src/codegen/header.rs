@@ -16,7 +16,7 @@ use std::fmt::Write;
 
 use cranelift_codegen::ir::types;
 
-use super::aot::{CTX_LIMIT, CTX_TEMPS, CTX_USED, c_identifier};
+use super::aot::{CTX_LIMIT, CTX_SPARE, CTX_TEMPS, CTX_USED, c_identifier};
 use super::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH};
 use super::{CodegenError, compile_error, unsupported};
 use crate::ir::Type;
@@ -305,6 +305,7 @@ pub fn header(
         || CTX_TEMPS != 48
         || rt::ctx_window(0)[0] != 64
         || rt::ctx_window(1)[0] != 88
+        || CTX_SPARE != 112
     {
         return Err(compile_error("fsmooth_ctx layout out of date"));
     }

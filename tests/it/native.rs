@@ -1822,20 +1822,74 @@ fn merged_columns_are_merged_again_into_their_readers() {
     );
     // The normal form as lowered: the columns' loop, `p`, and the inner
     // loop that now computes the flattened column's elements itself.
+    let normal = lowered_normal_form(src, "twice");
+    let builds = normal.lines().filter(|l| l.contains("= build ")).count();
+    assert_eq!(builds, 3, "{normal}");
+}
+
+/// The normal form of `name` as the lowering sees it (after fusion's
+/// forwarding, unrolling and hoisting), from `compile --listing`.
+fn lowered_normal_form(src: &str, name: &str) -> String {
     let options = fsmooth::codegen::AotOptions {
-        symbol: "twice".into(),
+        symbol: name.into(),
         origin: String::new(),
         listing: true,
     };
     let code =
-        fsmooth::codegen::compile_object(&load_entry(src, "twice"), &options).expect("compiles");
+        fsmooth::codegen::compile_object(&load_entry(src, name), &options).expect("compiles");
     let listing = code.listing.expect("a listing");
-    let normal = listing
+    listing
         .split(";; Cranelift IR")
         .next()
-        .expect("the normal form first");
-    let builds = normal.lines().filter(|l| l.contains("= build ")).count();
-    assert_eq!(builds, 3, "{normal}");
+        .expect("the normal form first")
+        .to_string()
+}
+
+/// Note [Hoisting]: a projection (or `length`) of a value bound outside a
+/// loop leaves the loop, so a `build` reading the projected array at its
+/// index is simple (Note [Fusion], condition 2) and computed where it is
+/// read; Note [Fusion], "through tuples": the `length` of an array literal
+/// is its number of items, and a literal kept only for it goes (its
+/// items' reads stay, they can be ⊥). Values and ⊥ are the evaluator's.
+#[test]
+fn projections_leave_loops_and_literal_lengths_are_literals() {
+    let src = "let proj (v: Vector) (w: Vector) = let q = ifold (fun s i -> (fst s + v[i], snd s)) (0.0, w) (length v) in let t = build (length v) (fun i -> (snd q)[i] * 2.0) in ifold (fun a i -> a + t[i] * fst q) 0.0 (length v)\n\
+               let lit (v: Vector) = let t = [v[0] * 2.0, v[1], v[2]] in toDouble (length t) * v[1]\n";
+    let v = vector(&[0.5, -1.25, 2.0]);
+    let w = vector(&[3.0, 0.25, -4.0]);
+    assert_eq!(compare_src(src, "proj", &[v.clone(), w]), Outcome::Value);
+    assert_eq!(
+        compare_src(src, "proj", &[v.clone(), vector(&[1.0])]),
+        Outcome::Bottom
+    );
+    assert_eq!(
+        compare_src(src, "lit", std::slice::from_ref(&v)),
+        Outcome::Value
+    );
+    let short = [vector(&[1.0, 2.0])];
+    assert_eq!(compare_src(src, "lit", &short), Outcome::Bottom);
+    assert_eq!(
+        native_error(src, "lit", &short).code(),
+        "index-out-of-bounds"
+    );
+    // `snd q` at the top level, before the loop over `v` that reads it,
+    // and `t` fused into that loop: one `build` fewer.
+    let normal = lowered_normal_form(src, "proj");
+    let lines: Vec<&str> = normal.lines().collect();
+    let projection = lines
+        .iter()
+        .position(|l| l.contains("= snd(") && !l.starts_with(' '))
+        .unwrap_or_else(|| panic!("no top-level projection:\n{normal}"));
+    let reader = lines
+        .iter()
+        .position(|l| l.contains("= ifold ") && !l.starts_with(' ') && l.contains("0.0"))
+        .unwrap_or_else(|| panic!("no top-level fold:\n{normal}"));
+    assert!(projection < reader, "{normal}");
+    // The literal is gone, its reads are not.
+    let normal = lowered_normal_form(src, "lit");
+    assert!(!normal.contains(" = ["), "{normal}");
+    assert!(!normal.contains("length("), "{normal}");
+    assert!(normal.contains("get(p'"), "{normal}");
 }
 
 /// Note [Unrolling]: a loop of a literal size of one to four iterations

@@ -25,6 +25,7 @@ use super::fuse::{self, Fused, Index, Plan};
 use super::hoist;
 use super::layout::{Leaf, SLOT, clif_types, elem_bytes, leaves, slots};
 use super::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH, ctx_window};
+use super::version;
 use super::{CodegenError, compile_error, scratch, unroll, unsupported, vertical};
 use crate::ad::anf::{Atom, Binding, Block as AnfBlock, LoopKind, Normal, Rhs};
 use crate::ir::{Lit, Name, Prim, Type};
@@ -69,10 +70,16 @@ pub fn lower_function(
     vertical::fuse(&mut body);
     // Loops of two to four iterations as straight-line code (Note
     // [Unrolling]), their values forwarded to their readers.
-    unroll::unroll(&mut body);
+    unroll::unroll(&mut body, &mut Default::default(), 'u');
     fuse::forward_projections(&mut body);
     // Loop invariants computed once (Note [Hoisting]).
-    let speculative = hoist::hoist(&mut body);
+    let mut speculative = hoist::hoist(&mut body);
+    // Loops of a size their readers imply, in a copy of the rest of their
+    // block where that size is a literal, unrolled (Note [Versioning]).
+    if version::version(&mut body, &mut speculative) {
+        unroll::unroll(&mut body, &mut speculative, 'w');
+        fuse::forward_projections(&mut body);
+    }
     let lowered = Normal {
         params: normal.params.clone(),
         body,

@@ -95,6 +95,7 @@ mod module;
 mod runtime;
 mod scratch;
 mod unroll;
+mod version;
 mod vertical;
 
 use thiserror::Error;

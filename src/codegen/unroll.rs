@@ -29,7 +29,7 @@
 //! literal size ≥ 1 is never E-Build-Bot. A read of an array literal at a
 //! literal index in bounds cannot be ⊥ (E-Get).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::hoist::fold_index;
 use crate::ad::anf::{Atom, Binding, Block, LoopKind, Rhs};
@@ -42,13 +42,25 @@ pub const MAX_TRIPS: i64 = 4;
 pub const BUDGET: usize = 400;
 
 /// Unrolls the small loops of `body` in place (Note [Unrolling]).
-pub fn unroll(body: &mut Block) {
-    let mut u = Unroller::default();
+/// `speculative` (Note [Hoisting], rule 3) gains the names of the copies
+/// of speculative conditionals. Copies' binders are named `…'{tag}N`: each
+/// pass over one body needs its own `tag`, so that names stay unique.
+pub fn unroll(body: &mut Block, speculative: &mut HashSet<Name>, tag: char) {
+    let mut u = Unroller {
+        tag,
+        ..Unroller::default()
+    };
     u.block(body);
+    for (old, copies) in u.copies {
+        if speculative.contains(&old) {
+            speculative.extend(copies);
+        }
+    }
 }
 
 #[derive(Default)]
 struct Unroller {
+    tag: char,
     counter: u32,
     /// Index variables with a literal value.
     lits: HashMap<Name, i64>,
@@ -57,14 +69,16 @@ struct Unroller {
     items: HashMap<Name, Vec<Atom>>,
     /// Variables replaced by atoms: reads of array literals, unrolled folds.
     subst: HashMap<Name, Atom>,
+    /// Every renamed binder's copies.
+    copies: HashMap<Name, Vec<Name>>,
 }
 
 impl Unroller {
-    /// A name no other pass makes (`'u` + a number).
+    /// A name no other pass makes (`'` + the tag + a number).
     fn fresh(&mut self, base: &Name) -> Name {
         self.counter += 1;
         let stem = base.split('\'').next().unwrap_or("x");
-        Name::from(format!("{stem}'u{}", self.counter))
+        Name::from(format!("{stem}'{}{}", self.tag, self.counter))
     }
 
     fn literal(&self, a: &Atom) -> Option<i64> {
@@ -166,6 +180,9 @@ impl Unroller {
                 names.insert(x.clone(), y.clone());
                 *x = y;
             });
+            for (x, y) in &names {
+                self.copies.entry(x.clone()).or_default().push(y.clone());
+            }
             let mut map: HashMap<Name, Atom> = HashMap::new();
             copy.for_each_atom(&mut |a| {
                 if let Atom::Var(x, t) = a
@@ -204,7 +221,7 @@ impl Unroller {
 }
 
 /// The bindings of `b`, nested ones included.
-fn size(b: &Block) -> usize {
+pub(super) fn size(b: &Block) -> usize {
     b.binds
         .iter()
         .map(|x| {
@@ -231,6 +248,6 @@ fn substitute_rhs(rhs: &mut Rhs, map: &HashMap<Name, Atom>) {
     }
 }
 
-fn substitute_block(b: &mut Block, map: &HashMap<Name, Atom>) {
+pub(super) fn substitute_block(b: &mut Block, map: &HashMap<Name, Atom>) {
     b.for_each_atom_mut(&mut |a| substitute_atom(a, map));
 }

@@ -1892,6 +1892,91 @@ fn projections_leave_loops_and_literal_lengths_are_literals() {
     assert!(normal.contains("get(p'"), "{normal}");
 }
 
+/// Note [Versioning]: a loop whose array the rest of its block reads at
+/// literal indices up to 2 runs, when its size is 3, in a copy of that rest
+/// where the size is the literal 3 (unrolled: no `build` left there), and
+/// as before otherwise; values and first ⊥ are the evaluator's either
+/// way, and a speculative conditional (Note [Hoisting], rule 3) copied
+/// into the versioned rest still continues rather than stops on a ⊥: with
+/// `c[0] = 0` the speculated `r / c0` fails, yet the program's first ⊥ is
+/// the read `xs[i][j + 3]` before it.
+#[test]
+fn loops_are_versioned_on_the_size_their_readers_imply() {
+    let src = "let f (xs: Matrix) = build (length xs) (fun i -> let p = build (length xs[i]) (fun k -> 1.0 / xs[i][k]) in p[0] + p[1] * p[2])\n\
+               let g (xs: Matrix) (c: Vector) = build (length xs) (fun i -> let p = build (length xs[i]) (fun k -> xs[i][k] * 2.0) in let r = p[2] in let c0 = c[0] in ifold (fun a j -> let q = xs[i][j + 3] in a + q * c[j] + r / c0 + p[1]) 0.0 (length c))\n";
+    let rows = |rows: &[&[f64]]| Value::array(rows.iter().map(|r| vector(r)).collect());
+    let cases: Vec<(&str, Vec<Value>, Outcome, Option<&str>)> = vec![
+        (
+            "f",
+            vec![rows(&[&[1.0, 2.0, 4.0], &[0.5, 8.0, 2.0, 3.0]])],
+            Outcome::Value,
+            None,
+        ),
+        (
+            "f",
+            vec![rows(&[&[1.0, 2.0, 4.0], &[1.0, 2.0]])],
+            Outcome::Bottom,
+            Some("index-out-of-bounds"),
+        ),
+        // Element 1's division fails before the read of p[2] could.
+        (
+            "f",
+            vec![rows(&[&[1.0, 0.0, 4.0]])],
+            Outcome::Bottom,
+            Some("division-by-zero"),
+        ),
+        (
+            "f",
+            vec![rows(&[&[1.0, 0.0]])],
+            Outcome::Bottom,
+            Some("division-by-zero"),
+        ),
+        ("f", vec![rows(&[])], Outcome::Value, None),
+        (
+            "g",
+            vec![rows(&[&[1.0, 2.0, 3.0, 4.0, 5.0]]), vector(&[2.0, 1.0])],
+            Outcome::Value,
+            None,
+        ),
+        (
+            "g",
+            vec![rows(&[&[1.0, 2.0, 3.0]]), vector(&[0.0, 1.0])],
+            Outcome::Bottom,
+            Some("index-out-of-bounds"),
+        ),
+        (
+            "g",
+            vec![rows(&[&[1.0, 2.0, 3.0, 4.0]]), vector(&[0.0, 1.0])],
+            Outcome::Bottom,
+            Some("division-by-zero"),
+        ),
+        (
+            "g",
+            vec![rows(&[&[1.0, 2.0, 3.0]]), vector(&[])],
+            Outcome::Bottom,
+            Some("index-out-of-bounds"),
+        ),
+    ];
+    for (name, args, want, code) in cases {
+        assert_eq!(compare_src(src, name, &args), want, "{name} {args:?}");
+        if let Some(code) = code {
+            assert_eq!(
+                native_error(src, name, &args).code(),
+                code,
+                "{name} {args:?}"
+            );
+        }
+    }
+    let normal = lowered_normal_form(src, "f");
+    let versioned = normal
+        .find("= if size'")
+        .unwrap_or_else(|| panic!("not versioned:\n{normal}"));
+    let special = &normal[versioned..];
+    let special = &special[..special.find("else").expect("the generic branch")];
+    assert!(!special.contains("= build "), "{normal}");
+    assert!(normal[versioned..].contains("= build "), "{normal}");
+}
+
 /// Note [Unrolling]: a loop of a literal size of one to four iterations
 /// (a literal, literal Index arithmetic, or the length of such an array)
 /// becomes its copies in order, so values and the first ⊥ are the

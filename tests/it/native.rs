@@ -1576,12 +1576,7 @@ fn loop_invariants_move_out_and_keep_the_first_bottom() {
         ),
         ("copies", vec![v.clone(), v.clone()], Outcome::Value, None),
     ];
-    for (f, args, want, code) in cases {
-        assert_eq!(compare_src(src, f, &args), want, "{f} {args:?}");
-        if let Some(code) = code {
-            assert_eq!(native_error(src, f, &args).code(), code, "{f} {args:?}");
-        }
-    }
+    assert_cases(src, cases);
     // The arena grows by chunks of at least 1 MiB: one chunk means the
     // invariant array was built once, not once per iteration.
     let arena = |f: &str, args: &[Arg]| {
@@ -1776,12 +1771,7 @@ fn producers_are_built_in_the_loop_that_reads_them() {
             Some("division-by-zero"),
         ),
     ];
-    for (f, args, want, code) in cases {
-        assert_eq!(compare_src(src, f, &args), want, "{f} {args:?}");
-        if let Some(code) = code {
-            assert_eq!(native_error(src, f, &args).code(), code, "{f} {args:?}");
-        }
-    }
+    assert_cases(src, cases);
     // Merged, one column of `d` is alive at a time: the result (6.4 MB)
     // and a column, not the result and all of `d` (12.8 MB).
     let big: Vec<f64> = (0..100_000).map(|k| 1.0 + k as f64 * 1e-5).collect();
@@ -1825,6 +1815,17 @@ fn merged_columns_are_merged_again_into_their_readers() {
     let normal = lowered_normal_form(src, "twice");
     let builds = normal.lines().filter(|l| l.contains("= build ")).count();
     assert_eq!(builds, 3, "{normal}");
+}
+
+/// Each case `(entry, arguments, outcome, ⊥ code)`: native code agrees
+/// with the evaluator, with that outcome and, for a ⊥, that code.
+fn assert_cases(src: &str, cases: Vec<(&str, Vec<Value>, Outcome, Option<&str>)>) {
+    for (f, args, want, code) in cases {
+        assert_eq!(compare_src(src, f, &args), want, "{f} {args:?}");
+        if let Some(code) = code {
+            assert_eq!(native_error(src, f, &args).code(), code, "{f} {args:?}");
+        }
+    }
 }
 
 /// The normal form of `name` as the lowering sees it (after fusion's
@@ -1957,16 +1958,7 @@ fn loops_are_versioned_on_the_size_their_readers_imply() {
             Some("index-out-of-bounds"),
         ),
     ];
-    for (name, args, want, code) in cases {
-        assert_eq!(compare_src(src, name, &args), want, "{name} {args:?}");
-        if let Some(code) = code {
-            assert_eq!(
-                native_error(src, name, &args).code(),
-                code,
-                "{name} {args:?}"
-            );
-        }
-    }
+    assert_cases(src, cases);
     let normal = lowered_normal_form(src, "f");
     let versioned = normal
         .find("= if size'")

@@ -43,7 +43,7 @@
 //! 43 ms with 64 KiB chunks). `fsmooth_ctx_reset` avoids the system
 //! altogether: the arena's blocks join the context's *spare* list, and a
 //! new chunk or block is the first spare that holds it and at most twice
-//! as much, if any (GMM: 30 ms a call, the JIT's time).
+//! as much, if any (GMM: 32 ms a call, about the JIT's 30–32 ms).
 //!
 //! `ctx.used` counts the chunks and blocks in use (not the spares) and the
 //! scratch blocks; `ctx.limit` (bytes, 0 for none) bounds it, spares

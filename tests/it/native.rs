@@ -1846,6 +1846,49 @@ fn lowered_normal_form(src: &str, name: &str) -> String {
         .to_string()
 }
 
+/// Note [Vertical fusion]: a `build` summed by an `ifold` over its length
+/// is merged into the fold when its size is a `length` (never negative,
+/// so E-IFold-Bot and E-Build-Bot cannot differ): NNMF's rows then need
+/// no buffer. Values and ⊥ (a short row, `log` of a negative) stay the
+/// evaluator's.
+#[test]
+fn builds_summed_over_a_length_are_merged_into_the_fold() {
+    let src = "let s (v: Vector) (a: Matrix) = vectorSum (build (length a) (fun i -> vectorSum (build (length v) (fun j -> log (v[j]) + a[i][j]))))\n";
+    let rows = |rows: &[&[f64]]| Value::array(rows.iter().map(|r| vector(r)).collect());
+    let v = vector(&[0.5, 2.0, 3.0]);
+    assert_cases(
+        src,
+        vec![
+            (
+                "s",
+                vec![v.clone(), rows(&[&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]])],
+                Outcome::Value,
+                None,
+            ),
+            (
+                "s",
+                vec![vector(&[]), rows(&[&[1.0]])],
+                Outcome::Value,
+                None,
+            ),
+            (
+                "s",
+                vec![v.clone(), rows(&[&[1.0, 2.0, 3.0], &[4.0, 5.0]])],
+                Outcome::Bottom,
+                Some("index-out-of-bounds"),
+            ),
+            (
+                "s",
+                vec![vector(&[0.5, -2.0]), rows(&[&[1.0, 2.0]])],
+                Outcome::Bottom,
+                Some("domain-error"),
+            ),
+        ],
+    );
+    let normal = lowered_normal_form(src, "s");
+    assert!(!normal.contains("= build "), "{normal}");
+}
+
 /// Note [Hoisting]: a projection (or `length`) of a value bound outside a
 /// loop leaves the loop, so a `build` reading the projected array at its
 /// index is simple (Note [Fusion], condition 2) and computed where it is

@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 use fsmooth::adbench::gmm::read_gmm;
-use fsmooth::codegen::{CodegenError, Native};
+use fsmooth::codegen::{AotOptions, CodegenError, Native, compile_object};
 use fsmooth::diagnostic::Diagnose;
 use fsmooth::eval::{EvalError, Limits, Value};
 use fsmooth::ir::Type;
@@ -1609,7 +1609,7 @@ fn loop_invariants_move_out_and_keep_the_first_bottom() {
 /// listing shows which loop releases which stack.
 #[test]
 fn scratch_arrays_are_freed_per_iteration_and_only_when_dead() {
-    use fsmooth::codegen::{AotOptions, Arg, compile_object};
+    use fsmooth::codegen::Arg;
     // Division keeps the builds from being fused (Note [Fusion]); `m - m +
     // 4` is a size that is not a literal, so that loop is not unrolled
     // (Note [Unrolling]).
@@ -1668,17 +1668,7 @@ fn scratch_arrays_are_freed_per_iteration_and_only_when_dead() {
     // loop releases its temporaries (stack 0); the columns' loop releases
     // `ps` (stack 0) and the points it holds, built in the points' loop
     // (stack 1).
-    let listing = compile_object(
-        &load_entry(src, "columns"),
-        &AotOptions {
-            symbol: "columns".into(),
-            origin: "test".into(),
-            listing: true,
-        },
-    )
-    .expect("compiles")
-    .listing
-    .expect("a listing");
+    let listing = listing_of(src, "columns");
     let rows: Vec<&str> = listing
         .lines()
         .filter(|l| l.contains(" releases stack "))
@@ -1689,17 +1679,7 @@ fn scratch_arrays_are_freed_per_iteration_and_only_when_dead() {
     assert_eq!(stack("releases stack 1"), 1, "{listing}");
     // The arrays that outlive an iteration stay in the main arena.
     for f in ["best", "kept"] {
-        let listing = compile_object(
-            &load_entry(src, f),
-            &AotOptions {
-                symbol: f.into(),
-                origin: "test".into(),
-                listing: true,
-            },
-        )
-        .expect("compiles")
-        .listing
-        .expect("a listing");
+        let listing = listing_of(src, f);
         assert!(
             listing.contains(";; none: every array is in the main arena"),
             "{f}: {listing}"
@@ -1828,18 +1808,24 @@ fn assert_cases(src: &str, cases: Vec<(&str, Vec<Value>, Outcome, Option<&str>)>
     }
 }
 
+/// The `compile --listing` text of entry `name`: its normal form as
+/// lowered, where its arrays live, its Cranelift IR and machine code.
+fn listing_of(src: &str, name: &str) -> String {
+    let options = AotOptions {
+        symbol: name.into(),
+        origin: "test".into(),
+        listing: true,
+    };
+    compile_object(&load_entry(src, name), &options)
+        .expect("compiles")
+        .listing
+        .expect("a listing")
+}
+
 /// The normal form of `name` as the lowering sees it (after fusion's
 /// forwarding, unrolling and hoisting), from `compile --listing`.
 fn lowered_normal_form(src: &str, name: &str) -> String {
-    let options = fsmooth::codegen::AotOptions {
-        symbol: name.into(),
-        origin: String::new(),
-        listing: true,
-    };
-    let code =
-        fsmooth::codegen::compile_object(&load_entry(src, name), &options).expect("compiles");
-    let listing = code.listing.expect("a listing");
-    listing
+    listing_of(src, name)
         .split(";; Cranelift IR")
         .next()
         .expect("the normal form first")
@@ -2021,7 +2007,6 @@ fn loops_are_versioned_on_the_size_their_readers_imply() {
 /// literal still is, on a scratch stack.
 #[test]
 fn small_loops_are_unrolled_exactly() {
-    use fsmooth::codegen::{AotOptions, compile_object};
     let src = "let order (v: Vector) (d: Double) = build 3 (fun k -> if k = 0 then v[0] else if k = 1 then 1.0 / d else v[k + 5])\n\
                let chain (v: Vector) = ifold (fun s i -> (fst s * v[i] + snd s, snd s - v[i])) (1.0, 0.0) 4\n\
                let nested (v: Vector) = build 2 (fun i -> build 3 (fun j -> v[i + j] * toDouble (i - j)))\n\
@@ -2055,17 +2040,7 @@ fn small_loops_are_unrolled_exactly() {
         .expect_err("⊥");
     assert_eq!(err.code(), "division-by-zero");
     let releases = |f: &str| {
-        let listing = compile_object(
-            &load_entry(src, f),
-            &AotOptions {
-                symbol: f.into(),
-                origin: "test".into(),
-                listing: true,
-            },
-        )
-        .expect("compiles")
-        .listing
-        .expect("a listing");
+        let listing = listing_of(src, f);
         listing
             .lines()
             .filter(|l| l.contains(" releases stack "))

@@ -127,6 +127,7 @@ pub fn flatten(v: &Value, out: &mut Vec<f64>) {
         Value::Double(x) => out.push(*x),
         Value::Index(_) => {}
         Value::Array(items) => items.iter().for_each(|x| flatten(x, out)),
+        Value::Persistent(_) => flatten(&v.frozen(), out),
         Value::Pair(p) => {
             flatten(&p.0, out);
             flatten(&p.1, out);

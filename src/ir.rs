@@ -71,6 +71,17 @@ impl Type {
     pub fn fun(a: Type, b: Type) -> Type {
         Type::Fun(Rc::new(a), Rc::new(b))
     }
+    /// Whether a value of this type holds a Double (functions count as
+    /// holding none).
+    pub fn has_double(&self) -> bool {
+        match self {
+            Type::Double => true,
+            Type::Index | Type::Bool | Type::Fun(..) => false,
+            Type::Array(e) => e.has_double(),
+            Type::Pair(a, b) => a.has_double() || b.has_double(),
+        }
+    }
+
     /// DT[[·]], the type of the dual-number form of a value of this type
     /// (spec/ad-forward.md): DT-Double, DT-Index, DT-Bool, DT-Arr, DT-Pair,
     /// DT-Fun.
@@ -215,10 +226,15 @@ pub enum Prim {
     /// combined with every `(j, c)` of `cs` by cotangent addition
     /// (spec/semantics.md, E-Accum). Reverse mode's scatter-add.
     Accum,
+    /// `addAt a i c`: `a` with `c` ⊕-added into slot `i` (spec/semantics.md,
+    /// E-AddAt). Reverse mode's dense accumulators; persistent in the
+    /// evaluator, in place in native code where nothing can observe the
+    /// old array.
+    AddAt,
 }
 
 impl Prim {
-    pub const ALL: [Prim; 30] = [
+    pub const ALL: [Prim; 31] = [
         Prim::Add,
         Prim::Sub,
         Prim::Mul,
@@ -249,6 +265,7 @@ impl Prim {
         Prim::IScan,
         Prim::Concat,
         Prim::Accum,
+        Prim::AddAt,
     ];
 
     pub fn arity(self) -> usize {
@@ -266,7 +283,7 @@ impl Prim {
             | Prim::Fst
             | Prim::Snd
             | Prim::Concat => 1,
-            Prim::IFold | Prim::IScan | Prim::Accum => 3,
+            Prim::IFold | Prim::IScan | Prim::Accum | Prim::AddAt => 3,
             _ => 2,
         }
     }
@@ -305,6 +322,7 @@ impl Prim {
             Prim::IScan => "iscan",
             Prim::Concat => "concat",
             Prim::Accum => "accum",
+            Prim::AddAt => "addAt",
         }
     }
 

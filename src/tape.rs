@@ -191,6 +191,7 @@ fn constant(v: &Value) -> TV {
         Value::Bool(b) => TV::B(*b),
         Value::Pair(p) => TV::P(Rc::new((constant(&p.0), constant(&p.1)))),
         Value::Array(a) => TV::A(Rc::new(a.iter().map(constant).collect())),
+        Value::Persistent(_) => constant(&v.frozen()),
         Value::Closure(_) => TV::B(false),
     }
 }
@@ -431,6 +432,27 @@ impl Interp<'_> {
                     out[j as usize] = self.cotangent_add(&slot, &p.1);
                 }
                 self.stats.ops += n as u64;
+                Ok(TV::A(Rc::new(out)))
+            }
+            Prim::AddAt => {
+                // E-AddAt / E-AddAt-Bot. The oracle copies the array (it
+                // runs small programs; the evaluator's persistent arrays
+                // are what makes reverse mode's accumulators O(1)).
+                let c = vals.pop().expect("arity");
+                let (TV::A(a), TV::I(i)) = (&vals[0], &vals[1]) else {
+                    return Err(internal("addAt".into(), span));
+                };
+                if *i < 0 || *i as usize >= a.len() {
+                    return Err(EvalError::IndexOutOfBounds {
+                        index: *i,
+                        len: a.len(),
+                        span,
+                    });
+                }
+                let mut out = a.to_vec();
+                let slot = out[*i as usize].clone();
+                out[*i as usize] = self.cotangent_add(&slot, &c);
+                self.stats.ops += 1;
                 Ok(TV::A(Rc::new(out)))
             }
             Prim::Get => {

@@ -158,13 +158,24 @@ impl Forward<'_, '_> {
         Ok(match op {
             // D-Build, D-IFold, D-Get, D-Length, D-Pair, D-Fst, D-Snd, D-Not:
             // structural; Index and Bool operands are their own dual form.
-            // D-IScan, D-Concat, D-Accum: structural too (cotangent addition
-            // of two dual pairs adds the primals and the tangents).
+            // D-IScan, D-Concat, D-Accum, D-AddAt: structural too
+            // (cotangent addition of two dual pairs adds the primals and the
+            // tangents). Not in vector mode, where ⊕ on a tangent vector
+            // would concatenate it (spec/ad-forward.md §4.6).
+            Prim::Accum | Prim::AddAt if self.zero.is_some() && ty.has_double() => {
+                return Err(AdError::Unsupported {
+                    what: format!(
+                        "vector forward mode of `{}` (⊕ would join the tangent vectors)",
+                        op.name()
+                    ),
+                });
+            }
             Prim::Build
             | Prim::IFold
             | Prim::IScan
             | Prim::Concat
             | Prim::Accum
+            | Prim::AddAt
             | Prim::Get
             | Prim::Length
             | Prim::Pair

@@ -46,12 +46,7 @@ pub fn cotangent_type(t: &Type) -> Type {
 }
 
 fn has_doubles(t: &Type) -> bool {
-    match t {
-        Type::Double => true,
-        Type::Index | Type::Bool | Type::Fun(..) => false,
-        Type::Array(e) => has_doubles(e),
-        Type::Pair(a, b) => has_doubles(a) || has_doubles(b),
-    }
+    t.has_double()
 }
 
 /// The free variables of a block, in order of first occurrence.
@@ -902,9 +897,9 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     out.push((n.clone(), t.clone(), list, Zero::No));
                 }
             }
-            Rhs::Prim(Prim::Concat | Prim::Accum, _) => {
+            Rhs::Prim(Prim::Concat | Prim::Accum | Prim::AddAt, _) => {
                 return Err(AdError::Unsupported {
-                    what: "reverse mode of `concat` and `accum`".into(),
+                    what: "reverse mode of `concat`, `accum` and `addAt`".into(),
                 });
             }
             // R-Discrete: comparisons, `not`, Index arithmetic, `length`,

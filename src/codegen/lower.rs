@@ -116,6 +116,8 @@ pub fn lower_function(
         in_bounds: Vec::new(),
         scratch: scratch::plan(&normal.body),
         into_scratch: None,
+        in_place: None,
+        updates: std::collections::HashSet::new(),
         windows: MemFlagsData::trusted().with_alias_region(Some(windows)),
     };
     let mut off = 0i64;
@@ -170,6 +172,11 @@ struct Lower<'a, 'f> {
     /// ... and the stack of the next allocation when it is the scratch
     /// array of the binding being lowered.
     into_scratch: Option<usize>,
+    /// Whether the `addAt` being lowered updates its array in place (Note
+    /// [In-place updates] in `codegen/inplace.rs`).
+    in_place: Option<bool>,
+    /// The `addAt` bindings that may update in place.
+    updates: std::collections::HashSet<Name>,
     /// The alias region of the scratch windows in the call context: no
     /// array element is there, so moving a window does not keep Cranelift
     /// from reusing loads of array elements across it.
@@ -631,8 +638,10 @@ impl Lower<'_, '_> {
         // The first allocation of a scratch array's right side is its
         // buffer (Note [Scratch arrays]).
         self.into_scratch = self.scratch.arrays.get(&bind.name).map(|(_, k)| *k);
+        self.in_place = Some(self.updates.contains(&bind.name));
         let r = self.binding_rhs(bind);
         self.into_scratch = None;
+        self.in_place = None;
         r
     }
 
@@ -952,6 +961,10 @@ impl Lower<'_, '_> {
             }
             Prim::Concat => self.concat(&args[0], ty),
             Prim::Accum => self.accum(&args[0], &args[1], &args[2]),
+            Prim::AddAt => {
+                let in_place = self.in_place.take().unwrap_or(false);
+                self.add_at(&args[0], &args[1], &args[2], in_place)
+            }
             Prim::Build | Prim::IFold | Prim::IScan => Err(compile_error(format!(
                 "`{}` outside a loop of the normal form",
                 op.name()
@@ -1163,6 +1176,65 @@ impl Lower<'_, '_> {
             Ok(vec![l.b.ins().iadd(st[0], len)])
         })?;
         Ok(vec![dst, total])
+    }
+
+    /// E-AddAt / E-AddAt-Bot: slot `i` of `a` ⊕ `c`, in `a`'s own buffer
+    /// when `in_place` (Note [In-place updates] in `codegen/inplace.rs`:
+    /// nothing can read the old array), else in a copy.
+    fn add_at(&mut self, a: &Atom, i: &Atom, c: &Atom, in_place: bool) -> R<Vals> {
+        let el = array_elem(a.ty())?.clone();
+        let size = elem_bytes(&el)?;
+        let av = self.atom(a)?;
+        let (p, n) = (av[0], av[1]);
+        let i = self.scalar(i)?;
+        let cv = self.atom(c)?;
+        let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, n);
+        self.fail_if(out, rt::INDEX_OUT_OF_BOUNDS, i, n);
+        let dst = if in_place {
+            p
+        } else {
+            let d = self.alloc(n, size)?;
+            self.copy(d, p, n, size)?;
+            d
+        };
+        let at = self.element(dst, i, size);
+        let old = self.load(&el, at, 0)?;
+        let new = self.cotangent_add(&el, &old, &cv)?;
+        self.store(&el, &new, at, 0)?;
+        Ok(vec![dst, n])
+    }
+
+    /// `x ⊕ y` on the slots of two values of type `ty` (spec/semantics.md
+    /// §3.7a): Doubles add, arrays concatenate into a new buffer, pairs
+    /// componentwise, Index and Bool keep `x`'s.
+    fn cotangent_add(&mut self, ty: &Type, x: &[Value], y: &[Value]) -> R<Vals> {
+        let mut ls = Vec::new();
+        leaves(ty, 0, &mut ls)?;
+        let mut out = Vec::with_capacity(x.len());
+        let mut k = 0;
+        for leaf in ls {
+            match leaf {
+                Leaf::Double(_) => {
+                    out.push(self.b.ins().fadd(x[k], y[k]));
+                    k += 1;
+                }
+                Leaf::Index(_) | Leaf::Bool(_) => {
+                    out.push(x[k]);
+                    k += 1;
+                }
+                Leaf::Array(_, e) => {
+                    let (xp, xn, yp, yn) = (x[k], x[k + 1], y[k], y[k + 1]);
+                    let total = self.b.ins().iadd(xn, yn);
+                    let d = self.alloc(total, e)?;
+                    self.copy(d, xp, xn, e)?;
+                    let tail = self.element(d, xn, e);
+                    self.copy(tail, yp, yn, e)?;
+                    out.extend([d, total]);
+                    k += 2;
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Where `accum` reads its contributions: a list, or the parts of a

@@ -12,7 +12,7 @@ use std::rc::Rc;
 use cranelift_entity::SecondaryMap;
 
 use super::EvalError;
-use super::value::{Closure, Env, Value, env_get, env_push};
+use super::value::{Closure, Env, PArray, Value, env_get, env_push};
 use crate::diagnostic::Span;
 use crate::ir::{Expr, ExprId, Lit, Prim, Program};
 
@@ -185,7 +185,8 @@ impl<'p> Evaluator<'p> {
             let start = self.apply(f, a, at)?;
             f = self.run(start, trace)?;
         }
-        Ok(f)
+        // No persistent array leaves the machine (Note [Persistent arrays]).
+        Ok(f.frozen())
     }
 
     fn run(
@@ -527,27 +528,63 @@ impl<'p> Evaluator<'p> {
                 }
                 _ => Err(self.internal("projection of a non-pair", e)),
             },
-            Prim::Length => match &vals[0] {
-                Value::Array(a) => ret(Value::Index(a.len() as i64), "E-Length"),
-                _ => Err(self.internal("length of a non-array", e)),
+            Prim::Length => match vals[0].with_elements(|a| a.len()) {
+                Some(n) => ret(Value::Index(n as i64), "E-Length"),
+                None => Err(self.internal("length of a non-array", e)),
             },
             Prim::Get => {
                 self.stats.ops += 1;
-                match (&vals[0], &vals[1]) {
-                    (Value::Array(a), Value::Index(i)) => {
-                        if *i >= 0 && (*i as usize) < a.len() {
-                            ret(a[*i as usize].clone(), "E-Get")
-                        } else {
-                            // E-Get-Bot
-                            Err(EvalError::IndexOutOfBounds {
-                                index: *i,
-                                len: a.len(),
-                                span,
-                            })
-                        }
+                let Value::Index(i) = vals[1] else {
+                    return Err(self.internal("get at a non-index", e));
+                };
+                let read = vals[0].with_elements(|a| {
+                    if i >= 0 && (i as usize) < a.len() {
+                        Ok(a[i as usize].clone())
+                    } else {
+                        Err(a.len())
                     }
-                    _ => Err(self.internal("get on a non-array", e)),
+                });
+                match read {
+                    // E-Get
+                    Some(Ok(v)) => ret(v, "E-Get"),
+                    // E-Get-Bot
+                    Some(Err(len)) => Err(EvalError::IndexOutOfBounds {
+                        index: i,
+                        len,
+                        span,
+                    }),
+                    None => Err(self.internal("get on a non-array", e)),
                 }
+            }
+            Prim::AddAt => {
+                let c = vals.pop().expect("arity 3");
+                let Value::Index(i) = vals[1] else {
+                    return Err(self.internal("addAt at a non-index", e));
+                };
+                let len = match vals[0].with_elements(|a| a.len()) {
+                    Some(n) => n,
+                    None => return Err(self.internal("addAt of a non-array", e)),
+                };
+                if i < 0 || i as usize >= len {
+                    // E-AddAt-Bot
+                    return Err(EvalError::IndexOutOfBounds {
+                        index: i,
+                        len,
+                        span,
+                    });
+                }
+                // E-AddAt: a new version of a persistent array (Note
+                // [Persistent arrays]); a plain array is copied into one
+                // first.
+                let base = match &vals[0] {
+                    Value::Persistent(p) => p.clone(),
+                    Value::Array(items) => PArray::new(items.to_vec()),
+                    _ => unreachable!("an array"),
+                };
+                let ops = &mut self.stats.ops;
+                *ops += 1;
+                let new = PArray::update(&base, i as usize, |old| cotangent_sum(old, &[&c], ops));
+                ret(Value::Persistent(new), "E-AddAt")
             }
             Prim::Build => {
                 let f = vals.pop().expect("arity 2");
@@ -609,16 +646,16 @@ impl<'p> Evaluator<'p> {
             }
             Prim::Concat => {
                 // E-Concat
-                let Value::Array(parts) = &vals[0] else {
+                let joined = vals[0].with_elements(|parts| {
+                    let mut out = Vec::new();
+                    for p in parts.iter() {
+                        p.with_elements(|items| out.extend(items.iter().cloned()))?;
+                    }
+                    Some(out)
+                });
+                let Some(Some(out)) = joined else {
                     return Err(self.internal("concat of a non-array", e));
                 };
-                let mut out = Vec::new();
-                for p in parts.iter() {
-                    let Value::Array(items) = p else {
-                        return Err(self.internal("concat of a non-array element", e));
-                    };
-                    out.extend(items.iter().cloned());
-                }
                 self.stats.ops += out.len() as u64;
                 ret(Value::array(out), "E-Concat")
             }
@@ -626,7 +663,7 @@ impl<'p> Evaluator<'p> {
                 let cs = vals.pop().expect("arity 3");
                 let count = vals.pop().expect("arity 3");
                 let zero = vals.pop().expect("arity 3");
-                let (Value::Index(n), Value::Array(cs)) = (count, cs) else {
+                let (Value::Index(n), Some(cs)) = (count, cs.with_elements(|c| c.to_vec())) else {
                     return Err(self.internal("accum with a non-index size or non-array", e));
                 };
                 if n < 0 {
@@ -790,13 +827,13 @@ pub fn cotangent_sum(zero: &Value, parts: &[&Value], ops: &mut u64) -> Value {
             }
             Value::Double(acc)
         }
-        Value::Array(z) => {
-            let mut v: Vec<Value> = z.iter().cloned().collect();
+        Value::Array(_) | Value::Persistent(_) => {
+            let mut v: Vec<Value> = zero.with_elements(|z| z.to_vec()).unwrap_or_default();
             for p in parts {
-                if let Value::Array(xs) = p {
+                p.with_elements(|xs| {
                     *ops += xs.len() as u64;
                     v.extend(xs.iter().cloned());
-                }
+                });
             }
             Value::array(v)
         }

@@ -78,6 +78,7 @@ impl Readback<'_> {
                 let ids: Vec<ExprId> = items.iter().map(|x| self.value(x)).collect();
                 self.add(Expr::Array(ids.into()))
             }
+            Value::Persistent(_) => self.value(&v.frozen()),
             Value::Closure(c) => self.sub(c.lam, &c.env, 0),
         }
     }

@@ -472,7 +472,8 @@ fn element_is_loop_free(prog: &Program, e: ExprId) -> bool {
     while let Some(x) = work.pop() {
         match prog.expr(x) {
             Expr::Prim {
-                op: Prim::Build | Prim::IFold | Prim::IScan | Prim::Accum | Prim::Concat,
+                op:
+                    Prim::Build | Prim::IFold | Prim::IScan | Prim::Accum | Prim::AddAt | Prim::Concat,
                 ..
             }
             | Expr::App { .. } => return false,

@@ -73,6 +73,7 @@ define_language! {
         "iscan" = IScan([Id; 3]),
         "concat" = Concat([Id; 1]),
         "accum" = Accum([Id; 3]),
+        "addAt" = AddAt([Id; 3]),
         "get" = Get([Id; 2]),
         "length" = Length([Id; 1]),
         "pair" = Pair([Id; 2]),
@@ -89,5 +90,5 @@ define_language! {
 pub const OPERATORS: &[&str] = &[
     "var", "lam", "let", "app", "if", "array", "+", "-", "*", "/", "**", "neg", "<", ">", "<=",
     ">=", "=", "<>", "not", "sin", "cos", "tan", "log", "exp", "sqrt", "toDouble", "build",
-    "ifold", "iscan", "concat", "accum", "get", "length", "pair", "fst", "snd",
+    "ifold", "iscan", "concat", "accum", "addAt", "get", "length", "pair", "fst", "snd",
 ];

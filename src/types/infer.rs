@@ -790,6 +790,14 @@ impl Infer<'_> {
                     Ty::array(a),
                 )
             }
+            // T-AddAt
+            AddAt => {
+                let a = self.fresh_data("arrays");
+                (
+                    vec![Ty::array(a.clone()), Ty::Index, a.clone()],
+                    Ty::array(a),
+                )
+            }
             // T-Get
             Get => {
                 let a = self.fresh_data("arrays");

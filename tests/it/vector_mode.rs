@@ -324,3 +324,37 @@ fn cli_fwd_vec_mode() {
     assert!(header.contains("projectAll_fwd_vec("), "{header}");
     assert!(std::fs::metadata(&obj).expect("object written").len() > 0);
 }
+
+/// ⊕ on a vector-mode dual would join tangent vectors, so D-Accum and
+/// D-AddAt on values with Doubles are rejected there (spec/ad-forward.md
+/// §4.6), while scalar forward mode differentiates them; reverse mode
+/// rejects all three accumulation primitives that receive a cotangent.
+#[test]
+fn accumulations_are_rejected_where_their_sum_would_be_wrong() {
+    let src = "let f (v: Vector) = let a = accum 0.0 2 [(0, v[0]), (1, v[1] * v[0])] in a[0] + a[1]\n\
+               let g (v: Vector) = let a = addAt v 0 (v[1] * v[1]) in a[0] + a[1]\n";
+    for entry in ["f", "g"] {
+        let err = pipeline::derivative_with(src, entry, "v", ForwardMode::Vector)
+            .err()
+            .unwrap_or_else(|| panic!("{entry}: vector mode must reject it"));
+        assert_eq!(err.code, "ad-unsupported", "{entry}: {err}");
+        let rev = pipeline::reverse_derivative(src, entry, "v")
+            .err()
+            .unwrap_or_else(|| panic!("{entry}: reverse mode must reject it"));
+        assert_eq!(rev.code, "ad-unsupported", "{entry}: {rev}");
+    }
+    // Scalar forward mode: d(v0 + v0 v1)/dv = [1 + v1, v0]; d(v0 + v1² + v1)/dv = [1, 2 v1 + 1].
+    let eval = Engine::Eval(Limits::default());
+    let f = columns(
+        &derivative(src, "f", "v", ForwardMode::Scalar),
+        "{\"v\": [2.0, 3.0]}",
+        &eval,
+    );
+    assert_eq!(f.columns, vec![vec![4.0], vec![2.0]]);
+    let g = columns(
+        &derivative(src, "g", "v", ForwardMode::Scalar),
+        "{\"v\": [2.0, 3.0]}",
+        &eval,
+    );
+    assert_eq!(g.columns, vec![vec![1.0], vec![7.0]]);
+}

@@ -9,6 +9,7 @@
 //! translated definitions `name'D`. Its output is ordinary core IR; the
 //! pipeline type-checks it again.
 
+mod accum;
 pub mod anf;
 mod build;
 pub mod derivatives;

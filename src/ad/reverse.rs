@@ -28,6 +28,7 @@ use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use super::AdError;
+use super::accum::{self, V, accumulable, node_type};
 use super::anf::{Atom, Binding, Block, LoopKind, Normal, Rhs};
 use super::build::{Atom as BAtom, Builder};
 use super::derivatives::{contract, is_differentiable, partials};
@@ -237,8 +238,69 @@ pub(super) struct Reverse<'b, 'a> {
     active: std::collections::HashSet<Name>,
     /// The names `restore` binds: tape projections, reads of tapes at
     /// their own indices and recomputed bindings (§4.1), none of which can
-    /// be ⊥, so each is left out where nothing mentions it.
+    /// be ⊥, so each is left out where nothing mentions it. Likewise the
+    /// accumulators, nodes and leaf counts the reverse sweep creates
+    /// (§5.6), which cannot be ⊥ either.
     restored: HashSet<Name>,
+    /// The variables whose cotangents live in a dense accumulator
+    /// (spec/ad-reverse.md §5.6): roots, views and aliases.
+    places: HashMap<Name, Place>,
+    /// The roots whose accumulator code so far may have added into.
+    touched: HashSet<Name>,
+}
+
+/// Where a cotangent is added (spec/ad-reverse.md §5.6): the
+/// accumulator of `root`, at `node` (a variable of type
+/// `accum::node_type` of the placed variable's type).
+#[derive(Clone, Debug, PartialEq)]
+struct Place {
+    root: Name,
+    node: Name,
+}
+
+/// The cotangent of a binding: a value, or the part of an accumulator at
+/// a place.
+#[derive(Clone, Debug)]
+enum Cot {
+    Value(Name),
+    At(Place),
+}
+
+/// A contribution a rule makes to an operand.
+enum Contrib {
+    /// A cotangent value of CT[[T]].
+    Value(ExprId),
+    /// The cotangent held in an accumulator at a place.
+    At(Place),
+}
+
+/// The accumulators threaded through a block: (root, the variable
+/// holding its current version), in a fixed order.
+type Accs = Vec<(Name, Name)>;
+
+fn acc_of(accs: &Accs, root: &Name) -> Name {
+    accs.iter()
+        .find(|(r, _)| r == root)
+        .map(|(_, a)| a.clone())
+        .expect("a threaded accumulator")
+}
+
+fn set_acc(accs: &mut Accs, root: &Name, now: Name) {
+    if let Some(slot) = accs.iter_mut().find(|(r, _)| r == root) {
+        slot.1 = now;
+    }
+}
+
+fn acc_type() -> Type {
+    Type::array(Type::Double)
+}
+
+fn has_array(t: &Type) -> bool {
+    match t {
+        Type::Array(_) => true,
+        Type::Pair(a, b) => has_array(a) || has_array(b),
+        _ => false,
+    }
 }
 
 /// Marks the variables of `blk` that depend on an already active one.
@@ -326,6 +388,8 @@ impl<'b, 'a> Reverse<'b, 'a> {
             subtapes: HashMap::new(),
             active: std::collections::HashSet::new(),
             restored: HashSet::new(),
+            places: HashMap::new(),
+            touched: HashSet::new(),
         }
     }
 
@@ -706,21 +770,30 @@ impl<'b, 'a> Reverse<'b, 'a> {
         seed: Option<Name>,
         wanted: &[(Name, Type)],
     ) -> Result<ExprId, AdError> {
-        self.rev_bare(blk, seed, wanted, &[])
+        self.rev_bare(blk, seed.map(Cot::Value), wanted, &[], &[])
     }
 
-    /// [`rev`], except that a wanted array read once in `blk` (`bare[k]`
-    /// is its [`read_once`]) gets its one contribution as a bare pair
+    /// [`rev`], with two extensions.
+    ///
+    /// Bare contributions: a wanted array read once in `blk` (`bare[k]` is
+    /// its [`read_once`]) gets its one contribution as a bare pair
     /// `(i, ȳ)` rather than the list `[(i, ȳ)]` (ȳ is `0` when the element
     /// received no cotangent): a loop then stores pairs, and its list of
     /// contributions is their array, with nothing to allocate per
     /// iteration or to join (spec/ad-reverse.md, "Bare contributions").
+    ///
+    /// Accumulators (§5.6): `threads` are the accumulators the block may
+    /// add into, with the variables holding them on entry; the result is
+    /// the tuple of the wanted cotangents followed by their versions on
+    /// exit. The seed may be a place: the result's cotangent is already
+    /// in an accumulator.
     fn rev_bare(
         &mut self,
         blk: &Block,
-        seed: Option<Name>,
+        seed: Option<Cot>,
         wanted: &[(Name, Type)],
         bare: &[Option<ReadOnce>],
+        threads: &[(Name, Name)],
     ) -> Result<ExprId, AdError> {
         let is_bare = |y: &Name| {
             wanted
@@ -729,34 +802,50 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 .any(|((w, _), b)| b.is_some() && w == y)
         };
         let mut lets = Lets(Vec::new());
+        let mut accs: Accs = threads.to_vec();
+        self.place_block(blk, seed.as_ref(), &mut accs, &mut lets);
         let mut adj: HashMap<Name, Name> = HashMap::new();
         // Which parts of each adjoint are structural zeros.
         let mut masks: HashMap<Name, Zero> = HashMap::new();
         if let (Some(s), Atom::Var(r, t)) = (seed, &blk.result)
             && has_doubles(t)
         {
-            adj.insert(r.clone(), s);
+            let c = match s {
+                Cot::Value(s) => Contrib::Value(self.b.var(&s, cotangent_type(t))),
+                Cot::At(p) => Contrib::At(p),
+            };
+            let mut sink = Sink {
+                adj: &mut adj,
+                masks: &mut masks,
+                accs: &mut accs,
+                lets: &mut lets,
+            };
+            self.deliver(r, t, c, Zero::No, &mut sink);
         }
         for bd in blk.binds.iter().rev() {
-            let Some(xb) = adj.get(&bd.name).cloned() else {
-                continue;
+            let cot = match self.available(&bd.name, &accs) {
+                // A view: its contributions are in the accumulator already.
+                Some(_) if matches!(bd.rhs, Rhs::Prim(Prim::Get, _)) => continue,
+                // Nothing was added into it: zero, like a missing adjoint.
+                Some(p) if !self.touched.contains(&p.root) => continue,
+                Some(p) => Cot::At(p),
+                None => match adj.get(&bd.name) {
+                    Some(x) => Cot::Value(x.clone()),
+                    None => continue,
+                },
             };
             let mask = masks.get(&bd.name).cloned().unwrap_or(Zero::No);
-            for (y, ty, c, m) in self.contributions(bd, &xb, &mask, &mut lets)? {
+            for (y, ty, c, m) in self.contributions(bd, &cot, &mask, &mut lets, &mut accs)? {
                 if !has_doubles(&ty) || !self.active.contains(&y) || is_bare(&y) {
                     continue;
                 }
-                let (v, m) = match adj.get(&y).cloned() {
-                    Some(old) => {
-                        let o = self.b.var(&old, cotangent_type(&ty));
-                        let om = masks.get(&y).cloned().unwrap_or(Zero::No);
-                        (self.add_ct(o, c, &ty), om.meet(&m))
-                    }
-                    None => (c, m),
+                let mut sink = Sink {
+                    adj: &mut adj,
+                    masks: &mut masks,
+                    accs: &mut accs,
+                    lets: &mut lets,
                 };
-                let (n, _) = self.bind(&mut lets, "adj", v);
-                adj.insert(y.clone(), n);
-                masks.insert(y, m);
+                self.deliver(&y, &ty, c, m, &mut sink);
             }
         }
         let mut items = Vec::new();
@@ -775,8 +864,198 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 None => self.zero_ct(t),
             });
         }
+        for (root, _) in threads {
+            let a = acc_of(&accs, root);
+            items.push(self.b.var(&a, acc_type()));
+        }
         let out = self.tuple(items);
-        Ok(lets.wrap(self.b, out))
+        Ok(lets.wrap_live(self.b, out, &self.restored))
+    }
+
+    /// The place of `x` if its accumulator is among `accs`.
+    fn available(&self, x: &Name, accs: &Accs) -> Option<Place> {
+        let p = self.places.get(x)?;
+        accs.iter().any(|(r, _)| *r == p.root).then(|| p.clone())
+    }
+
+    /// Places the accumulable variables `blk` binds (§5.6), in order: the
+    /// result, when it is built and the seed is a place, at that place (an
+    /// alias); every other active `build` or array literal at the start of
+    /// a new zero accumulator (a root); a read of a placed array at the
+    /// node of its element (a view).
+    fn place_block(&mut self, blk: &Block, seed: Option<&Cot>, accs: &mut Accs, lets: &mut Lets) {
+        for bd in &blk.binds {
+            if !self.active.contains(&bd.name) || !accumulable(&bd.ty) {
+                continue;
+            }
+            let x = V::new(&bd.name, &bd.ty);
+            match &bd.rhs {
+                Rhs::Loop {
+                    kind: LoopKind::Build,
+                    ..
+                }
+                | Rhs::Array(_) => {
+                    if blk.result.var() == Some(&bd.name)
+                        && let Some(Cot::At(p)) = seed
+                    {
+                        self.places.insert(bd.name.clone(), p.clone());
+                        continue;
+                    }
+                    // A root: zeros for its leaves, and its node from 0.
+                    let n = accum::leaf_count(self.b, &x);
+                    let z = accum::zeros(self.b, n);
+                    let (acc, _) = self.bind(lets, "acc", z);
+                    let zero = self.b.index(0);
+                    let (base, _) = self.bind(lets, "base", zero);
+                    let node = accum::offsets(self.b, &x, &V::new(&base, &Type::Index));
+                    let (node, _) = self.bind(lets, "node", node);
+                    for n in [&acc, &base, &node] {
+                        self.restored.insert(n.clone());
+                    }
+                    self.places.insert(
+                        bd.name.clone(),
+                        Place {
+                            root: bd.name.clone(),
+                            node,
+                        },
+                    );
+                    accs.push((bd.name.clone(), acc));
+                }
+                Rhs::Prim(Prim::Get, args) => {
+                    let Some(w) = args[0].var() else { continue };
+                    let Some(pw) = self.available(w, accs) else {
+                        continue;
+                    };
+                    let wt = args[0].ty().clone();
+                    let nv = self.b.var(&pw.node, node_type(&wt));
+                    let i = self.atom(&args[1]);
+                    let nd = self.b.get(nv, i);
+                    let (node, _) = self.bind(lets, "node", nd);
+                    self.restored.insert(node.clone());
+                    self.places.insert(
+                        bd.name.clone(),
+                        Place {
+                            root: pw.root,
+                            node,
+                        },
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Adds the contribution `c` to `y : ty`: into its accumulator when
+    /// `y` is placed there (`scatter` for a value, `slice_add` from
+    /// another accumulator), else ⊕ into its adjoint (a value; a place is
+    /// read out as a sparse list first).
+    fn deliver(&mut self, y: &Name, ty: &Type, c: Contrib, m: Zero, sink: &mut Sink<'_>) {
+        let here = self.available(y, sink.accs);
+        match (here, c) {
+            (Some(q), Contrib::At(p)) if q == p => {}
+            (Some(q), Contrib::At(p)) if q.root != p.root => {
+                let dst = self.b.var(&acc_of(sink.accs, &q.root), acc_type());
+                let src = V::new(&acc_of(sink.accs, &p.root), &acc_type());
+                let e = accum::slice_add(
+                    self.b,
+                    dst,
+                    &V::new(&q.node, &node_type(ty)),
+                    &src,
+                    &V::new(&p.node, &node_type(ty)),
+                    &V::new(y, ty),
+                );
+                let (a, _) = self.bind(sink.lets, "acc", e);
+                set_acc(sink.accs, &q.root, a);
+                self.touched.insert(q.root);
+            }
+            (_, Contrib::At(p)) => {
+                // Not placed, or placed in the same accumulator: as a list.
+                let src = V::new(&acc_of(sink.accs, &p.root), &acc_type());
+                let list = accum::to_sparse(
+                    self.b,
+                    &src,
+                    &V::new(&p.node, &node_type(ty)),
+                    &V::new(y, ty),
+                );
+                self.deliver(y, ty, Contrib::Value(list), m, sink);
+            }
+            (Some(q), Contrib::Value(c)) => {
+                let (cn, ct) = self.bind(sink.lets, "c", c);
+                let acc = self.b.var(&acc_of(sink.accs, &q.root), acc_type());
+                let e = accum::scatter(
+                    self.b,
+                    acc,
+                    &V::new(&q.node, &node_type(ty)),
+                    &V::new(&cn, &ct),
+                    ty,
+                );
+                let (a, _) = self.bind(sink.lets, "acc", e);
+                set_acc(sink.accs, &q.root, a);
+                self.touched.insert(q.root);
+            }
+            (None, Contrib::Value(c)) => {
+                let (v, m) = match sink.adj.get(y).cloned() {
+                    Some(old) => {
+                        let o = self.b.var(&old, cotangent_type(ty));
+                        let om = sink.masks.get(y).cloned().unwrap_or(Zero::No);
+                        (self.add_ct(o, c, ty), om.meet(&m))
+                    }
+                    None => (c, m),
+                };
+                let (n, _) = self.bind(sink.lets, "adj", v);
+                sink.adj.insert(y.clone(), n);
+                sink.masks.insert(y.clone(), m);
+            }
+        }
+    }
+
+    /// The accumulators a nested block adds into — the roots of its
+    /// placed free variables among `accs`, plus `extra` — and the rest of
+    /// its free variables, whose cotangents it returns as values.
+    fn split(
+        &self,
+        fvs: &[(Name, Type)],
+        accs: &Accs,
+        extra: Option<&Name>,
+    ) -> (Accs, Vec<(Name, Type)>) {
+        let mut threads: Accs = Vec::new();
+        let mut rest = Vec::new();
+        let add = |root: &Name, threads: &mut Accs| {
+            if !threads.iter().any(|(r, _)| r == root) {
+                threads.push((root.clone(), acc_of(accs, root)));
+            }
+        };
+        if let Some(r) = extra {
+            add(r, &mut threads);
+        }
+        for (v, t) in fvs {
+            match self.available(v, accs) {
+                Some(p) => add(&p.root, &mut threads),
+                None => rest.push((v.clone(), t.clone())),
+            }
+        }
+        (threads, rest)
+    }
+
+    /// After a construct that threaded `threads` and returned their new
+    /// versions as components `from ..` of the tuple in `r`: binds them
+    /// and makes them current.
+    fn rethread(
+        &mut self,
+        r: &Name,
+        rt: &Type,
+        from: usize,
+        threads: &Accs,
+        lets: &mut Lets,
+        accs: &mut Accs,
+    ) {
+        for (k, (root, _)) in threads.iter().enumerate() {
+            let rv = self.b.var(r, rt.clone());
+            let a = self.proj(rv, from + k);
+            let (an, _) = self.bind(lets, "acc", a);
+            set_acc(accs, root, an);
+            self.touched.insert(root.clone());
+        }
     }
 
     /// The zero a bare position starts from: `(0, 0_T)` for an array of T.
@@ -823,14 +1102,22 @@ impl<'b, 'a> Reverse<'b, 'a> {
     }
 
     /// The contributions (operand, its type, cotangent) of one binding whose
-    /// result has cotangent `xb` (R-* rules).
+    /// result has cotangent `cot` (R-* rules). Reads of placed arrays, and
+    /// loops and conditionals that thread accumulators, add into `accs`
+    /// themselves (§5.6).
     fn contributions(
         &mut self,
         bd: &Binding,
-        xb: &Name,
+        cot: &Cot,
         mask: &Zero,
         lets: &mut Lets,
-    ) -> Result<Vec<(Name, Type, ExprId, Zero)>, AdError> {
+        accs: &mut Accs,
+    ) -> Result<Vec<(Name, Type, Contrib, Zero)>, AdError> {
+        let xb = match cot {
+            Cot::Value(x) => x.clone(),
+            Cot::At(p) => return self.placed_contributions(bd, p, lets, accs),
+        };
+        let xb = &xb;
         let ct = cotangent_type(&bd.ty);
         let mut out = Vec::new();
         match &bd.rhs {
@@ -851,7 +1138,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                         && self.active.contains(n)
                     {
                         let c = contract(vec![p], &[Some(BAtom::Var(xb.clone()))], self.b);
-                        out.push((n.clone(), t.clone(), c, Zero::No));
+                        out.push((n.clone(), t.clone(), Contrib::Value(c), Zero::No));
                     }
                 }
             }
@@ -866,7 +1153,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     {
                         let v = self.b.var(xb, ct.clone());
                         let c = if k == 0 { self.b.fst(v) } else { self.b.snd(v) };
-                        out.push((n.clone(), t.clone(), c, part));
+                        out.push((n.clone(), t.clone(), Contrib::Value(c), part));
                     }
                 }
             }
@@ -884,17 +1171,28 @@ impl<'b, 'a> Reverse<'b, 'a> {
                         let z = self.zero_ct(a);
                         (self.b.pair(z, v), Zero::pair(Zero::Yes, mask.clone()))
                     };
-                    out.push((n.clone(), t.clone(), c, m));
+                    out.push((n.clone(), t.clone(), Contrib::Value(c), m));
                 }
             }
             Rhs::Prim(Prim::Get, args) => {
-                // R-Get: one sparse contribution (i, x̄).
                 if let Atom::Var(n, t) = &args[0] {
                     let i = self.atom(&args[1]);
                     let v = self.b.var(xb, ct.clone());
-                    let p = self.b.pair(i, v);
-                    let list = self.b.add(Expr::Array(Box::new([p])), cotangent_type(t));
-                    out.push((n.clone(), t.clone(), list, Zero::No));
+                    if let Some(p) = self.available(n, accs) {
+                        // R-Get-Acc: the element's slot of the accumulator.
+                        let acc = self.b.var(&acc_of(accs, &p.root), acc_type());
+                        let nd = self.b.var(&p.node, Type::Index);
+                        let at = self.b.prim(Prim::Add, vec![nd, i], Type::Index);
+                        let e = accum::add_at(self.b, acc, at, v);
+                        let (a, _) = self.bind(lets, "acc", e);
+                        set_acc(accs, &p.root, a);
+                        self.touched.insert(p.root);
+                    } else {
+                        // R-Get: one sparse contribution (i, x̄).
+                        let p = self.b.pair(i, v);
+                        let list = self.b.add(Expr::Array(Box::new([p])), cotangent_type(t));
+                        out.push((n.clone(), t.clone(), Contrib::Value(list), Zero::No));
+                    }
                 }
             }
             Rhs::Prim(Prim::Concat | Prim::Accum | Prim::AddAt, _) => {
@@ -923,12 +1221,14 @@ impl<'b, 'a> Reverse<'b, 'a> {
                         let dv = self.b.var(&dn, dt.clone());
                         let jv = self.b.index(j as i64);
                         let c = self.b.get(dv, jv);
-                        out.push((n.clone(), t.clone(), c, Zero::No));
+                        out.push((n.clone(), t.clone(), Contrib::Value(c), Zero::No));
                     }
                 }
             }
             Rhs::If(c, t, f) => {
-                // R-If: the taken branch's reverse, on its own tape.
+                // R-If: the taken branch's reverse, on its own tape; both
+                // branches take the accumulators they may add into and
+                // return them (R-If-Acc).
                 let st = self.subtapes[&bd.name].clone();
                 let stt = Type::pair(self.tape_type(t), self.tape_type(f));
                 let mut fvs = free_vars(t);
@@ -938,12 +1238,13 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     }
                 }
                 fvs.retain(|(n, t)| has_doubles(t) && self.active.contains(n));
+                let (threads, fvs) = self.split(&fvs, accs, None);
                 let branch = |me: &mut Self, blk: &Block, first: bool| -> Result<ExprId, AdError> {
                     let mut l = Lets(Vec::new());
                     let sv = me.b.var(&st, stt.clone());
                     let tape = if first { me.b.fst(sv) } else { me.b.snd(sv) };
                     me.restore(blk, tape, &mut l);
-                    let r = me.rev(blk, Some(xb.clone()), &fvs)?;
+                    let r = me.rev_bare(blk, Some(Cot::Value(xb.clone())), &fvs, &[], &threads)?;
                     Ok(l.wrap_live(me.b, r, &me.restored))
                 };
                 let tr = branch(self, t, true)?;
@@ -954,44 +1255,14 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 for (k, (n, t)) in fvs.iter().enumerate() {
                     let rv = self.b.var(&rn, rt.clone());
                     let c = self.proj(rv, k);
-                    out.push((n.clone(), t.clone(), c, Zero::No));
+                    out.push((n.clone(), t.clone(), Contrib::Value(c), Zero::No));
                 }
+                self.rethread(&rn, &rt, fvs.len(), &threads, lets, accs);
             }
             Rhs::Loop {
                 kind: LoopKind::Build,
-                n,
-                index,
-                body,
                 ..
-            } => {
-                // R-Build: the cotangent list becomes dense once; each
-                // element's body runs backwards on its own tape; the
-                // contributions are summed (doubles) or joined (lists).
-                let Type::Array(el) = &bd.ty else {
-                    unreachable!("build has an array type")
-                };
-                let mut fvs = free_vars(body);
-                fvs.retain(|(v, t)| v != index && has_doubles(t) && self.active.contains(v));
-                let bare: Vec<Option<ReadOnce>> =
-                    fvs.iter().map(|(v, _)| read_once(body, v)).collect();
-                let z = self.zero_ct(el);
-                let nv = self.atom(n);
-                let xv = self.b.var(xb, ct.clone());
-                let dense = self.b.prim(
-                    Prim::Accum,
-                    vec![z, nv, xv],
-                    Type::array(cotangent_type(el)),
-                );
-                let (dn, dt) = self.bind(lets, "dense", dense);
-                let mut l = Lets(Vec::new());
-                let tape = self.iteration_tape(bd, el, body, index, 0);
-                self.restore(body, tape, &mut l);
-                let dv = self.b.var(&dn, dt.clone());
-                let iv = self.b.var(index, Type::Index);
-                let seed = self.b.get(dv, iv);
-                let (sn, _) = self.bind(&mut l, "seed", seed);
-                self.map_contributions(body, n, index, l, &sn, &fvs, &bare, lets, &mut out)?;
-            }
+            } => return self.rule_build(bd, &Cot::Value(xb.clone()), lets, accs),
             Rhs::Loop {
                 kind: LoopKind::IFold,
                 n,
@@ -1006,18 +1277,39 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 fvs.retain(|(v, t)| {
                     v != index && v != s && has_doubles(t) && self.active.contains(v)
                 });
-                let bare: Vec<Option<ReadOnce>> =
-                    fvs.iter().map(|(v, _)| read_once(body, v)).collect();
-                let mut l = Lets(Vec::new());
-                // The state is never restored: the bindings on its path
-                // are recomputed ones nothing reads, so left out.
-                let tape = self.iteration_tape(bd, sty, body, index, 1);
-                self.restore(body, tape, &mut l);
-                self.map_contributions(body, n, index, l, xb, &fvs, &bare, lets, &mut out)?;
+                let (threads, w) = self.split(&fvs, accs, None);
+                let per = Iteration {
+                    bd,
+                    body,
+                    n,
+                    index,
+                    carried: sty,
+                    offset: 1,
+                };
+                if threadable(&threads, &w) {
+                    self.map_threaded(
+                        &per,
+                        Seeding::Same(xb.clone()),
+                        &w,
+                        &threads,
+                        lets,
+                        accs,
+                        &mut out,
+                    )?;
+                } else {
+                    let bare: Vec<Option<ReadOnce>> =
+                        fvs.iter().map(|(v, _)| read_once(body, v)).collect();
+                    let mut l = Lets(Vec::new());
+                    // The state is never restored: the bindings on its path
+                    // are recomputed ones nothing reads, so left out.
+                    let tape = self.iteration_tape(bd, sty, body, index, 1);
+                    self.restore(body, tape, &mut l);
+                    self.map_contributions(body, n, index, l, xb, &fvs, &bare, lets, &mut out)?;
+                }
                 // z̄ ⊕= x̄, the state cotangent before the first iteration.
                 if let Atom::Var(zn, zt) = z {
                     let c = self.b.var(xb, ct.clone());
-                    out.push((zn.clone(), zt.clone(), c, Zero::No));
+                    out.push((zn.clone(), zt.clone(), Contrib::Value(c), Zero::No));
                 }
             }
             Rhs::Loop {
@@ -1027,17 +1319,25 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 index,
                 body,
             } => {
-                // R-IFold / R-IScan: a backward `iscan` carries the state's
-                // cotangent and records each iteration's contributions,
-                // which are then summed or joined.
+                // R-IFold / R-IScan: a backward loop carries the state's
+                // cotangent; a backward `iscan` records each iteration's
+                // contributions, which are then summed or joined, or a
+                // backward `ifold` threads the accumulators and sums the
+                // rest (R-IFold-Acc).
                 let st = self.subtapes[&bd.name].clone();
                 let stt = Type::array(Type::pair(sty.clone(), self.tape_type(body)));
                 let mut fvs = free_vars(body);
                 fvs.retain(|(v, t)| {
                     v != index && v != s && has_doubles(t) && self.active.contains(v)
                 });
-                let bare: Vec<Option<ReadOnce>> =
-                    fvs.iter().map(|(v, _)| read_once(body, v)).collect();
+                let (threads, w) = self.split(&fvs, accs, None);
+                let threaded = threadable(&threads, &w);
+                let fvs = if threaded { w } else { fvs };
+                let bare: Vec<Option<ReadOnce>> = if threaded {
+                    vec![None; fvs.len()]
+                } else {
+                    fvs.iter().map(|(v, _)| read_once(body, v)).collect()
+                };
                 let sct = cotangent_type(sty);
                 // Dense state cotangents (an iscan's result is an array).
                 let dense = if *kind == LoopKind::IScan {
@@ -1061,7 +1361,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     }
                     None => self.b.var(xb, ct.clone()),
                 };
-                let zeros: Vec<ExprId> = fvs
+                let mut zeros: Vec<ExprId> = fvs
                     .iter()
                     .zip(&bare)
                     .map(|((_, t), b)| {
@@ -1072,6 +1372,11 @@ impl<'b, 'a> Reverse<'b, 'a> {
                         }
                     })
                     .collect();
+                if threaded {
+                    for (_, a) in &threads {
+                        zeros.push(self.b.var(a, acc_type()));
+                    }
+                }
                 let zeros = self.tuple(zeros);
                 let init = self.b.pair(init_state, zeros);
                 let acc_t = self.b.ty(init);
@@ -1090,6 +1395,17 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 let av = self.b.var(&acc, acc_t.clone());
                 let sb = self.b.fst(av);
                 let (sbn, _) = self.bind(&mut l, "sb", sb);
+                // The accumulators, from the state (threaded only).
+                let mut inner: Accs = Vec::new();
+                if threaded {
+                    for (j, (root, _)) in threads.iter().enumerate() {
+                        let av = self.b.var(&acc, acc_t.clone());
+                        let rest = self.b.snd(av);
+                        let a = self.proj(rest, fvs.len() + j);
+                        let (an, _) = self.bind(&mut l, "acc", a);
+                        inner.push((root.clone(), an));
+                    }
+                }
                 let sv = self.b.var(&st, stt.clone());
                 let iv = self.b.var(index, Type::Index);
                 let e = self.b.get(sv, iv);
@@ -1103,7 +1419,8 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 wanted.extend(fvs.iter().cloned());
                 let mut wanted_bare = vec![None];
                 wanted_bare.extend(bare.iter().cloned());
-                let r = self.rev_bare(body, Some(sbn), &wanted, &wanted_bare)?;
+                let r =
+                    self.rev_bare(body, Some(Cot::Value(sbn)), &wanted, &wanted_bare, &inner)?;
                 let (rn, rt) = self.bind(&mut l, "r", r);
                 let rv = self.b.var(&rn, rt.clone());
                 let mut new_sb = self.b.fst(rv);
@@ -1113,37 +1430,318 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     let d_i = self.b.get(dv, iv);
                     new_sb = self.add_ct(new_sb, d_i, sty);
                 }
-                let rv = self.b.var(&rn, rt);
-                let rest = self.b.snd(rv);
+                let rest = if threaded {
+                    // (sums ⊕ this iteration's, accumulators).
+                    let mut items = Vec::new();
+                    for (j, (_, t)) in fvs.iter().enumerate() {
+                        let av = self.b.var(&acc, acc_t.clone());
+                        let old = self.b.snd(av);
+                        let old = self.proj(old, j);
+                        let rv = self.b.var(&rn, rt.clone());
+                        let c = self.proj(rv, 1 + j);
+                        items.push(self.add_ct(old, c, t));
+                    }
+                    for j in 0..threads.len() {
+                        let rv = self.b.var(&rn, rt.clone());
+                        items.push(self.proj(rv, 1 + fvs.len() + j));
+                    }
+                    self.tuple(items)
+                } else {
+                    let rv = self.b.var(&rn, rt);
+                    self.b.snd(rv)
+                };
                 let step = self.b.pair(new_sb, rest);
                 let body_e = l.wrap_live(self.b, step, &self.restored);
                 let lam_k = self.b.lam(k, Type::Index, body_e);
                 let f = self.b.lam(acc, acc_t.clone(), lam_k);
                 let nv = self.atom(n);
-                let scan = self
-                    .b
-                    .prim(Prim::IScan, vec![f, init, nv], Type::array(acc_t.clone()));
+                let op = if threaded { Prim::IFold } else { Prim::IScan };
+                let out_t = if threaded {
+                    acc_t.clone()
+                } else {
+                    Type::array(acc_t.clone())
+                };
+                let scan = self.b.prim(op, vec![f, init, nv], out_t);
                 let (bn, bt) = self.bind(lets, "back", scan);
+                // The state cotangent after all iterations.
+                let last_state = |me: &mut Self| {
+                    let bv = me.b.var(&bn, bt.clone());
+                    if threaded {
+                        bv
+                    } else {
+                        let nv = me.atom(n);
+                        me.b.get(bv, nv)
+                    }
+                };
                 // z̄ ⊕= the state cotangent after all iterations.
                 if let Atom::Var(zn, zt) = z {
-                    let bv = self.b.var(&bn, bt.clone());
-                    let nv = self.atom(n);
-                    let last = self.b.get(bv, nv);
+                    let last = last_state(self);
                     let c = self.b.fst(last);
-                    out.push((zn.clone(), zt.clone(), c, Zero::No));
+                    out.push((zn.clone(), zt.clone(), Contrib::Value(c), Zero::No));
                 }
-                for (k, (v, t)) in fvs.iter().enumerate() {
-                    let total = if bare[k].is_some() {
-                        self.gather_bare(&bn, &bt, k, 1, true)
-                    } else {
-                        self.reduce(&bn, &bt, k, true, t)
-                    };
-                    out.push((v.clone(), t.clone(), total, Zero::No));
+                if threaded {
+                    let last = last_state(self);
+                    let rest = self.b.snd(last);
+                    let (rn, rt) = self.bind(lets, "sums", rest);
+                    for (k, (v, t)) in fvs.iter().enumerate() {
+                        let rv = self.b.var(&rn, rt.clone());
+                        let c = self.proj(rv, k);
+                        out.push((v.clone(), t.clone(), Contrib::Value(c), Zero::No));
+                    }
+                    self.rethread(&rn, &rt, fvs.len(), &threads, lets, accs);
+                } else {
+                    for (k, (v, t)) in fvs.iter().enumerate() {
+                        let total = if bare[k].is_some() {
+                            self.gather_bare(&bn, &bt, k, 1, true)
+                        } else {
+                            self.reduce(&bn, &bt, k, true, t)
+                        };
+                        out.push((v.clone(), t.clone(), Contrib::Value(total), Zero::No));
+                    }
                 }
             }
             Rhs::Loop { .. } => unreachable!("folds have a state"),
         }
         Ok(out)
+    }
+
+    /// The rules of a placed binding, whose cotangent is in an accumulator
+    /// (§5.6): a `build`'s elements run backwards from their places
+    /// (R-Build-Acc), an array literal's operands receive their slots
+    /// (R-Vector-Acc).
+    fn placed_contributions(
+        &mut self,
+        bd: &Binding,
+        p: &Place,
+        lets: &mut Lets,
+        accs: &mut Accs,
+    ) -> Result<Vec<(Name, Type, Contrib, Zero)>, AdError> {
+        match &bd.rhs {
+            Rhs::Loop {
+                kind: LoopKind::Build,
+                ..
+            } => self.rule_build(bd, &Cot::At(p.clone()), lets, accs),
+            Rhs::Array(args) => {
+                // R-Vector-Acc
+                let Type::Array(el) = &bd.ty else {
+                    unreachable!("array literal of array type")
+                };
+                let mut out = Vec::new();
+                for (j, a) in args.iter().enumerate() {
+                    let Atom::Var(n, t) = a else { continue };
+                    let nd = self.b.var(&p.node, node_type(&bd.ty));
+                    let jv = self.b.index(j as i64);
+                    if **el == Type::Double {
+                        let at = self.b.prim(Prim::Add, vec![nd, jv], Type::Index);
+                        let acc = self.b.var(&acc_of(accs, &p.root), acc_type());
+                        let c = self.b.get(acc, at);
+                        out.push((n.clone(), t.clone(), Contrib::Value(c), Zero::No));
+                    } else {
+                        let sub = self.b.get(nd, jv);
+                        let (sn, _) = self.bind(lets, "node", sub);
+                        let place = Place {
+                            root: p.root.clone(),
+                            node: sn,
+                        };
+                        out.push((n.clone(), t.clone(), Contrib::At(place), Zero::No));
+                    }
+                }
+                Ok(out)
+            }
+            _ => unreachable!("only builds, literals and reads are placed"),
+        }
+    }
+
+    /// R-Build, and R-Build-Acc for a placed `build`: the cotangent becomes
+    /// dense once (`accum`, or it is in an accumulator already); each
+    /// element's body runs backwards on its own tape. With accumulators to
+    /// thread and no array among the other free variables, the elements
+    /// run in a backward-compatible `ifold` that threads them (§5.6);
+    /// otherwise in a `build` whose contributions are summed (doubles) or
+    /// joined (lists).
+    fn rule_build(
+        &mut self,
+        bd: &Binding,
+        cot: &Cot,
+        lets: &mut Lets,
+        accs: &mut Accs,
+    ) -> Result<Vec<(Name, Type, Contrib, Zero)>, AdError> {
+        let Rhs::Loop { n, index, body, .. } = &bd.rhs else {
+            unreachable!("a build")
+        };
+        let Type::Array(el) = &bd.ty else {
+            unreachable!("build has an array type")
+        };
+        let mut out = Vec::new();
+        let mut fvs = free_vars(body);
+        fvs.retain(|(v, t)| v != index && has_doubles(t) && self.active.contains(v));
+        // Elements that are arrays run backwards from their places in the
+        // build's own accumulator, so it is threaded too; Double elements
+        // only read their seeds from it.
+        let own = match cot {
+            Cot::At(p) if **el != Type::Double => Some(&p.root),
+            _ => None,
+        };
+        let (threads, w) = self.split(&fvs, accs, own);
+        let per = Iteration {
+            bd,
+            body,
+            n,
+            index,
+            carried: el,
+            offset: 0,
+        };
+        if threadable(&threads, &w) {
+            let seeding = match cot {
+                Cot::Value(xb) => {
+                    let (dn, dt) = self.densify(xb, el, n, lets);
+                    Seeding::Dense(dn, dt)
+                }
+                Cot::At(p) => Seeding::Place(p.clone(), (**el).clone()),
+            };
+            self.map_threaded(&per, seeding, &w, &threads, lets, accs, &mut out)?;
+            return Ok(out);
+        }
+        let bare: Vec<Option<ReadOnce>> = fvs.iter().map(|(v, _)| read_once(body, v)).collect();
+        let mut l = Lets(Vec::new());
+        let tape = self.iteration_tape(bd, el, body, index, 0);
+        self.restore(body, tape, &mut l);
+        let seed = match cot {
+            Cot::Value(xb) => {
+                let (dn, dt) = self.densify(xb, el, n, lets);
+                let dv = self.b.var(&dn, dt);
+                let iv = self.b.var(index, Type::Index);
+                self.b.get(dv, iv)
+            }
+            Cot::At(p) => {
+                // Element i's cotangent read out of the accumulator.
+                let acc = V::new(&acc_of(accs, &p.root), &acc_type());
+                let nd = self.b.var(&p.node, node_type(&bd.ty));
+                let iv = self.b.var(index, Type::Index);
+                if **el == Type::Double {
+                    let at = self.b.prim(Prim::Add, vec![nd, iv], Type::Index);
+                    let av = self.b.var(&acc.name, acc_type());
+                    self.b.get(av, at)
+                } else {
+                    let sub = self.b.get(nd, iv);
+                    let (sn, _) = self.bind(&mut l, "node", sub);
+                    let xv = self.b.var(&bd.name, bd.ty.clone());
+                    let iv = self.b.var(index, Type::Index);
+                    let xi = self.b.get(xv, iv);
+                    let (xn, _) = self.bind(&mut l, "x", xi);
+                    accum::to_sparse(self.b, &acc, &V::new(&sn, &node_type(el)), &V::new(&xn, el))
+                }
+            }
+        };
+        let (sn, _) = self.bind(&mut l, "seed", seed);
+        self.map_contributions(body, n, index, l, &sn, &fvs, &bare, lets, &mut out)?;
+        Ok(out)
+    }
+
+    /// `accum 0_T n x̄`: a build's cotangent list made dense once.
+    fn densify(&mut self, xb: &Name, el: &Type, n: &Atom, lets: &mut Lets) -> (Name, Type) {
+        let z = self.zero_ct(el);
+        let nv = self.atom(n);
+        let xv = self.b.var(xb, cotangent_type(&Type::array(el.clone())));
+        let dense = self.b.prim(
+            Prim::Accum,
+            vec![z, nv, xv],
+            Type::array(cotangent_type(el)),
+        );
+        self.bind(lets, "dense", dense)
+    }
+
+    /// R-Build and R-IFold-Linear threading accumulators (§5.6): iteration
+    /// `index` restores its tape, runs the body backwards from its seed
+    /// with the accumulators from the state, and passes them on with the
+    /// sums of the other free variables' cotangents (doubles, or tuples of
+    /// them): `ifold (fun st i -> …) (accs, 0_W) n`.
+    #[allow(clippy::too_many_arguments, reason = "the parts of one rule")]
+    fn map_threaded(
+        &mut self,
+        per: &Iteration<'_>,
+        seeding: Seeding,
+        w: &[(Name, Type)],
+        threads: &Accs,
+        lets: &mut Lets,
+        accs: &mut Accs,
+        out: &mut Vec<(Name, Type, Contrib, Zero)>,
+    ) -> Result<(), AdError> {
+        let m = threads.len();
+        let mut init = Vec::new();
+        for (_, a) in threads {
+            init.push(self.b.var(a, acc_type()));
+        }
+        for (_, t) in w {
+            init.push(self.zero_ct(t));
+        }
+        let init = self.tuple(init);
+        let st_t = self.b.ty(init);
+        let st = self.b.fresh("st");
+        let mut l = Lets(Vec::new());
+        let mut inner: Accs = Vec::new();
+        for (k, (root, _)) in threads.iter().enumerate() {
+            let sv = self.b.var(&st, st_t.clone());
+            let a = self.proj(sv, k);
+            let (an, _) = self.bind(&mut l, "acc", a);
+            inner.push((root.clone(), an));
+        }
+        let tape = self.iteration_tape(per.bd, per.carried, per.body, per.index, per.offset);
+        self.restore(per.body, tape, &mut l);
+        let seed = match seeding {
+            Seeding::Same(xb) => Cot::Value(xb),
+            Seeding::Dense(dn, dt) => {
+                let dv = self.b.var(&dn, dt);
+                let iv = self.b.var(per.index, Type::Index);
+                let e = self.b.get(dv, iv);
+                Cot::Value(self.bind(&mut l, "seed", e).0)
+            }
+            Seeding::Place(p, el) => {
+                let nd = self.b.var(&p.node, node_type(&Type::array(el.clone())));
+                let iv = self.b.var(per.index, Type::Index);
+                if el == Type::Double {
+                    let at = self.b.prim(Prim::Add, vec![nd, iv], Type::Index);
+                    let acc = self.b.var(&acc_of(accs, &p.root), acc_type());
+                    let e = self.b.get(acc, at);
+                    Cot::Value(self.bind(&mut l, "seed", e).0)
+                } else {
+                    let e = self.b.get(nd, iv);
+                    let (sn, _) = self.bind(&mut l, "node", e);
+                    Cot::At(Place {
+                        root: p.root,
+                        node: sn,
+                    })
+                }
+            }
+        };
+        let r = self.rev_bare(per.body, Some(seed), w, &[], &inner)?;
+        let (rn, rt) = self.bind(&mut l, "r", r);
+        let mut next = Vec::new();
+        for k in 0..m {
+            let rv = self.b.var(&rn, rt.clone());
+            next.push(self.proj(rv, w.len() + k));
+        }
+        for (k, (_, t)) in w.iter().enumerate() {
+            let sv = self.b.var(&st, st_t.clone());
+            let old = self.proj(sv, m + k);
+            let rv = self.b.var(&rn, rt.clone());
+            let c = self.proj(rv, k);
+            next.push(self.add_ct(old, c, t));
+        }
+        let next = self.tuple(next);
+        let body_e = l.wrap_live(self.b, next, &self.restored);
+        let lam_i = self.b.lam(per.index.clone(), Type::Index, body_e);
+        let f = self.b.lam(st, st_t.clone(), lam_i);
+        let nv = self.atom(per.n);
+        let fold = self.b.prim(Prim::IFold, vec![f, init, nv], st_t);
+        let (fname, ft) = self.bind(lets, "fold", fold);
+        self.rethread(&fname, &ft, 0, threads, lets, accs);
+        for (k, (v, t)) in w.iter().enumerate() {
+            let fv = self.b.var(&fname, ft.clone());
+            let c = self.proj(fv, m + k);
+            out.push((v.clone(), t.clone(), Contrib::Value(c), Zero::No));
+        }
+        Ok(())
     }
 
     /// The tape of iteration `index` of the loop `bd`, whose sub-tape holds
@@ -1190,9 +1788,9 @@ impl<'b, 'a> Reverse<'b, 'a> {
         fvs: &[(Name, Type)],
         bare: &[Option<ReadOnce>],
         lets: &mut Lets,
-        out: &mut Vec<(Name, Type, ExprId, Zero)>,
+        out: &mut Vec<(Name, Type, Contrib, Zero)>,
     ) -> Result<(), AdError> {
-        let mut r = self.rev_bare(body, Some(seed.clone()), fvs, bare)?;
+        let mut r = self.rev_bare(body, Some(Cot::Value(seed.clone())), fvs, bare, &[])?;
         let single = fvs.len() == 1;
         if single {
             r = self.proj(r, 0);
@@ -1217,7 +1815,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
             } else {
                 self.reduce(&cn, &ctt, k, false, t)
             };
-            out.push((v.clone(), t.clone(), total, Zero::No));
+            out.push((v.clone(), t.clone(), Contrib::Value(total), Zero::No));
         }
         Ok(())
     }
@@ -1338,12 +1936,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     let pv = self.b.var(&pn, pt.clone());
                     let len = self.b.length(pv);
                     self.b.build(len, |b, j| {
-                        let mut me = Reverse {
-                            b,
-                            subtapes: HashMap::new(),
-                            active: std::collections::HashSet::new(),
-                            restored: HashSet::new(),
-                        };
+                        let mut me = Reverse::new(b);
                         let av = me.b.var(&an, at.clone());
                         let jv = me.b.var(j, Type::Index);
                         let cj = me.b.get(av, jv);
@@ -1374,12 +1967,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 let wv = self.b.var(&wn, wt.clone());
                 let len = self.b.length(wv);
                 let list = self.b.build(len, |b, j| {
-                    let mut me = Reverse {
-                        b,
-                        subtapes: HashMap::new(),
-                        active: std::collections::HashSet::new(),
-                        restored: HashSet::new(),
-                    };
+                    let mut me = Reverse::new(b);
                     let wv = me.b.var(&wn, wt.clone());
                     let jv = me.b.var(j, Type::Index);
                     let x = me.b.get(wv, jv);
@@ -1440,12 +2028,48 @@ pub(super) fn reverse_program(
     };
     let (sn, _) = r.bind(&mut lets, "seed", seed_e);
     let (pn, pt) = normal.params[wrt].clone();
-    let adjs = r.rev(body, Some(sn), &[(pn.clone(), pt.clone())])?;
-    let (an, at) = r.bind(&mut lets, "adjs", adjs);
-    let av = r.b.var(&an, at);
-    let g = r.proj(av, 0);
-    let pv = r.b.var(&pn, pt.clone());
-    let gd = r.dense(g, pv, &pt);
+    let gd = if accumulable(&pt) {
+        // The parameter's cotangent in an accumulator (§5.6), the
+        // gradient shaped like it at the end.
+        let p = V::new(&pn, &pt);
+        let n = accum::leaf_count(r.b, &p);
+        let z = accum::zeros(r.b, n);
+        let (acc, _) = r.bind(&mut lets, "acc", z);
+        let zero = r.b.index(0);
+        let (base, _) = r.bind(&mut lets, "base", zero);
+        let node = accum::offsets(r.b, &p, &V::new(&base, &Type::Index));
+        let (node, _) = r.bind(&mut lets, "node", node);
+        r.places.insert(
+            pn.clone(),
+            Place {
+                root: pn.clone(),
+                node: node.clone(),
+            },
+        );
+        let adjs = r.rev_bare(body, Some(Cot::Value(sn)), &[], &[], &[(pn.clone(), acc)])?;
+        let (an, at) = r.bind(&mut lets, "adjs", adjs);
+        let av = r.b.var(&an, at);
+        let g = r.proj(av, 0);
+        if pt == Type::array(Type::Double) {
+            // A vector's accumulator is its gradient.
+            g
+        } else {
+            let (gn, _) = r.bind(&mut lets, "grad", g);
+            accum::reshape(
+                r.b,
+                &V::new(&gn, &Type::array(Type::Double)),
+                &V::new(&node, &node_type(&pt)),
+                &p,
+            )
+        }
+    } else {
+        let adjs = r.rev(body, Some(sn), &[(pn.clone(), pt.clone())])?;
+        let (an, at) = r.bind(&mut lets, "adjs", adjs);
+        let av = r.b.var(&an, at);
+        let g = r.proj(av, 0);
+        let pv = r.b.var(&pn, pt.clone());
+        r.dense(g, pv, &pt)
+    };
     let vv = r.b.var(&vn, vt);
     let out = r.b.pair(vv, gd);
     let mut e = lets.wrap_live(r.b, out, &r.restored);
@@ -1502,6 +2126,46 @@ pub(super) fn plain_program(b: &mut Builder<'_>, normal: &Normal, name: &str) ->
         body: e,
         prelude: false,
     }
+}
+
+/// A loop binding's parts that its iterations' reverse needs.
+struct Iteration<'a> {
+    bd: &'a Binding,
+    body: &'a Block,
+    n: &'a Atom,
+    index: &'a Name,
+    /// What the sub-tape carries besides each iteration's tape: the
+    /// element type (`build`) or the state type (folds).
+    carried: &'a Type,
+    /// Where iteration i's tape is in the sub-tape: `i + offset`.
+    offset: i64,
+}
+
+/// Where a threaded map-like loop's iterations start from.
+enum Seeding {
+    /// Every iteration from the same cotangent (R-IFold-Linear).
+    Same(Name),
+    /// Element i from slot i of a dense array of cotangents (R-Build).
+    Dense(Name, Type),
+    /// Element i (of the given type) from its place in an accumulator
+    /// (R-Build-Acc).
+    Place(Place, Type),
+}
+
+/// Whether a loop threads accumulators: it has some to thread, and every
+/// other free variable's cotangent is free of arrays, so the iterations'
+/// contributions can be summed in the loop's state.
+fn threadable(threads: &Accs, w: &[(Name, Type)]) -> bool {
+    !threads.is_empty() && w.iter().all(|(_, t)| !has_array(&cotangent_type(t)))
+}
+
+/// Where [`Reverse::deliver`] puts a contribution: the adjoint map (with
+/// its zero masks), the current accumulators, and the block's lets.
+struct Sink<'s> {
+    adj: &'s mut HashMap<Name, Name>,
+    masks: &'s mut HashMap<Name, Zero>,
+    accs: &'s mut Accs,
+    lets: &'s mut Lets,
 }
 
 /// Which parts of a cotangent are structural zeros: built by R-Fst/R-Snd

@@ -26,7 +26,7 @@ use super::hoist;
 use super::layout::{Leaf, SLOT, clif_types, elem_bytes, leaves, slots};
 use super::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH, ctx_window};
 use super::version;
-use super::{CodegenError, compile_error, scratch, unroll, unsupported, vertical};
+use super::{CodegenError, compile_error, inplace, scratch, unroll, unsupported, vertical};
 use crate::ad::anf::{Atom, Binding, Block as AnfBlock, LoopKind, Normal, Rhs};
 use crate::ir::{Lit, Name, Prim, Type};
 
@@ -61,7 +61,7 @@ pub fn lower_function(
     normal: &Normal,
     imports: &Imports,
     target: TargetFrontendConfig,
-) -> R<(scratch::Scratch, AnfBlock)> {
+) -> R<(scratch::Scratch, AnfBlock, inplace::Updates)> {
     // Projections of pairs forwarded, so that fusion sees through tuples.
     let mut body = normal.body.clone();
     fuse::forward_projections(&mut body);
@@ -102,6 +102,8 @@ pub fn lower_function(
         b.append_block_param(fail, types::I64);
     }
     b.set_cold_block(fail);
+    // The accumulators that update in place (Note [In-place updates]).
+    let updates = inplace::updates(&normal.body, &speculative);
     let mut l = Lower {
         b,
         imports,
@@ -117,7 +119,7 @@ pub fn lower_function(
         scratch: scratch::plan(&normal.body),
         into_scratch: None,
         in_place: None,
-        updates: std::collections::HashSet::new(),
+        updates,
         windows: MemFlagsData::trusted().with_alias_region(Some(windows)),
     };
     let mut off = 0i64;
@@ -134,7 +136,7 @@ pub fn lower_function(
     l.b.seal_all_blocks();
     l.b.finalize(target);
     let scratch = l.scratch;
-    Ok((scratch, lowered.body))
+    Ok((scratch, lowered.body, l.updates))
 }
 
 fn offset(bytes: i64) -> R<i32> {
@@ -175,8 +177,8 @@ struct Lower<'a, 'f> {
     /// Whether the `addAt` being lowered updates its array in place (Note
     /// [In-place updates] in `codegen/inplace.rs`).
     in_place: Option<bool>,
-    /// The `addAt` bindings that may update in place.
-    updates: std::collections::HashSet<Name>,
+    /// Which `addAt` bindings update in place.
+    updates: inplace::Updates,
     /// The alias region of the scratch windows in the call context: no
     /// array element is there, so moving a window does not keep Cranelift
     /// from reusing loads of array elements across it.
@@ -638,7 +640,7 @@ impl Lower<'_, '_> {
         // The first allocation of a scratch array's right side is its
         // buffer (Note [Scratch arrays]).
         self.into_scratch = self.scratch.arrays.get(&bind.name).map(|(_, k)| *k);
-        self.in_place = Some(self.updates.contains(&bind.name));
+        self.in_place = Some(self.updates.in_place.contains(&bind.name));
         let r = self.binding_rhs(bind);
         self.into_scratch = None;
         self.in_place = None;

@@ -88,6 +88,7 @@ mod aot;
 mod fuse;
 mod header;
 mod hoist;
+mod inplace;
 mod jit;
 mod layout;
 mod lower;

@@ -130,7 +130,8 @@ pub fn define_entry<M: Module>(
         imports.insert(helper, module.declare_func_in_func(*hid, &mut ctx.func));
     }
     let target = module.target_config();
-    let (scratch, lowered) = lower_function(&mut ctx.func, &mut fctx, normal, &imports, target)?;
+    let (scratch, lowered, updates) =
+        lower_function(&mut ctx.func, &mut fctx, normal, &imports, target)?;
     let ir = listing.is_some().then(|| ctx.func.display().to_string());
     if ir.is_some() {
         ctx.set_disasm(true);
@@ -147,6 +148,7 @@ pub fn define_entry<M: Module>(
             ";; normal form of `{name}`, as lowered (after fusion, unrolling and hoisting)\n{lowered}\n"
         ));
         out.push_str(&scratch.describe());
+        out.push_str(&updates.describe());
         out.push_str(&format!(
             ";; Cranelift IR of `{name}`, as lowered\n{ir}\n;; machine code of `{name}`\n{code}"
         ));

@@ -65,6 +65,10 @@
 //! folded first (when they do not overflow or divide by zero: those stay,
 //! to fail at run time), so `vectorSlice cam 0 2`'s size is the literal 3
 //! and the slice can live in registers (Note [Fusion], "Small arrays").
+//! An Index operation that returns its operand (`0 + i`, `i - 0`, `i * 1`,
+//! `1 * i`, `i / 1`, which cannot overflow) is replaced by the operand:
+//! reverse mode's accumulators read `node + i` with a node of 0 in every
+//! loop over a vector (spec/ad-reverse.md §5.6).
 
 use std::collections::{HashMap, HashSet};
 
@@ -87,17 +91,19 @@ pub fn hoist(body: &mut Block) -> HashSet<Name> {
 
 // ----- folding -----------------------------------------------------------------
 
-fn fold_atom(a: &mut Atom, known: &HashMap<Name, i64>) {
+fn fold_atom(a: &mut Atom, known: &HashMap<Name, Atom>) {
     if let Atom::Var(x, _) = a
         && let Some(v) = known.get(x)
     {
-        *a = Atom::Lit(Lit::Int(*v), Type::Index);
+        *a = v.clone();
     }
 }
 
 /// Substitutes known literals into `b`, and drops the Index bindings that
-/// become literals (E-Arith on two literals cannot depend on anything).
-fn fold_block(b: &mut Block, known: &mut HashMap<Name, i64>) {
+/// become literals (E-Arith on two literals cannot depend on anything)
+/// or their operand (`a + 0`, `0 + a`, `a - 0`, `a * 1`, `1 * a`,
+/// `a / 1` are `a`, and never overflow).
+fn fold_block(b: &mut Block, known: &mut HashMap<Name, Atom>) {
     let binds = std::mem::take(&mut b.binds);
     for mut bind in binds {
         match &mut bind.rhs {
@@ -119,14 +125,32 @@ fn fold_block(b: &mut Block, known: &mut HashMap<Name, i64>) {
         }
         if bind.ty == Type::Index
             && let Rhs::Prim(op, args) = &bind.rhs
-            && let Some(v) = fold_index(*op, args)
         {
-            known.insert(bind.name.clone(), v);
-            continue;
+            if let Some(v) = fold_index(*op, args) {
+                known.insert(bind.name.clone(), Atom::Lit(Lit::Int(v), Type::Index));
+                continue;
+            }
+            if let Some(a) = identity_operand(*op, args) {
+                known.insert(bind.name.clone(), a.clone());
+                continue;
+            }
         }
         b.binds.push(bind);
     }
     fold_atom(&mut b.result, known);
+}
+
+/// The operand an Index operation returns unchanged: `a + 0`, `0 + a`,
+/// `a - 0`, `a * 1`, `1 * a`, `a / 1`.
+fn identity_operand(op: Prim, args: &[Atom]) -> Option<&Atom> {
+    let is = |a: &Atom, v: i64| matches!(a, Atom::Lit(Lit::Int(x), _) if *x == v);
+    match (op, args) {
+        (Prim::Add, [a, z]) | (Prim::Add, [z, a]) if is(z, 0) => Some(a),
+        (Prim::Sub, [a, z]) if is(z, 0) => Some(a),
+        (Prim::Mul, [a, o]) | (Prim::Mul, [o, a]) if is(o, 1) => Some(a),
+        (Prim::Div, [a, o]) if is(o, 1) => Some(a),
+        _ => None,
+    }
 }
 
 pub(super) fn fold_index(op: Prim, args: &[Atom]) -> Option<i64> {

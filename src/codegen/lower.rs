@@ -242,16 +242,25 @@ impl Lower<'_, '_> {
 
     /// Branches to the exit with status `code` when `cond` is non-zero.
     fn fail_if(&mut self, cond: Value, code: i64, a: Value, b: Value) {
-        let code = self.iconst(code);
-        self.fail_if_dyn(cond, code, a, b);
+        self.fail_with(cond, |l| (l.iconst(code), a, b));
     }
 
     fn fail_if_dyn(&mut self, cond: Value, code: Value, a: Value, b: Value) {
-        let cont = self.b.create_block();
+        self.fail_with(cond, |_| (code, a, b));
+    }
+
+    /// The test branches to a cold block of its own, which makes the
+    /// details (`details`, emitted there) and passes them to the exit: the
+    /// hot path moves no arguments into the exit's parameters (which
+    /// pinned them to registers or stack slots at every test).
+    fn fail_with(&mut self, cond: Value, details: impl FnOnce(&mut Self) -> (Value, Value, Value)) {
+        let (cont, cold) = (self.b.create_block(), self.b.create_block());
+        self.b.set_cold_block(cold);
+        self.b.ins().brif(cond, cold, &[], cont, &[]);
+        self.b.switch_to_block(cold);
+        let (code, a, b) = details(self);
         let fail = self.fail;
-        self.b
-            .ins()
-            .brif(cond, fail, &args_of(&[code, a, b]), cont, &[]);
+        self.b.ins().jump(fail, &args_of(&[code, a, b]));
         self.b.switch_to_block(cont);
     }
 

@@ -885,6 +885,104 @@ fn gmm_reverse_mode_adds_into_accumulators_in_place() {
     );
 }
 
+/// Note [In-place updates]: an `addAt` writes into its operand's buffer
+/// only where nothing can read the old array afterwards; everywhere else
+/// it copies, and every value equals the evaluator's (persistent arrays).
+/// `names` lists, per entry, the `addAt`s by the variable they bind, in
+/// place (`+`) or into a copy (`-`).
+#[test]
+fn addat_updates_in_place_only_where_the_old_array_is_dead() {
+    let src = "let chain (n: Index) = let a = build n (fun i -> 0.0) in let b = addAt a 0 1.0 in let c = addAt b 1 2.0 in c\n\
+               let kept (n: Index) = let a = build n (fun i -> 0.0) in let b = addAt a 0 1.0 in (a, b)\n\
+               let readlater (n: Index) = let a = build n (fun i -> 1.0) in let b = addAt a 0 1.0 in b[0] + a[0]\n\
+               let readfirst (n: Index) = let a = build n (fun i -> 1.0) in let x = a[0] in let b = addAt a 0 x in b\n\
+               let param (v: Vector) = addAt v 0 1.0\n\
+               let looped (n: Index) = ifold (fun s i -> addAt s (i - n * (i / n)) 1.0) (build n (fun i -> 0.0)) (2 * n)\n\
+               let invariant (n: Index) = let a = build n (fun i -> 0.0) in build 2 (fun i -> (addAt a i 1.0)[i])\n\
+               let branches (n: Index) (c: Bool) = let a = build n (fun i -> 0.0) in if c then addAt a 0 1.0 else addAt a 1 2.0\n\
+               let shared (n: Index) (c: Bool) = let a = build n (fun i -> 0.0) in let b = if c then addAt a 0 1.0 else a in (b, a[1])\n\
+               let paired (n: Index) = let p = (build n (fun i -> 0.0), 3.0) in let q = ifold (fun s i -> (addAt (fst s) i (snd s), snd s)) p n in fst q\n\
+               let rows (m: Matrix) = let r = m[0] in addAt r 0 1.0\n";
+    let v3 = || vector(&[1.0, 2.0, 3.0]);
+    let m = Value::array(vec![v3(), v3()]);
+    let cases: Vec<(&str, Vec<Value>, &[&str])> = vec![
+        ("chain", vec![Value::Index(3)], &["+", "+"]),
+        ("kept", vec![Value::Index(3)], &["-"]),
+        ("readlater", vec![Value::Index(3)], &["-"]),
+        ("readfirst", vec![Value::Index(3)], &["+"]),
+        ("param", vec![v3()], &["-"]),
+        ("looped", vec![Value::Index(3)], &["+"]),
+        // Unrolled: one copy per element.
+        ("invariant", vec![Value::Index(3)], &["-", "-"]),
+        (
+            "branches",
+            vec![Value::Index(3), Value::Bool(false)],
+            &["+", "+"],
+        ),
+        ("shared", vec![Value::Index(3), Value::Bool(true)], &["-"]),
+        ("paired", vec![Value::Index(3)], &["+"]),
+        ("rows", vec![m], &["-"]),
+    ];
+    for (f, args, expect) in cases {
+        assert_eq!(compare_src(src, f, &args), Outcome::Value, "{f}");
+        let listing = listing_of(src, f);
+        let line = |tag: &str| -> usize {
+            listing
+                .lines()
+                .find_map(|l| l.strip_prefix(tag))
+                .map_or(0, |rest| {
+                    if rest == "none" {
+                        0
+                    } else {
+                        rest.split(", ").count()
+                    }
+                })
+        };
+        let (inp, copies) = (line(";; in place: "), line(";; into a copy: "));
+        let want_in = expect.iter().filter(|e| **e == "+").count();
+        let want_copy = expect.len() - want_in;
+        assert_eq!((inp, copies), (want_in, want_copy), "{f}:\n{listing}");
+    }
+}
+
+/// Note [Hoisting], folding: an Index operation that returns its operand
+/// unchanged (`0 + i`, `i * 1`, `i - 0`, `i / 1`) is that operand, with no
+/// overflow test; and every test that can fail branches to a cold block of
+/// its own, so no branch in the hot path passes arguments to the exit.
+/// Values and ⊥ stay the evaluator's.
+#[test]
+fn identity_index_arithmetic_is_folded_and_tests_branch_to_cold_blocks() {
+    let src = "let f (a: Vector) = build (length a) (fun i -> a[0 + i] * a[(i * 1 - 0) / 1] + a[i + 1 - 1])\n";
+    for args in [vec![vector(&[1.0, 2.0, 3.0])], vec![vector(&[])]] {
+        assert_eq!(compare_src(src, "f", &args), Outcome::Value);
+    }
+    let listing = listing_of(src, "f");
+    let normal = lowered_normal_form(src, "f");
+    // Both identities read `a` at the loop index itself.
+    let index = normal
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("x'n").and(l.split(" (").nth(1)))
+        .and_then(|rest| rest.split(')').next())
+        .expect("the loop index");
+    assert_eq!(
+        normal.matches(&format!(", {index})")).count(),
+        2,
+        "{normal}"
+    );
+    assert!(!normal.contains("/(") && !normal.contains("+(0,"), "{normal}");
+    // `i + 1 - 1` is not an identity: its overflow tests stay.
+    assert!(normal.contains(&format!("+({index}, 1)")), "{normal}");
+    let ir = listing
+        .split(";; Cranelift IR")
+        .nth(1)
+        .and_then(|s| s.split(";; machine code").next())
+        .expect("the IR");
+    assert!(ir.contains("brif"), "{ir}");
+    for line in ir.lines().filter(|l| l.contains("brif")) {
+        assert!(!line.contains("block1("), "a test passes arguments to the exit: {line}");
+    }
+}
+
 // ----- what the backend refuses -------------------------------------------------
 
 /// What the backend cannot compile is a clean `native-unsupported`; a call

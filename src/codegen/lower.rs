@@ -391,7 +391,10 @@ impl Lower<'_, '_> {
     }
 
     /// `for i in 0..n` threading `init` through `body`; returns the final
-    /// state (`init` when `n ≤ 0`).
+    /// state (`init` when `n ≤ 0`). The loop is rotated: one test before
+    /// it, and the test of the next index at the bottom, so an iteration
+    /// takes one branch back (a test at the top took a jump back to it and
+    /// a branch into the body, two taken branches per iteration).
     fn counted_loop(
         &mut self,
         n: Value,
@@ -402,31 +405,30 @@ impl Lower<'_, '_> {
             .iter()
             .map(|v| self.b.func.dfg.value_type(*v))
             .collect();
-        let (header, body_b, exit) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        self.b.append_block_param(header, types::I64);
+        let (body_b, exit) = (self.b.create_block(), self.b.create_block());
+        self.b.append_block_param(body_b, types::I64);
         for t in &tys {
-            self.b.append_block_param(header, *t);
+            self.b.append_block_param(body_b, *t);
             self.b.append_block_param(exit, *t);
         }
         let zero = self.iconst(0);
         let mut start = vec![zero];
         start.extend_from_slice(init);
-        self.b.ins().jump(header, &args_of(&start));
-        self.b.switch_to_block(header);
-        let params = self.b.block_params(header).to_vec();
-        let (i, state) = (params[0], &params[1..]);
-        let more = self.b.ins().icmp(IntCC::SignedLessThan, i, n);
-        self.b.ins().brif(more, body_b, &[], exit, &args_of(state));
+        let any = self.b.ins().icmp(IntCC::SignedLessThan, zero, n);
+        self.b
+            .ins()
+            .brif(any, body_b, &args_of(&start), exit, &args_of(init));
         self.b.switch_to_block(body_b);
+        let params = self.b.block_params(body_b).to_vec();
+        let (i, state) = (params[0], &params[1..]);
         let next = body(self, i, state)?;
         let i1 = self.b.ins().iadd_imm_s(i, 1);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, i1, n);
         let mut back = vec![i1];
-        back.extend(next);
-        self.b.ins().jump(header, &args_of(&back));
+        back.extend(next.iter().copied());
+        self.b
+            .ins()
+            .brif(more, body_b, &args_of(&back), exit, &args_of(&next));
         self.b.switch_to_block(exit);
         Ok(self.b.block_params(exit).to_vec())
     }

@@ -969,7 +969,10 @@ fn identity_index_arithmetic_is_folded_and_tests_branch_to_cold_blocks() {
         2,
         "{normal}"
     );
-    assert!(!normal.contains("/(") && !normal.contains("+(0,"), "{normal}");
+    assert!(
+        !normal.contains("/(") && !normal.contains("+(0,"),
+        "{normal}"
+    );
     // `i + 1 - 1` is not an identity: its overflow tests stay.
     assert!(normal.contains(&format!("+({index}, 1)")), "{normal}");
     let ir = listing
@@ -979,8 +982,53 @@ fn identity_index_arithmetic_is_folded_and_tests_branch_to_cold_blocks() {
         .expect("the IR");
     assert!(ir.contains("brif"), "{ir}");
     for line in ir.lines().filter(|l| l.contains("brif")) {
-        assert!(!line.contains("block1("), "a test passes arguments to the exit: {line}");
+        assert!(
+            !line.contains("block1("),
+            "a test passes arguments to the exit: {line}"
+        );
     }
+}
+
+/// Loops are rotated (`counted_loop`): a test before the loop, and at the
+/// bottom of the body a conditional branch back to the body, with the
+/// next index and state, or out; no unconditional jump goes back. Values
+/// and ⊥ stay the evaluator's.
+#[test]
+fn loops_test_their_next_index_at_the_bottom() {
+    let src = "let f (v: Vector) = vectorMax v\n";
+    for xs in [&[3.0, 1.0, 4.0, 1.5][..], &[2.0]] {
+        assert_eq!(
+            compare_src(src, "f", &[vector(xs)]),
+            Outcome::Value,
+            "{xs:?}"
+        );
+    }
+    assert_eq!(compare_src(src, "f", &[vector(&[])]), Outcome::Bottom);
+    let listing = listing_of(src, "f");
+    let ir = listing
+        .split(";; Cranelift IR")
+        .nth(1)
+        .and_then(|s| s.split(";; machine code").next())
+        .expect("the IR");
+    // Back edges: branches to a block printed (laid out) earlier.
+    let mut seen: Vec<String> = Vec::new();
+    let (mut conditional, mut jumps) = (0, 0);
+    for line in ir.lines() {
+        if let Some(name) = line
+            .strip_suffix(':')
+            .and_then(|l| l.split(['(', ' ']).next())
+        {
+            seen.push(name.to_string());
+            continue;
+        }
+        let back = seen.iter().any(|b| line.contains(&format!(" {b}(")));
+        match line.split_whitespace().next() {
+            Some("brif") if back => conditional += 1,
+            Some("jump") if back => jumps += 1,
+            _ => {}
+        }
+    }
+    assert_eq!((conditional, jumps), (1, 0), "{ir}");
 }
 
 // ----- what the backend refuses -------------------------------------------------

@@ -5,8 +5,9 @@
 //! environment, and every use is dominated by its definition.
 //!
 //! Control flow: `if` becomes a branch whose join block takes the result
-//! as block parameters; `build`, `ifold` and `iscan` become counted loops
-//! whose header carries the index and the state as block parameters. No
+//! as block parameters; `build`, `ifold` and `iscan` become counted loops,
+//! rotated (a test before the loop, the next index tested at the bottom),
+//! whose body block carries the index and the state as block parameters. No
 //! `Variable`s are used, so block sealing order does not matter. Every ⊥
 //! branches to one cold exit block (`fail`) that stores its details in the
 //! context and returns the status code.

@@ -60,3 +60,48 @@ fn trace_has_one_event_per_step() {
     assert_eq!(seen.len() as u64, stats.steps);
     assert!(seen.iter().enumerate().all(|(i, s)| *s == i as u64 + 1));
 }
+
+/// Note [Persistent arrays] against a model that copies: from one array
+/// of four zeros, every operation either reads a version (any earlier one,
+/// so rerooting runs in every direction) or updates one into a new
+/// version; every version always holds what the copying model says.
+/// (quickcheck: shrinks a failing sequence of operations.)
+#[test]
+fn persistent_arrays_behave_like_copies() {
+    use fsmooth::eval::{PArray, Value};
+    use std::rc::Rc;
+
+    fn holds(p: &Rc<PArray>, want: &[f64]) -> bool {
+        PArray::with(p, |items| {
+            items.len() == want.len() && items.iter().zip(want).all(|(x, w)| x.as_f64() == Some(*w))
+        })
+    }
+
+    fn prop(ops: Vec<(u8, u8, i8, bool)>) -> bool {
+        let mut versions = vec![PArray::new(vec![Value::Double(0.0); 4])];
+        let mut model = vec![vec![0.0; 4]];
+        for (which, slot, delta, read) in ops {
+            let v = which as usize % versions.len();
+            if read {
+                if !holds(&versions[v], &model[v]) {
+                    return false;
+                }
+                continue;
+            }
+            let k = slot as usize % 4;
+            let d = f64::from(delta);
+            let next = PArray::update(&versions[v], k, |old| {
+                Value::Double(old.as_f64().unwrap_or(f64::NAN) + d)
+            });
+            let mut m = model[v].clone();
+            m[k] += d;
+            versions.push(next);
+            model.push(m);
+        }
+        versions.iter().zip(&model).all(|(p, m)| holds(p, m))
+    }
+
+    quickcheck::QuickCheck::new()
+        .tests(300)
+        .quickcheck(prop as fn(Vec<(u8, u8, i8, bool)>) -> bool);
+}

@@ -27,7 +27,9 @@ use super::hoist;
 use super::layout::{Leaf, SLOT, clif_types, elem_bytes, leaves, slots};
 use super::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH, ctx_window};
 use super::version;
-use super::{CodegenError, compile_error, inplace, scratch, unroll, unsupported, vertical};
+use super::{
+    CodegenError, compile_error, inplace, interchange, scratch, unroll, unsupported, vertical,
+};
 use crate::ad::anf::{Atom, Binding, Block as AnfBlock, LoopKind, Normal, Rhs};
 use crate::ir::{Lit, Name, Prim, Type};
 
@@ -62,7 +64,7 @@ pub fn lower_function(
     normal: &Normal,
     imports: &Imports,
     target: TargetFrontendConfig,
-) -> R<(scratch::Scratch, AnfBlock, inplace::Updates)> {
+) -> R<(scratch::Scratch, AnfBlock, inplace::Updates, Vec<Name>)> {
     // Projections of pairs forwarded, so that fusion sees through tuples.
     let mut body = normal.body.clone();
     fuse::forward_projections(&mut body);
@@ -121,6 +123,7 @@ pub fn lower_function(
         into_scratch: None,
         in_place: None,
         updates,
+        interchanged: Vec::new(),
         windows: MemFlagsData::trusted().with_alias_region(Some(windows)),
     };
     let mut off = 0i64;
@@ -137,7 +140,7 @@ pub fn lower_function(
     l.b.seal_all_blocks();
     l.b.finalize(target);
     let scratch = l.scratch;
-    Ok((scratch, lowered.body, l.updates))
+    Ok((scratch, lowered.body, l.updates, l.interchanged))
 }
 
 fn offset(bytes: i64) -> R<i32> {
@@ -180,6 +183,8 @@ struct Lower<'a, 'f> {
     in_place: Option<bool>,
     /// Which `addAt` bindings update in place.
     updates: inplace::Updates,
+    /// The `build`s of sums lowered interchanged (Note [Interchange]).
+    interchanged: Vec<Name>,
     /// The alias region of the scratch windows in the call context: no
     /// array element is there, so moving a window does not keep Cranelift
     /// from reusing loads of array elements across it.
@@ -680,7 +685,13 @@ impl Lower<'_, '_> {
                     .map(|a| self.in_bounds.push((index.clone(), a)))
                     .is_some();
                 let r = match (kind, state) {
-                    (LoopKind::Build, None) => self.build(n, index, body, &bind.ty),
+                    (LoopKind::Build, None) => match interchange::plan(index, body, &bind.ty) {
+                        Some(plan) => {
+                            self.interchanged.push(bind.name.clone());
+                            self.interchanged(n, index, body, plan, &bind.ty)
+                        }
+                        None => self.build(n, index, body, &bind.ty),
+                    },
                     (LoopKind::IFold, Some((z, s, _))) => self.ifold(n, z, s, index, body),
                     (LoopKind::IScan, Some((z, s, st))) => self.iscan(n, z, s, st, index, body),
                     _ => Err(compile_error("a loop without its state")),
@@ -785,6 +796,125 @@ impl Lower<'_, '_> {
             l.store(el, &v, at, 0)?;
             Ok(Vec::new())
         })?;
+        Ok(vec![p, n])
+    }
+
+    /// A `build` of sums with its loops interchanged, behind the guard
+    /// that makes it exact (Note [Interchange] in `codegen/interchange.rs`);
+    /// the nest as written when the guard fails.
+    fn interchanged(
+        &mut self,
+        n_atom: &Atom,
+        j: &Name,
+        outer: &AnfBlock,
+        plan: interchange::Plan<'_>,
+        ty: &Type,
+    ) -> R<Vals> {
+        let n = self.scalar(n_atom)?;
+        // E-Build-Bot, then E-IFold-Bot of the first element's sum.
+        self.check_count(n, rt::NEGATIVE_SIZE);
+        let m = self.scalar(plan.m)?;
+        let some = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
+        let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, m, 0);
+        let bad = self.b.ins().band(some, neg);
+        let zero = self.iconst(0);
+        self.fail_if(bad, rt::NEGATIVE_COUNT, m, zero);
+        // The guard: every read in bounds (trivially, with no element or
+        // no term).
+        let mut ok = self.b.ins().iconst(types::I8, 1);
+        let mut rows: Vec<Name> = Vec::new();
+        for read in &plan.reads {
+            let cond = match read {
+                interchange::Read::Outer(a) => {
+                    let len = self.length_of(a)?;
+                    self.b.ins().icmp(IntCC::SignedLessThanOrEqual, m, len)
+                }
+                interchange::Read::Inner(a) => {
+                    let len = self.length_of(a)?;
+                    self.b.ins().icmp(IntCC::SignedLessThanOrEqual, n, len)
+                }
+                interchange::Read::Const(a, c) => {
+                    let len = self.length_of(a)?;
+                    let c = self.scalar(c)?;
+                    self.b.ins().icmp(IntCC::UnsignedLessThan, c, len)
+                }
+                interchange::Read::Row(a) => {
+                    if !rows.contains(a) {
+                        rows.push(a.clone());
+                    }
+                    continue;
+                }
+            };
+            ok = self.b.ins().band(ok, cond);
+        }
+        let n0 = self.b.ins().icmp_imm_s(IntCC::Equal, n, 0);
+        let m0 = self.b.ins().icmp_imm_s(IntCC::Equal, m, 0);
+        let empty = self.b.ins().bor(n0, m0);
+        ok = self.b.ins().bor(empty, ok);
+        if !rows.is_empty() {
+            // Every row `a[i]`, i < m, at least n long (read only when the
+            // reads of the rows themselves are in bounds).
+            let count = self.b.ins().select(ok, m, zero);
+            let flags = MemFlagsData::trusted();
+            let arrays: Vec<Vals> = rows.iter().map(|a| self.env[a].clone()).collect();
+            ok = self.counted_loop(count, &[ok], |l, i, st| {
+                let mut all = st[0];
+                for a in &arrays {
+                    let d = l.element(a[0], i, 2 * SLOT);
+                    let len = l.b.ins().load(types::I64, flags, d, SLOT as i32);
+                    let fits = l.b.ins().icmp(IntCC::SignedLessThanOrEqual, n, len);
+                    all = l.b.ins().band(all, fits);
+                }
+                Ok(vec![all])
+            })?[0];
+        }
+        let (fast, slow, join) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.append_block_param(join, types::I64);
+        self.b.ins().brif(ok, fast, &[], slow, &[]);
+        self.b.switch_to_block(fast);
+        // The fast path allocates first: a scratch array's buffer is its.
+        let out = self.alloc(n, 8)?;
+        let z = self.scalar(plan.z)?;
+        let flags = MemFlagsData::trusted();
+        self.counted_loop(n, &[], |l, k, _| {
+            let at = l.element(out, k, 8);
+            l.b.ins().store(flags, z, at, 0);
+            Ok(Vec::new())
+        })?;
+        let (last, rest) = plan
+            .body
+            .binds
+            .split_last()
+            .ok_or_else(|| compile_error("an interchanged sum without its addition"))?;
+        let _ = last;
+        self.counted_loop(m, &[], |l, i, _| {
+            l.env.insert(plan.index.clone(), vec![i]);
+            l.counted_loop(n, &[], |l, k, _| {
+                l.env.insert(j.clone(), vec![k]);
+                l.trusted += 1;
+                let r = rest.iter().try_for_each(|b| l.bind(b));
+                l.trusted -= 1;
+                r?;
+                let e = l.scalar(plan.term)?;
+                let at = l.element(out, k, 8);
+                let old = l.b.ins().load(types::F64, flags, at, 0);
+                let sum = l.b.ins().fadd(old, e);
+                l.b.ins().store(flags, sum, at, 0);
+                Ok(Vec::new())
+            })?;
+            Ok(Vec::new())
+        })?;
+        self.b.ins().jump(join, &args_of(&[out]));
+        self.b.switch_to_block(slow);
+        self.b.set_cold_block(slow);
+        let built = self.build(n_atom, j, outer, ty)?;
+        self.b.ins().jump(join, &args_of(&built[..1]));
+        self.b.switch_to_block(join);
+        let p = self.b.block_params(join)[0];
         Ok(vec![p, n])
     }
 

@@ -89,6 +89,7 @@ mod fuse;
 mod header;
 mod hoist;
 mod inplace;
+mod interchange;
 mod jit;
 mod layout;
 mod lower;

@@ -130,7 +130,7 @@ pub fn define_entry<M: Module>(
         imports.insert(helper, module.declare_func_in_func(*hid, &mut ctx.func));
     }
     let target = module.target_config();
-    let (scratch, lowered, updates) =
+    let (scratch, lowered, updates, interchanged) =
         lower_function(&mut ctx.func, &mut fctx, normal, &imports, target)?;
     let ir = listing.is_some().then(|| ctx.func.display().to_string());
     if ir.is_some() {
@@ -149,6 +149,15 @@ pub fn define_entry<M: Module>(
         ));
         out.push_str(&scratch.describe());
         out.push_str(&updates.describe());
+        let names: Vec<String> = interchanged.iter().map(|x| x.to_string()).collect();
+        out.push_str(&format!(
+            ";; builds of sums interchanged (Note [Interchange]): {}\n",
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        ));
         out.push_str(&format!(
             ";; Cranelift IR of `{name}`, as lowered\n{ir}\n;; machine code of `{name}`\n{code}"
         ));

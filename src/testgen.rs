@@ -167,7 +167,21 @@ impl Gen<'_> {
         let Expr::Var(wrt) = self.prog.expr(x).clone() else {
             return x;
         };
-        let body = self.expr(GenType::Double, d, scope);
+        // `deriv` takes no free function variable (`deriv-free-function`):
+        // the body sees the Double, Index, Bool, Vector and Pair variables
+        // only (a function variable shadowed by them is hidden too).
+        let mut inner: Scope = scope
+            .iter()
+            .filter(|(_, t)| *t != GenType::Fun)
+            .cloned()
+            .collect();
+        let shadowed: Vec<Name> = scope
+            .iter()
+            .filter(|(_, t)| *t == GenType::Fun)
+            .map(|(n, _)| n.clone())
+            .collect();
+        inner.retain(|(n, _)| !shadowed.contains(n));
+        let body = self.expr(GenType::Double, d, &mut inner);
         let dual = self.add(Expr::Deriv { body, wrt });
         let op = if self.pick(4) == 0 {
             Prim::Fst

@@ -82,6 +82,16 @@ impl Type {
         }
     }
 
+    /// Whether a value of this type holds an array (functions count as
+    /// holding none).
+    pub fn has_array(&self) -> bool {
+        match self {
+            Type::Array(_) => true,
+            Type::Pair(a, b) => a.has_array() || b.has_array(),
+            _ => false,
+        }
+    }
+
     /// DT[[·]], the type of the dual-number form of a value of this type
     /// (spec/ad-forward.md): DT-Double, DT-Index, DT-Bool, DT-Arr, DT-Pair,
     /// DT-Fun.

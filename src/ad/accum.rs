@@ -264,6 +264,19 @@ pub fn slice_add(b: &mut Builder<'_>, dst: ExprId, dnode: &V, src: &V, snode: &V
 /// The cotangent of `x` held in accumulator `src` at `node`, as CT[t]: a
 /// sparse list with one contribution per element.
 pub fn to_sparse(b: &mut Builder<'_>, src: &V, node: &V, x: &V) -> ExprId {
+    read_out(b, src, node, x, true)
+}
+
+/// The cotangent of `x` held in accumulator `acc` at `node` as a dense
+/// value shaped like `x`.
+pub fn reshape(b: &mut Builder<'_>, acc: &V, node: &V, x: &V) -> ExprId {
+    read_out(b, acc, node, x, false)
+}
+
+/// [`to_sparse`] (`sparse`: every element paired with its index) or
+/// [`reshape`]: element by element, a Double read at `node + j`, an array
+/// read out at its own node.
+fn read_out(b: &mut Builder<'_>, acc: &V, node: &V, x: &V, sparse: bool) -> ExprId {
     let xv = x.at(b);
     let n = b.length(xv);
     let e = elem(&x.ty).clone();
@@ -276,39 +289,18 @@ pub fn to_sparse(b: &mut Builder<'_>, src: &V, node: &V, x: &V) -> ExprId {
             let nd = node.at(b);
             let jv = j.at(b);
             let at = iadd(b, nd, jv);
-            let sv = src.at(b);
-            b.get(sv, at)
-        } else {
-            element(b, x, &j, |b, xj| {
-                element(b, node, &j, |b, nd| to_sparse(b, src, &nd, &xj))
-            })
-        };
-        let jv = j.at(b);
-        b.pair(jv, c)
-    })
-}
-
-/// The cotangent of `x` held in accumulator `acc` at `node` as a dense
-/// value shaped like `x`.
-pub fn reshape(b: &mut Builder<'_>, acc: &V, node: &V, x: &V) -> ExprId {
-    let xv = x.at(b);
-    let n = b.length(xv);
-    let e = elem(&x.ty).clone();
-    b.build(n, |b, j| {
-        let j = V {
-            name: j.clone(),
-            ty: Type::Index,
-        };
-        if e == Type::Double {
-            let nd = node.at(b);
-            let jv = j.at(b);
-            let at = iadd(b, nd, jv);
             let av = acc.at(b);
             b.get(av, at)
         } else {
             element(b, x, &j, |b, xj| {
-                element(b, node, &j, |b, nd| reshape(b, acc, &nd, &xj))
+                element(b, node, &j, |b, nd| read_out(b, acc, &nd, &xj, sparse))
             })
+        };
+        if sparse {
+            let jv = j.at(b);
+            b.pair(jv, c)
+        } else {
+            c
         }
     })
 }

@@ -295,14 +295,6 @@ fn acc_type() -> Type {
     Type::array(Type::Double)
 }
 
-fn has_array(t: &Type) -> bool {
-    match t {
-        Type::Array(_) => true,
-        Type::Pair(a, b) => has_array(a) || has_array(b),
-        _ => false,
-    }
-}
-
 /// Marks the variables of `blk` that depend on an already active one.
 /// Conservative for loops and conditionals: their result (and a fold's
 /// state) is active when anything they read is.
@@ -2156,7 +2148,7 @@ enum Seeding {
 /// other free variable's cotangent is free of arrays, so the iterations'
 /// contributions can be summed in the loop's state.
 fn threadable(threads: &Accs, w: &[(Name, Type)]) -> bool {
-    !threads.is_empty() && w.iter().all(|(_, t)| !has_array(&cotangent_type(t)))
+    !threads.is_empty() && w.iter().all(|(_, t)| !cotangent_type(t).has_array())
 }
 
 /// Where [`Reverse::deliver`] puts a contribution: the adjoint map (with

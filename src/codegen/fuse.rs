@@ -244,7 +244,7 @@ impl Walk {
                         a => self.atom(a),
                     }
                     let arrays = match &bind.ty {
-                        Type::Array(e) => has_array(e),
+                        Type::Array(e) => e.has_array(),
                         _ => true,
                     };
                     self.candidates.push(bind.name.clone());
@@ -295,7 +295,7 @@ impl Walk {
                                 index: index.clone(),
                                 body: body.clone(),
                                 arrays: match &bind.ty {
-                                    Type::Array(e) => has_array(e),
+                                    Type::Array(e) => e.has_array(),
                                     _ => true,
                                 },
                                 size: match n {
@@ -677,13 +677,4 @@ fn drop_unused(b: &mut Block, uses: &HashMap<Name, usize>) -> bool {
         }
     }
     changed
-}
-
-/// Whether values of type `t` contain an array.
-pub(super) fn has_array(t: &Type) -> bool {
-    match t {
-        Type::Array(_) => true,
-        Type::Pair(a, b) => has_array(a) || has_array(b),
-        _ => false,
-    }
 }

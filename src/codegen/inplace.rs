@@ -183,7 +183,7 @@ impl Analysis {
 
     fn use_(&mut self, a: &Atom, pos: &Pos, u: Use) {
         if let Atom::Var(x, t) = a
-            && has_array(t)
+            && t.has_array()
         {
             self.uses
                 .entry(x.clone())
@@ -200,7 +200,7 @@ impl Analysis {
                 Rhs::Prim(op, args) => {
                     match (op, args.as_slice()) {
                         (Prim::Get, [a, _]) => {
-                            let u = if has_array(&bind.ty) {
+                            let u = if bind.ty.has_array() {
                                 Use::Consume
                             } else {
                                 Use::Read
@@ -454,12 +454,4 @@ fn exclusive(a: &Pos, b: &Pos) -> bool {
                 (Part::Then, Part::Else) | (Part::Else, Part::Then)
             )
         })
-}
-
-fn has_array(t: &Type) -> bool {
-    match t {
-        Type::Array(_) => true,
-        Type::Pair(a, b) => has_array(a) || has_array(b),
-        _ => false,
-    }
 }

@@ -68,7 +68,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::fuse::has_array;
 use crate::ad::anf::{Atom, Block, LoopKind, Rhs};
 use crate::ir::{Name, Prim, Type};
 
@@ -206,7 +205,7 @@ impl Graph {
     /// x → y, when `y : ty` can point to what x points to.
     fn flow(&mut self, x: &Atom, y: &Name, ty: &Type) {
         if let Some(x) = x.var()
-            && has_array(ty)
+            && ty.has_array()
         {
             self.edges.push((x.clone(), y.clone()));
         }

@@ -893,6 +893,12 @@ impl<'b, 'a> Reverse<'b, 'a> {
                         self.places.insert(bd.name.clone(), p.clone());
                         continue;
                     }
+                    // Only an array whose every leaf its binding made: an
+                    // accumulator for rows it merely shares (`build n (fun
+                    // i -> m[0])`) would cost more than the primal did.
+                    if !fresh_leaves(&bd.rhs) {
+                        continue;
+                    }
                     // A root: zeros for its leaves, and its node from 0.
                     let n = accum::leaf_count(self.b, &x);
                     let z = accum::zeros(self.b, n);
@@ -2117,6 +2123,31 @@ pub(super) fn plain_program(b: &mut Builder<'_>, normal: &Normal, name: &str) ->
         ann: None,
         body: e,
         prelude: false,
+    }
+}
+
+/// Whether the array `rhs` binds is made leaf by leaf by it (§5.6, the
+/// cost of a root): a `build` or literal of Doubles, or a `build` whose
+/// elements are such arrays built in its body.
+fn fresh_leaves(rhs: &Rhs) -> bool {
+    match rhs {
+        Rhs::Array(items) => items.iter().all(|a| *a.ty() == Type::Double),
+        Rhs::Loop {
+            kind: LoopKind::Build,
+            body,
+            ..
+        } => {
+            if *body.result.ty() == Type::Double {
+                return true;
+            }
+            let Some(r) = body.result.var() else {
+                return false;
+            };
+            body.binds
+                .iter()
+                .any(|b| &b.name == r && fresh_leaves(&b.rhs))
+        }
+        _ => false,
     }
 }
 

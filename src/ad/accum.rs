@@ -88,6 +88,17 @@ pub fn fold(
     n: ExprId,
     step: impl FnOnce(&mut Builder<'_>, V, V) -> ExprId,
 ) -> ExprId {
+    loop_over(b, Prim::IFold, z, n, step)
+}
+
+/// `ifold` or `iscan` of `fun s j -> step(s, j)` from `z` for `n` steps.
+fn loop_over(
+    b: &mut Builder<'_>,
+    op: Prim,
+    z: ExprId,
+    n: ExprId,
+    step: impl FnOnce(&mut Builder<'_>, V, V) -> ExprId,
+) -> ExprId {
     let st = b.ty(z);
     let s = V {
         name: b.fresh("s"),
@@ -100,7 +111,12 @@ pub fn fold(
     let body = step(b, s.clone(), j.clone());
     let lj = b.lam(j.name, Type::Index, body);
     let f = b.lam(s.name, st.clone(), lj);
-    b.prim(Prim::IFold, vec![f, z, n], st)
+    let ty = if op == Prim::IScan {
+        Type::array(st)
+    } else {
+        st
+    };
+    b.prim(op, vec![f, z, n], ty)
 }
 
 /// `x[j]` bound to a fresh variable around `body`.
@@ -151,24 +167,13 @@ pub fn offsets(b: &mut Builder<'_>, x: &V, base: &V) -> ExprId {
     let z = base.at(b);
     let xv = x.at(b);
     let n = b.length(xv);
-    let starts = {
-        let s = V {
-            name: b.fresh("s"),
-            ty: Type::Index,
-        };
-        let j = V {
-            name: b.fresh("j"),
-            ty: Type::Index,
-        };
-        let body = element(b, x, &j, |b, xj| {
+    let starts = loop_over(b, Prim::IScan, z, n, |b, s, j| {
+        element(b, x, &j, |b, xj| {
             let c = leaf_count(b, &xj);
             let sv = s.at(b);
             iadd(b, sv, c)
-        });
-        let lj = b.lam(j.name, Type::Index, body);
-        let f = b.lam(s.name, Type::Index, lj);
-        b.prim(Prim::IScan, vec![f, z, n], Type::array(Type::Index))
-    };
+        })
+    });
     if *elem(&e) == Type::Double {
         return starts;
     }

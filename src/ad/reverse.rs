@@ -46,10 +46,6 @@ pub fn cotangent_type(t: &Type) -> Type {
     }
 }
 
-fn has_doubles(t: &Type) -> bool {
-    t.has_double()
-}
-
 /// The free variables of a block, in order of first occurrence.
 pub fn free_vars(b: &Block) -> Vec<(Name, Type)> {
     let mut out = Vec::new();
@@ -326,7 +322,7 @@ pub fn activity(blk: &Block, active: &mut std::collections::HashSet<Name>) {
                 reads
             }
         };
-        if on && has_doubles(&bd.ty) {
+        if on && bd.ty.has_double() {
             active.insert(bd.name.clone());
         }
     }
@@ -800,7 +796,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
         // Which parts of each adjoint are structural zeros.
         let mut masks: HashMap<Name, Zero> = HashMap::new();
         if let (Some(s), Atom::Var(r, t)) = (seed, &blk.result)
-            && has_doubles(t)
+            && t.has_double()
         {
             let c = match s {
                 Cot::Value(s) => Contrib::Value(self.b.var(&s, cotangent_type(t))),
@@ -828,7 +824,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
             };
             let mask = masks.get(&bd.name).cloned().unwrap_or(Zero::No);
             for (y, ty, c, m) in self.contributions(bd, &cot, &mask, &mut lets, &mut accs)? {
-                if !has_doubles(&ty) || !self.active.contains(&y) || is_bare(&y) {
+                if !ty.has_double() || !self.active.contains(&y) || is_bare(&y) {
                     continue;
                 }
                 let mut sink = Sink {
@@ -1235,7 +1231,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                         fvs.push(v);
                     }
                 }
-                fvs.retain(|(n, t)| has_doubles(t) && self.active.contains(n));
+                fvs.retain(|(n, t)| t.has_double() && self.active.contains(n));
                 let (threads, fvs) = self.split(&fvs, accs, None);
                 let branch = |me: &mut Self, blk: &Block, first: bool| -> Result<ExprId, AdError> {
                     let mut l = Lets(Vec::new());
@@ -1273,7 +1269,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 // elements of a `build` (in increasing order), from x̄.
                 let mut fvs = free_vars(body);
                 fvs.retain(|(v, t)| {
-                    v != index && v != s && has_doubles(t) && self.active.contains(v)
+                    v != index && v != s && t.has_double() && self.active.contains(v)
                 });
                 let (threads, w) = self.split(&fvs, accs, None);
                 let per = Iteration {
@@ -1326,7 +1322,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 let stt = Type::array(Type::pair(sty.clone(), self.tape_type(body)));
                 let mut fvs = free_vars(body);
                 fvs.retain(|(v, t)| {
-                    v != index && v != s && has_doubles(t) && self.active.contains(v)
+                    v != index && v != s && t.has_double() && self.active.contains(v)
                 });
                 let (threads, w) = self.split(&fvs, accs, None);
                 let threaded = threadable(&threads, &w);
@@ -1572,7 +1568,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
         };
         let mut out = Vec::new();
         let mut fvs = free_vars(body);
-        fvs.retain(|(v, t)| v != index && has_doubles(t) && self.active.contains(v));
+        fvs.retain(|(v, t)| v != index && t.has_double() && self.active.contains(v));
         // Elements that are arrays run backwards from their places in the
         // build's own accumulator, so it is threaded too; Double elements
         // only read their seeds from it.
@@ -1915,7 +1911,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
     /// A cotangent of type CT[t] as a dense value shaped like `primal`.
     fn dense(&mut self, ct: ExprId, primal: ExprId, t: &Type) -> ExprId {
         match t {
-            Type::Array(el) if has_doubles(el) => {
+            Type::Array(el) if el.has_double() => {
                 let (cn, pn) = (self.b.fresh("c"), self.b.fresh("p"));
                 let (ctt, pt) = (self.b.ty(ct), self.b.ty(primal));
                 let pv = self.b.var(&pn, pt.clone());

@@ -156,6 +156,16 @@ enum Use {
 
 type Leaf = (Name, Vec<u8>);
 
+/// Where a leaf's buffer comes from.
+enum Origin {
+    /// Made by its binding.
+    Fresh,
+    /// From these leaves (None: a literal), each consumed at a position.
+    From(Vec<(Option<Leaf>, u32)>),
+    /// Never owned: a parameter, an index, a read of a row, a scalar.
+    Never,
+}
+
 #[derive(Default)]
 struct Analysis {
     seq: u32,
@@ -320,73 +330,60 @@ impl Analysis {
         }
     }
 
-    /// The leaves whose ownership that of `leaf` depends on.
-    fn depends_on(&self, (x, path): &Leaf) -> Vec<Leaf> {
-        let leaf = |a: &Atom, p: Vec<u8>| a.var().map(|v| (v.clone(), p));
-        let Some((_, d, _)) = self.defs.get(x) else {
-            return Vec::new();
+    /// Where the buffer of `leaf` comes from (Note [In-place updates]).
+    fn origin(&self, (x, path): &Leaf) -> Origin {
+        let Some((pos, d, _)) = self.defs.get(x) else {
+            return Origin::Never;
         };
-        let found: Vec<Option<Leaf>> = match d {
+        let from = |a: &Atom, p: Vec<u8>, at: u32| (a.var().map(|v| (v.clone(), p)), at);
+        match d {
+            Def::Fresh if path.is_empty() => Origin::Fresh,
             Def::Fst(p) | Def::Snd(p) => {
                 let k = if matches!(d, Def::Fst(_)) { 0 } else { 1 };
                 let mut sub = vec![k];
                 sub.extend(path);
-                vec![Some((p.clone(), sub))]
+                Origin::From(vec![(Some((p.clone(), sub)), pos.seq)])
             }
             Def::Pair(a, b) => match path.split_first() {
-                Some((0, rest)) => vec![leaf(a, rest.to_vec())],
-                Some((1, rest)) => vec![leaf(b, rest.to_vec())],
-                _ => Vec::new(),
+                Some((0, rest)) => Origin::From(vec![from(a, rest.to_vec(), pos.seq)]),
+                Some((1, rest)) => Origin::From(vec![from(b, rest.to_vec(), pos.seq)]),
+                _ => Origin::Never,
             },
-            Def::If(t, _, e, _) => vec![leaf(t, path.clone()), leaf(e, path.clone())],
-            Def::Fold { z, result, .. } => vec![leaf(z, path.clone()), leaf(result, path.clone())],
-            Def::Fresh | Def::Other => Vec::new(),
-        };
-        found.into_iter().flatten().collect()
+            Def::If(t, te, e, ee) => {
+                Origin::From(vec![from(t, path.clone(), *te), from(e, path.clone(), *ee)])
+            }
+            Def::Fold { z, at, result, end } => Origin::From(vec![
+                from(z, path.clone(), *at),
+                from(result, path.clone(), *end),
+            ]),
+            Def::Fresh | Def::Other => Origin::Never,
+        }
+    }
+
+    /// The leaves whose ownership that of `leaf` depends on.
+    fn depends_on(&self, leaf: &Leaf) -> Vec<Leaf> {
+        match self.origin(leaf) {
+            Origin::From(sources) => sources.into_iter().filter_map(|(l, _)| l).collect(),
+            Origin::Fresh | Origin::Never => Vec::new(),
+        }
     }
 
     /// One step of the fixed point: whether `leaf` is owned given that
-    /// the leaves in `owned` are.
+    /// the leaves in `owned` are — made by its binding, or every source
+    /// owned and linear where it is consumed.
     fn owned_step(
         &self,
-        (x, path): &Leaf,
+        leaf: &Leaf,
         owned: &HashSet<Leaf>,
         memo: &mut HashMap<(Leaf, u32), bool>,
     ) -> bool {
-        let Some((pos, d, _)) = self.defs.get(x) else {
-            return false;
-        };
-        // `from` holds the buffer and is linear where `at` consumes it.
-        let mut via = |from: &Atom, sub: Vec<u8>, at: u32| -> bool {
-            let Atom::Var(v, _) = from else {
-                return false;
-            };
-            let leaf = (v.clone(), sub);
-            owned.contains(&leaf) && self.linear_memo(&leaf, at, memo)
-        };
-        match d {
-            Def::Fresh => path.is_empty(),
-            Def::Fst(p) | Def::Snd(p) => {
-                let k = if matches!(d, Def::Fst(_)) { 0 } else { 1 };
-                let mut sub = vec![k];
-                sub.extend(path);
-                let ty = self.defs.get(p).map(|(_, _, t)| t.clone());
-                via(
-                    &Atom::Var(p.clone(), ty.unwrap_or(Type::Bool)),
-                    sub,
-                    pos.seq,
-                )
-            }
-            Def::Pair(a, b) => match path.split_first() {
-                Some((0, rest)) => via(a, rest.to_vec(), pos.seq),
-                Some((1, rest)) => via(b, rest.to_vec(), pos.seq),
-                _ => false,
-            },
-            Def::If(t, te, e, ee) => via(t, path.clone(), *te) && via(e, path.clone(), *ee),
-            Def::Fold { z, at, result, end } => {
-                via(z, path.clone(), *at) && via(result, path.clone(), *end)
-            }
-            Def::Other => false,
+        match self.origin(leaf) {
+            Origin::Fresh => true,
+            Origin::Never => false,
+            Origin::From(sources) => sources.iter().all(|(l, at)| {
+                l.as_ref()
+                    .is_some_and(|l| owned.contains(l) && self.linear_memo(l, *at, memo))
+            }),
         }
     }
 

@@ -31,7 +31,7 @@
 //! E-Build-Bot (`n < 0`) is tested first, then E-IFold-Bot (`m < 0` when
 //! `n > 0`), as the nest would.
 
-use crate::ad::anf::{Atom, Block, LoopKind, Rhs};
+use crate::ad::anf::{Atom, Binding, Block, LoopKind, Rhs};
 use crate::ir::{Name, Prim, Type};
 
 /// A read the guard must test.
@@ -54,7 +54,8 @@ pub struct Plan<'b> {
     pub m: &'b Atom,
     pub z: &'b Atom,
     pub index: &'b Name,
-    pub body: &'b Block,
+    /// The sum's body without its addition.
+    pub terms: &'b [Binding],
     /// The term added: `e` of `s + e`.
     pub term: &'b Atom,
     pub reads: Vec<Read>,
@@ -145,14 +146,14 @@ pub fn plan<'b>(j: &Name, outer: &'b Block, ty: &Type) -> Option<Plan<'b>> {
             _ => return None,
         }
     }
-    if mentions_s(term) || !rows.iter().all(|(r, _)| outer_only(rest, r)) {
+    if mentions_s(term) || !rows.iter().all(|(r, _)| only_read(rest, r)) {
         return None;
     }
     Some(Plan {
         m,
         z,
         index: i,
-        body,
+        terms: rest,
         term,
         reads,
     })
@@ -164,7 +165,7 @@ fn has_rows(t: &Type) -> bool {
 
 /// Whether the row `r` is used only by reads (`r[k]` at the index the
 /// planner checked).
-fn outer_only(binds: &[crate::ad::anf::Binding], r: &Name) -> bool {
+fn only_read(binds: &[Binding], r: &Name) -> bool {
     binds.iter().all(|b| match &b.rhs {
         Rhs::Prim(Prim::Get, args) => args[1].var() != Some(r),
         Rhs::Prim(_, args) => args.iter().all(|a| a.var() != Some(r)),

@@ -885,12 +885,7 @@ impl Lower<'_, '_> {
             l.b.ins().store(flags, z, at, 0);
             Ok(Vec::new())
         })?;
-        let (last, rest) = plan
-            .body
-            .binds
-            .split_last()
-            .ok_or_else(|| compile_error("an interchanged sum without its addition"))?;
-        let _ = last;
+        let rest = plan.terms;
         self.counted_loop(m, &[], |l, i, _| {
             l.env.insert(plan.index.clone(), vec![i]);
             l.counted_loop(n, &[], |l, k, _| {

@@ -28,7 +28,8 @@ use super::layout::{Leaf, SLOT, clif_types, elem_bytes, leaves, slots};
 use super::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH, ctx_window};
 use super::version;
 use super::{
-    CodegenError, compile_error, inplace, interchange, scratch, unroll, unsupported, vertical,
+    CodegenError, compile_error, guard, inplace, interchange, scratch, unroll, unsupported,
+    vertical,
 };
 use crate::ad::anf::{Atom, Binding, Block as AnfBlock, LoopKind, Normal, Rhs};
 use crate::ir::{Lit, Name, Prim, Type};
@@ -64,7 +65,7 @@ pub fn lower_function(
     normal: &Normal,
     imports: &Imports,
     target: TargetFrontendConfig,
-) -> R<(scratch::Scratch, AnfBlock, inplace::Updates, Vec<Name>)> {
+) -> R<Lowered> {
     // Projections of pairs forwarded, so that fusion sees through tuples.
     let mut body = normal.body.clone();
     fuse::forward_projections(&mut body);
@@ -124,6 +125,9 @@ pub fn lower_function(
         in_place: None,
         updates,
         interchanged: Vec::new(),
+        guarded: Vec::new(),
+        covered: Default::default(),
+        unchecked: false,
         windows: MemFlagsData::trusted().with_alias_region(Some(windows)),
     };
     let mut off = 0i64;
@@ -140,7 +144,28 @@ pub fn lower_function(
     l.b.seal_all_blocks();
     l.b.finalize(target);
     let scratch = l.scratch;
-    Ok((scratch, lowered.body, l.updates, l.interchanged))
+    Ok(Lowered {
+        scratch,
+        body: lowered.body,
+        updates: l.updates,
+        interchanged: l.interchanged,
+        guarded: l.guarded,
+    })
+}
+
+/// What the lowering decided, for the listing (`fsmooth compile
+/// --listing`).
+pub struct Lowered {
+    /// The scratch arrays (Note [Scratch arrays]).
+    pub scratch: scratch::Scratch,
+    /// The normal form as lowered (after fusion, unrolling and hoisting).
+    pub body: AnfBlock,
+    /// The `addAt`s in place (Note [In-place updates]).
+    pub updates: inplace::Updates,
+    /// The builds of sums interchanged (Note [Interchange]).
+    pub interchanged: Vec<Name>,
+    /// The innermost loops behind a bounds guard (Note [Bounds guards]).
+    pub guarded: Vec<Name>,
 }
 
 fn offset(bytes: i64) -> R<i32> {
@@ -185,6 +210,13 @@ struct Lower<'a, 'f> {
     updates: inplace::Updates,
     /// The `build`s of sums lowered interchanged (Note [Interchange]).
     interchanged: Vec<Name>,
+    /// The innermost loops behind a bounds guard (Note [Bounds guards] in
+    /// `codegen/guard.rs`) ...
+    guarded: Vec<Name>,
+    /// ... the bindings whose tests the guard being lowered covers ...
+    covered: std::collections::HashSet<Name>,
+    /// ... and whether the binding being lowered is one of them.
+    unchecked: bool,
     /// The alias region of the scratch windows in the call context: no
     /// array element is there, so moving a window does not keep Cranelift
     /// from reusing loads of array elements across it.
@@ -543,7 +575,7 @@ impl Lower<'_, '_> {
                 self.b.switch_to_block(slow);
                 // Some element is ⊥ (Note [Fusion], exactness): the loop
                 // stops there with E-Build's ⊥ and never reaches the jump.
-                self.build(n_atom, index, body, &bind.ty)?;
+                self.build(n_atom, index, body, &bind.ty, None)?;
                 let (code, m1) = (self.iconst(rt::INDEX_OUT_OF_BOUNDS), self.iconst(-1));
                 let fail = self.fail;
                 self.b.ins().jump(fail, &args_of(&[code, m1, m1]));
@@ -658,9 +690,11 @@ impl Lower<'_, '_> {
         // buffer (Note [Scratch arrays]).
         self.into_scratch = self.scratch.arrays.get(&bind.name).map(|(_, k)| *k);
         self.in_place = Some(self.updates.in_place.contains(&bind.name));
+        self.unchecked = self.covered.contains(&bind.name);
         let r = self.binding_rhs(bind);
         self.into_scratch = None;
         self.in_place = None;
+        self.unchecked = false;
         r
     }
 
@@ -690,9 +724,15 @@ impl Lower<'_, '_> {
                             self.interchanged.push(bind.name.clone());
                             self.interchanged(n, index, body, plan, &bind.ty)
                         }
-                        None => self.build(n, index, body, &bind.ty),
+                        None => {
+                            let guard = self.guard_plan(&bind.name, index, None, body);
+                            self.build(n, index, body, &bind.ty, guard.as_ref())
+                        }
                     },
-                    (LoopKind::IFold, Some((z, s, _))) => self.ifold(n, z, s, index, body),
+                    (LoopKind::IFold, Some((z, s, st))) => {
+                        let guard = self.guard_plan(&bind.name, index, Some(s), body);
+                        self.ifold(n, (z, s, st), index, body, guard.as_ref())
+                    }
                     (LoopKind::IScan, Some((z, s, st))) => self.iscan(n, z, s, st, index, body),
                     _ => Err(compile_error("a loop without its state")),
                 };
@@ -767,8 +807,16 @@ impl Lower<'_, '_> {
         Ok(vec![p, n])
     }
 
-    /// E-Build, E-Build-Elem, E-Build-Bot.
-    fn build(&mut self, n: &Atom, index: &Name, body: &AnfBlock, ty: &Type) -> R<Vals> {
+    /// E-Build, E-Build-Elem, E-Build-Bot; behind its bounds guard when
+    /// it has one (Note [Bounds guards]).
+    fn build(
+        &mut self,
+        n: &Atom,
+        index: &Name,
+        body: &AnfBlock,
+        ty: &Type,
+        guard: Option<&guard::Plan>,
+    ) -> R<Vals> {
         let n = self.scalar(n)?;
         self.check_count(n, rt::NEGATIVE_SIZE);
         let el = array_elem(ty)?;
@@ -789,13 +837,16 @@ impl Lower<'_, '_> {
             self.copy(p, from, n, size)?;
             return Ok(vec![p, n]);
         }
-        self.counted_loop(n, &[], |l, i, _| {
-            l.env.insert(index.clone(), vec![i]);
-            let v = l.iteration(index, body)?;
-            let at = l.element(p, i, size);
-            l.store(el, &v, at, 0)?;
-            Ok(Vec::new())
-        })?;
+        let run = |l: &mut Self| {
+            l.counted_loop(n, &[], |l, i, _| {
+                l.env.insert(index.clone(), vec![i]);
+                let v = l.iteration(index, body)?;
+                let at = l.element(p, i, size);
+                l.store(el, &v, at, 0)?;
+                Ok(Vec::new())
+            })
+        };
+        self.versions(n, guard, None, run)?;
         Ok(vec![p, n])
     }
 
@@ -906,7 +957,7 @@ impl Lower<'_, '_> {
         self.b.ins().jump(join, &args_of(&[out]));
         self.b.switch_to_block(slow);
         self.b.set_cold_block(slow);
-        let built = self.build(n_atom, j, outer, ty)?;
+        let built = self.build(n_atom, j, outer, ty, None)?;
         self.b.ins().jump(join, &args_of(&built[..1]));
         self.b.switch_to_block(join);
         let p = self.b.block_params(join)[0];
@@ -975,16 +1026,111 @@ impl Lower<'_, '_> {
         self.fail_if(neg, code, n, zero);
     }
 
-    /// E-IFold-Zero, E-IFold-Succ, E-IFold-Done, E-IFold-Bot.
-    fn ifold(&mut self, n: &Atom, z: &Atom, s: &Name, index: &Name, body: &AnfBlock) -> R<Vals> {
+    /// E-IFold-Zero, E-IFold-Succ, E-IFold-Done, E-IFold-Bot; behind its
+    /// bounds guard when it has one (Note [Bounds guards]).
+    fn ifold(
+        &mut self,
+        n: &Atom,
+        (z, s, st): (&Atom, &Name, &Type),
+        index: &Name,
+        body: &AnfBlock,
+        guard: Option<&guard::Plan>,
+    ) -> R<Vals> {
         let n = self.scalar(n)?;
         self.check_count(n, rt::NEGATIVE_COUNT);
         let z = self.atom(z)?;
-        self.counted_loop(n, &z, |l, i, st| {
-            l.env.insert(s.clone(), st.to_vec());
-            l.env.insert(index.clone(), vec![i]);
-            l.iteration(index, body)
-        })
+        let run = |l: &mut Self| {
+            l.counted_loop(n, &z, |l, i, st| {
+                l.env.insert(s.clone(), st.to_vec());
+                l.env.insert(index.clone(), vec![i]);
+                l.iteration(index, body)
+            })
+        };
+        self.versions(n, guard, Some((&z, st)), run)
+    }
+
+    /// The guard of the innermost loop `name` over `index`, if it has one
+    /// (Note [Bounds guards] in `codegen/guard.rs`).
+    fn guard_plan(
+        &mut self,
+        name: &Name,
+        index: &Name,
+        state: Option<&Name>,
+        body: &AnfBlock,
+    ) -> Option<guard::Plan> {
+        let known = |a: &Name| self.in_bounds.iter().any(|(k, b)| k == index && b == a);
+        let plan = guard::plan(index, state, body, |a| self.fused.contains_key(a), known)?;
+        self.guarded.push(name.clone());
+        Some(plan)
+    }
+
+    /// The loop `run` over `m ≥ 0` iterations behind its bounds guard
+    /// (Note [Bounds guards]): without the tests the guard covers when it
+    /// holds, as written (and bound to fail, so cold) when not. `state` is
+    /// a fold's initial state and its type.
+    fn versions(
+        &mut self,
+        m: Value,
+        guard: Option<&guard::Plan>,
+        state: Option<(&[Value], &Type)>,
+        run: impl Fn(&mut Self) -> R<Vals>,
+    ) -> R<Vals> {
+        let Some(plan) = guard else {
+            return run(self);
+        };
+        let mut ok = self.b.ins().iconst(types::I8, 1);
+        for check in &plan.checks {
+            let len = match &check.length {
+                guard::Length::Outside(a) => self.length_of(a)?,
+                guard::Length::State(path) => {
+                    let (z, ty) = state.ok_or_else(|| compile_error("a state check without state"))?;
+                    z[state_slot(ty, path)? + 1]
+                }
+            };
+            let fits = match &check.at {
+                guard::At::Loop => self.b.ins().icmp(IntCC::SignedLessThanOrEqual, m, len),
+                guard::At::Const(c) => {
+                    let c = self.scalar(c)?;
+                    self.b.ins().icmp(IntCC::UnsignedLessThan, c, len)
+                }
+                guard::At::Offset(c) => {
+                    // 0 ≤ c ≤ length a − m (no overflow: both are ≥ 0).
+                    let c = self.scalar(c)?;
+                    let nonneg = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThanOrEqual, c, 0);
+                    let room = self.b.ins().isub(len, m);
+                    let below = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, c, room);
+                    self.b.ins().band(nonneg, below)
+                }
+            };
+            ok = self.b.ins().band(ok, fits);
+        }
+        let none = self.b.ins().icmp_imm_s(IntCC::Equal, m, 0);
+        let ok = self.b.ins().bor(none, ok);
+        let tys: Vec<types::Type> = state
+            .map(|(z, _)| z.iter().map(|v| self.b.func.dfg.value_type(*v)).collect())
+            .unwrap_or_default();
+        let (fast, slow, join) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        for t in &tys {
+            self.b.append_block_param(join, *t);
+        }
+        self.b.ins().brif(ok, fast, &[], slow, &[]);
+        self.b.switch_to_block(fast);
+        let before = std::mem::take(&mut self.covered);
+        self.covered = plan.covered.clone();
+        let r = run(self);
+        self.covered = before;
+        let r = r?;
+        self.b.ins().jump(join, &args_of(&r));
+        self.b.switch_to_block(slow);
+        self.b.set_cold_block(slow);
+        let r = run(self)?;
+        self.b.ins().jump(join, &args_of(&r));
+        self.b.switch_to_block(join);
+        Ok(self.b.block_params(join).to_vec())
     }
 
     /// E-IScan-Zero, E-IScan-Succ, E-IScan-Done, E-IScan-Bot: the n + 1
@@ -1028,11 +1174,15 @@ impl Lower<'_, '_> {
             )));
         }
         let at = args[0].ty().clone();
+        // A test the bounds guard covers (Note [Bounds guards]).
+        let unchecked = std::mem::take(&mut self.unchecked);
         match op {
             Prim::Add | Prim::Sub | Prim::Mul | Prim::Div | Prim::Pow => {
                 let (x, y) = (self.scalar(&args[0])?, self.scalar(&args[1])?);
                 let r = match at {
                     Type::Double => self.arith_double(op, x, y)?,
+                    // `i + c` where the guard proved `c + m ≤ length a`.
+                    Type::Index if unchecked && op == Prim::Add => self.b.ins().iadd(x, y),
                     Type::Index => self.arith_index(op, x, y)?,
                     _ => return Err(compile_error(format!("`{}` on {at}", op.name()))),
                 };
@@ -1096,13 +1246,13 @@ impl Lower<'_, '_> {
                 {
                     return self.fused_get(live, &args[1]);
                 }
-                self.get(&args[0], &args[1])
+                self.get(&args[0], &args[1], unchecked)
             }
             Prim::Concat => self.concat(&args[0], ty),
             Prim::Accum => self.accum(&args[0], &args[1], &args[2]),
             Prim::AddAt => {
                 let in_place = self.in_place.take().unwrap_or(false);
-                self.add_at(&args[0], &args[1], &args[2], in_place)
+                self.add_at(&args[0], &args[1], &args[2], in_place, unchecked)
             }
             Prim::Build | Prim::IFold | Prim::IScan => Err(compile_error(format!(
                 "`{}` outside a loop of the normal form",
@@ -1271,8 +1421,9 @@ impl Lower<'_, '_> {
         })
     }
 
-    /// E-Get / E-Get-Bot: one unsigned comparison covers i < 0 and i ≥ n.
-    fn get(&mut self, arr: &Atom, i: &Atom) -> R<Vals> {
+    /// E-Get / E-Get-Bot: one unsigned comparison covers i < 0 and i ≥ n
+    /// (none when a bounds guard covers it, `unchecked`).
+    fn get(&mut self, arr: &Atom, i: &Atom, unchecked: bool) -> R<Vals> {
         let el = array_elem(arr.ty())?.clone();
         let known = match (arr, i) {
             (Atom::Var(a, _), Atom::Var(k, _)) => {
@@ -1283,7 +1434,7 @@ impl Lower<'_, '_> {
         let a = self.atom(arr)?;
         let i = self.scalar(i)?;
         let (p, n) = (a[0], a[1]);
-        if self.trusted == 0 && !known {
+        if self.trusted == 0 && !known && !unchecked {
             let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, n);
             self.fail_if(out, rt::INDEX_OUT_OF_BOUNDS, i, n);
         }
@@ -1320,15 +1471,26 @@ impl Lower<'_, '_> {
     /// E-AddAt / E-AddAt-Bot: slot `i` of `a` ⊕ `c`, in `a`'s own buffer
     /// when `in_place` (Note [In-place updates] in `codegen/inplace.rs`:
     /// nothing can read the old array), else in a copy.
-    fn add_at(&mut self, a: &Atom, i: &Atom, c: &Atom, in_place: bool) -> R<Vals> {
+    /// The bounds test is left out when a bounds guard covers it
+    /// (`unchecked`, Note [Bounds guards]).
+    fn add_at(
+        &mut self,
+        a: &Atom,
+        i: &Atom,
+        c: &Atom,
+        in_place: bool,
+        unchecked: bool,
+    ) -> R<Vals> {
         let el = array_elem(a.ty())?.clone();
         let size = elem_bytes(&el)?;
         let av = self.atom(a)?;
         let (p, n) = (av[0], av[1]);
         let i = self.scalar(i)?;
         let cv = self.atom(c)?;
-        let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, n);
-        self.fail_if(out, rt::INDEX_OUT_OF_BOUNDS, i, n);
+        if !unchecked {
+            let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, n);
+            self.fail_if(out, rt::INDEX_OUT_OF_BOUNDS, i, n);
+        }
         let dst = if in_place {
             p
         } else {
@@ -1659,6 +1821,25 @@ fn copied<'b>(body: &'b AnfBlock, index: &Name) -> Option<&'b Atom> {
         return None;
     };
     (i == index && body.result.var() == Some(&bind.name)).then_some(a)
+}
+
+/// The first slot of the component at `path` (`false` for `fst`, `true`
+/// for `snd`) of a value of type `ty`.
+fn state_slot(ty: &Type, path: &[bool]) -> R<usize> {
+    let mut at = 0;
+    let mut ty = ty;
+    for &second in path {
+        let Type::Pair(a, b) = ty else {
+            return Err(compile_error("a state path through a non-pair"));
+        };
+        if second {
+            at += slots(a)?;
+            ty = b;
+        } else {
+            ty = a;
+        }
+    }
+    Ok(at)
 }
 
 fn array_elem(t: &Type) -> R<&Type> {

@@ -81,11 +81,14 @@
 //! `codegen/hoist.rs`, the test branches to code that redoes the binding
 //! in the loop instead, which then exits as above). A
 //! test is left out only where it cannot fire: a read `a[i]` in a loop
-//! over `0 .. length a`, and the reads inside a fused body, which the
-//! fusion guard checked (Note [Fusion]).
+//! over `0 .. length a`, the reads inside a fused body, which the
+//! fusion guard checked (Note [Fusion]), and the reads and updates of an
+//! innermost loop that its bounds guard checked (Note [Bounds guards] in
+//! `codegen/guard.rs`).
 
 mod aot;
 mod fuse;
+mod guard;
 mod header;
 mod hoist;
 mod inplace;

@@ -130,8 +130,7 @@ pub fn define_entry<M: Module>(
         imports.insert(helper, module.declare_func_in_func(*hid, &mut ctx.func));
     }
     let target = module.target_config();
-    let (scratch, lowered, updates, interchanged) =
-        lower_function(&mut ctx.func, &mut fctx, normal, &imports, target)?;
+    let lowered = lower_function(&mut ctx.func, &mut fctx, normal, &imports, target)?;
     let ir = listing.is_some().then(|| ctx.func.display().to_string());
     if ir.is_some() {
         ctx.set_disasm(true);
@@ -145,18 +144,25 @@ pub fn define_entry<M: Module>(
             .and_then(|c| c.vcode.clone())
             .unwrap_or_default();
         out.push_str(&format!(
-            ";; normal form of `{name}`, as lowered (after fusion, unrolling and hoisting)\n{lowered}\n"
+            ";; normal form of `{name}`, as lowered (after fusion, unrolling and hoisting)\n{}\n",
+            lowered.body
         ));
-        out.push_str(&scratch.describe());
-        out.push_str(&updates.describe());
-        let names: Vec<String> = interchanged.iter().map(|x| x.to_string()).collect();
-        out.push_str(&format!(
-            ";; builds of sums interchanged (Note [Interchange]): {}\n",
-            if names.is_empty() {
+        out.push_str(&lowered.scratch.describe());
+        out.push_str(&lowered.updates.describe());
+        let names = |xs: &[crate::ir::Name]| {
+            if xs.is_empty() {
                 "none".to_string()
             } else {
-                names.join(", ")
+                xs.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")
             }
+        };
+        out.push_str(&format!(
+            ";; builds of sums interchanged (Note [Interchange]): {}\n",
+            names(&lowered.interchanged)
+        ));
+        out.push_str(&format!(
+            ";; loops behind a bounds guard (Note [Bounds guards]): {}\n",
+            names(&lowered.guarded)
         ));
         out.push_str(&format!(
             ";; Cranelift IR of `{name}`, as lowered\n{ir}\n;; machine code of `{name}`\n{code}"

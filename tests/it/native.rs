@@ -1111,6 +1111,73 @@ fn builds_of_sums_run_interchanged_exactly() {
     assert_eq!(said("h"), "none");
 }
 
+/// Note [Bounds guards]: an innermost loop whose reads and updates have
+/// lengths known before it runs without their bounds tests (and without
+/// the overflow test of `i + c`) when one guard says none can fire, and
+/// as written otherwise. Every value and every ⊥ — code and details — is
+/// the evaluator's: an offset read past the end, a negative offset, an
+/// overflowing `i + c`, a constant index out of bounds, an accumulator in
+/// the fold's state (its length the initial state's) too short, and a
+/// state whose length changes (not guarded: its reads keep their tests).
+#[test]
+fn innermost_loops_run_behind_bounds_guards_exactly() {
+    let src = "let f (u: Vector) (c: Index) (m: Index) = ifold (fun s i -> s + u[i + c]) 0.5 m\n\
+               let g (u: Vector) (k: Index) (m: Index) = build m (fun i -> u[i] * u[k])\n\
+               let h (n: Index) (o: Index) (v: Vector) = ifold (fun acc i -> addAt acc (o + i) (v[i] * 2.0)) (build n (fun j -> 0.0)) (length v)\n\
+               let p (n: Index) (m: Index) = ifold (fun st i -> (addAt (fst st) i 1.0, snd st + 1.0)) (build n (fun j -> 0.0), 0.0) m\n\
+               let k (u: Vector) (m: Index) = ifold (fun a i -> [a[i], a[i] + 1.0]) u m\n";
+    let u = vector(&[1.5, -2.0, 0.25, 4.0]);
+    let ix = Value::Index;
+    let cases: Vec<(&str, Vec<Value>, Outcome)> = vec![
+        ("f", vec![u.clone(), ix(1), ix(3)], Outcome::Value),
+        ("f", vec![u.clone(), ix(2), ix(3)], Outcome::Bottom),
+        ("f", vec![u.clone(), ix(-1), ix(2)], Outcome::Bottom),
+        ("f", vec![u.clone(), ix(i64::MAX), ix(2)], Outcome::Bottom),
+        ("f", vec![u.clone(), ix(-7), ix(0)], Outcome::Value),
+        ("f", vec![u.clone(), ix(0), ix(-1)], Outcome::Bottom),
+        ("g", vec![u.clone(), ix(3), ix(4)], Outcome::Value),
+        ("g", vec![u.clone(), ix(4), ix(2)], Outcome::Bottom),
+        ("g", vec![u.clone(), ix(0), ix(5)], Outcome::Bottom),
+        ("h", vec![ix(6), ix(2), u.clone()], Outcome::Value),
+        ("h", vec![ix(5), ix(2), u.clone()], Outcome::Bottom),
+        ("h", vec![ix(6), ix(-1), u.clone()], Outcome::Bottom),
+        ("p", vec![ix(3), ix(3)], Outcome::Value),
+        ("p", vec![ix(3), ix(4)], Outcome::Bottom),
+        ("k", vec![u.clone(), ix(2)], Outcome::Value),
+        ("k", vec![u.clone(), ix(3)], Outcome::Bottom),
+    ];
+    for (f, args, want) in cases {
+        assert_eq!(compare_src(src, f, &args), want, "{f} {args:?}");
+        if want == Outcome::Bottom {
+            // The details too: the first failing iteration's.
+            let e = load_entry(src, f);
+            let expected = e.run(args.clone(), FUEL, &mut |_, _| {}).unwrap_err();
+            let got = compile(&e).call(&args).unwrap_err();
+            match (&expected, &got) {
+                (
+                    EvalError::IndexOutOfBounds { index, len, .. },
+                    CodegenError::IndexOutOfBounds {
+                        index: i2,
+                        len: l2,
+                    },
+                ) => assert_eq!((*index, *len as i64), (*i2, *l2), "{f} {args:?}"),
+                _ => assert_eq!(expected.code(), got.code(), "{f} {args:?}"),
+            }
+        }
+    }
+    let said = |f: &str| {
+        listing_of(src, f)
+            .lines()
+            .find_map(|l| l.strip_prefix(";; loops behind a bounds guard (Note [Bounds guards]): "))
+            .map(str::to_string)
+            .expect("the listing says")
+    };
+    for f in ["f", "g", "h", "p"] {
+        assert_ne!(said(f), "none", "{f}");
+    }
+    assert_eq!(said("k"), "none");
+}
+
 // ----- what the backend refuses -------------------------------------------------
 
 /// What the backend cannot compile is a clean `native-unsupported`; a call

@@ -1,5 +1,5 @@
-//! Which `build`s of sums run with their loops interchanged (Note
-//! [Interchange]).
+//! Which loop nests run with their loops interchanged (Note
+//! [Interchange]): `build`s of sums, and `build`s of `build`s.
 //!
 //! # Note [Interchange]
 //!
@@ -30,6 +30,21 @@
 //!
 //! E-Build-Bot (`n < 0`) is tested first, then E-IFold-Bot (`m < 0` when
 //! `n > 0`), as the nest would.
+//!
+//! ## Builds of builds
+//!
+//! `x = build n (fun j -> build m (fun i -> e))`, with `m` bound outside
+//! the nest, is a transposition when `e` reads `a[i][j]`: vector forward
+//! mode's wrapper turns each output's tangent vector into one row per
+//! direction (`build nd (fun k -> build m (fun i -> (fst r[i], (snd
+//! r[i])[k])))`), and j-major it chases every output's tangent once per
+//! direction. Under the same conditions on `e` (a row may also be a
+//! projection of `a[i]`, such as `snd r[i]`) and the same guard, the
+//! lowering allocates the `n` rows first (in order, each of `m`
+//! elements) and then runs i-major, storing `e(i, j)` into row `j` at
+//! `i`. Each element is computed by the same operations from the same
+//! values, so every bit is the same; the ⊥s are E-Build-Bot of `n`, then
+//! of `m` (when `n > 0`), and a division by zero, as above.
 
 use crate::ad::anf::{Atom, Binding, Block, LoopKind, Rhs};
 use crate::ir::{Name, Prim, Type};
@@ -43,8 +58,18 @@ pub enum Read {
     Inner(Name),
     /// `a[c]`: `0 ≤ c < length a`.
     Const(Name, Atom),
-    /// `r[j]` of a row `r = a[i]`: `n ≤ length a[i]` for every `i < m`.
-    Row(Name),
+    /// `r[j]` of a row `r` in `a[i]` (`a[i]` itself, or a projection of
+    /// it): `n ≤ length r` for every `i < m`.
+    Row(Row),
+}
+
+/// Where a row is: in the elements of `array`, `stride` slots each, at
+/// slot `at` of an element.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    pub array: Name,
+    pub at: usize,
+    pub stride: usize,
 }
 
 /// A `build` of sums to run interchanged.
@@ -58,6 +83,16 @@ pub struct Plan<'b> {
     pub terms: &'b [Binding],
     /// The term added: `e` of `s + e`.
     pub term: &'b Atom,
+    pub reads: Vec<Read>,
+}
+
+/// A `build` of `build`s to run transposed (Note [Interchange], builds of
+/// builds).
+pub struct Transpose<'b> {
+    /// The inner `build`'s size, index and body.
+    pub m: &'b Atom,
+    pub index: &'b Name,
+    pub body: &'b Block,
     pub reads: Vec<Read>,
 }
 
@@ -101,54 +136,10 @@ pub fn plan<'b>(j: &Name, outer: &'b Block, ty: &Type) -> Option<Plan<'b>> {
         _ => return None,
     };
     let mentions_s = |a: &Atom| a.var() == Some(s);
-    let mut rows: Vec<(&Name, &Name)> = Vec::new();
-    let mut reads = Vec::new();
-    for bind in rest {
-        let Rhs::Prim(op, args) = &bind.rhs else {
-            return None;
-        };
-        if args.iter().any(mentions_s) {
-            return None;
-        }
-        let double = args.first().is_some_and(|a| *a.ty() == Type::Double);
-        match op {
-            Prim::Add | Prim::Sub | Prim::Mul | Prim::Neg | Prim::Div if double => {}
-            Prim::Sin | Prim::Cos | Prim::Exp | Prim::ToDouble => {}
-            Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne | Prim::Not => {}
-            Prim::Pair | Prim::Fst | Prim::Snd | Prim::Length => {}
-            Prim::Get => {
-                let (Atom::Var(a, _), k) = (&args[0], &args[1]) else {
-                    return None;
-                };
-                let kv = k.var();
-                let read = if !inside(a) {
-                    if kv == Some(i) {
-                        if has_rows(&bind.ty) {
-                            rows.push((&bind.name, a));
-                        }
-                        Read::Outer(a.clone())
-                    } else if kv == Some(j) {
-                        Read::Inner(a.clone())
-                    } else if outside(k) {
-                        Read::Const(a.clone(), k.clone())
-                    } else {
-                        return None;
-                    }
-                } else if let Some((_, of)) = rows.iter().find(|(r, _)| *r == a)
-                    && kv == Some(j)
-                {
-                    Read::Row((*of).clone())
-                } else {
-                    return None;
-                };
-                reads.push(read);
-            }
-            _ => return None,
-        }
-    }
-    if mentions_s(term) || !rows.iter().all(|(r, _)| only_read(rest, r)) {
+    if mentions_s(term) || rest.iter().any(|b| mentions(b, s)) {
         return None;
     }
+    let reads = reads(rest, i, j, &inside)?;
     Some(Plan {
         m,
         z,
@@ -159,16 +150,138 @@ pub fn plan<'b>(j: &Name, outer: &'b Block, ty: &Type) -> Option<Plan<'b>> {
     })
 }
 
-fn has_rows(t: &Type) -> bool {
-    matches!(t, Type::Array(e) if **e == Type::Double)
+/// The plan for `build n (fun j -> outer)`, if it is a build of builds
+/// that the transposition leaves exact.
+pub fn transpose<'b>(j: &Name, outer: &'b Block) -> Option<Transpose<'b>> {
+    let [inner] = outer.binds.as_slice() else {
+        return None;
+    };
+    if outer.result.var() != Some(&inner.name) {
+        return None;
+    }
+    let Rhs::Loop {
+        kind: LoopKind::Build,
+        n: m,
+        state: None,
+        index: i,
+        body,
+    } = &inner.rhs
+    else {
+        return None;
+    };
+    let inside = |x: &Name| x == j || x == i || body.binds.iter().any(|b| &b.name == x);
+    if m.var().is_some_and(inside) {
+        return None;
+    }
+    // The elements hold no arrays (each is stored where it is computed).
+    if body.result.ty().has_array() {
+        return None;
+    }
+    let reads = reads(&body.binds, i, j, &inside)?;
+    Some(Transpose {
+        m,
+        index: i,
+        body,
+        reads,
+    })
 }
 
-/// Whether the row `r` is used only by reads (`r[k]` at the index the
-/// planner checked).
-fn only_read(binds: &[Binding], r: &Name) -> bool {
-    binds.iter().all(|b| match &b.rhs {
-        Rhs::Prim(Prim::Get, args) => args[1].var() != Some(r),
-        Rhs::Prim(_, args) => args.iter().all(|a| a.var() != Some(r)),
+fn mentions(b: &Binding, x: &Name) -> bool {
+    let mut found = false;
+    b.rhs.for_each_atom(&mut |a| found |= a.var() == Some(x));
+    found
+}
+
+/// The reads of `binds`, the body of a nest over `j` (outside) and `i`
+/// (inside), if every binding is one the interchange allows: total
+/// primitives, Double divisions, and reads of arrays bound outside the
+/// nest at `i`, `j` or a value bound outside, or of a row (an array in
+/// `a[i]`, reached by projections) at `j`.
+fn reads(
+    binds: &[Binding],
+    i: &Name,
+    j: &Name,
+    inside: &dyn Fn(&Name) -> bool,
+) -> Option<Vec<Read>> {
+    let outside = |a: &Atom| a.var().is_none_or(|x| !inside(x));
+    // Values with arrays in `a[i]`: the name, and where it is.
+    let mut parts: Vec<(&Name, Row)> = Vec::new();
+    let part = |parts: &[(&Name, Row)], x: &Name| {
+        parts
+            .iter()
+            .find(|(r, _)| *r == x)
+            .map(|(_, row)| row.clone())
+    };
+    let mut reads = Vec::new();
+    for bind in binds {
+        let Rhs::Prim(op, args) = &bind.rhs else {
+            return None;
+        };
+        let double = args.first().is_some_and(|a| *a.ty() == Type::Double);
+        match op {
+            Prim::Add | Prim::Sub | Prim::Mul | Prim::Neg | Prim::Div if double => {}
+            Prim::Sin | Prim::Cos | Prim::Exp | Prim::ToDouble => {}
+            Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne | Prim::Not => {}
+            Prim::Pair | Prim::Length => {}
+            Prim::Fst | Prim::Snd => {
+                if let Some(x) = args[0].var()
+                    && let Some(mut row) = part(&parts, x)
+                {
+                    if let (Prim::Snd, Type::Pair(l, _)) = (op, args[0].ty()) {
+                        row.at += super::layout::slots(l).ok()?;
+                    }
+                    if bind.ty.has_array() {
+                        parts.push((&bind.name, row));
+                    }
+                }
+            }
+            Prim::Get => {
+                let (Atom::Var(a, _), k) = (&args[0], &args[1]) else {
+                    return None;
+                };
+                let kv = k.var();
+                let read = if !inside(a) {
+                    if kv == Some(i) {
+                        if bind.ty.has_array() {
+                            let stride = super::layout::slots(&bind.ty).ok()?;
+                            let row = Row {
+                                array: a.clone(),
+                                at: 0,
+                                stride,
+                            };
+                            parts.push((&bind.name, row));
+                        }
+                        Read::Outer(a.clone())
+                    } else if kv == Some(j) {
+                        Read::Inner(a.clone())
+                    } else if outside(k) {
+                        Read::Const(a.clone(), k.clone())
+                    } else {
+                        return None;
+                    }
+                } else if let Some(row) = part(&parts, a)
+                    && kv == Some(j)
+                    && matches!(&args[0].ty(), Type::Array(e) if !e.has_array())
+                {
+                    Read::Row(row)
+                } else {
+                    return None;
+                };
+                reads.push(read);
+            }
+            _ => return None,
+        }
+    }
+    // A part is only read or projected, never passed on.
+    let escapes = binds.iter().any(|b| match &b.rhs {
+        Rhs::Prim(Prim::Get | Prim::Fst | Prim::Snd | Prim::Length, _) => false,
+        Rhs::Prim(_, args) => args
+            .iter()
+            .any(|x| x.var().is_some_and(|x| part(&parts, x).is_some())),
         _ => false,
-    })
+    });
+    if escapes {
+        return None;
+    }
+    Some(reads)
 }

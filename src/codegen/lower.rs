@@ -162,7 +162,7 @@ pub struct Lowered {
     pub body: AnfBlock,
     /// The `addAt`s in place (Note [In-place updates]).
     pub updates: inplace::Updates,
-    /// The builds of sums interchanged (Note [Interchange]).
+    /// The loop nests interchanged (Note [Interchange]).
     pub interchanged: Vec<Name>,
     /// The innermost loops behind a bounds guard (Note [Bounds guards]).
     pub guarded: Vec<Name>,
@@ -208,7 +208,7 @@ struct Lower<'a, 'f> {
     in_place: Option<bool>,
     /// Which `addAt` bindings update in place.
     updates: inplace::Updates,
-    /// The `build`s of sums lowered interchanged (Note [Interchange]).
+    /// The loop nests lowered interchanged (Note [Interchange]).
     interchanged: Vec<Name>,
     /// The innermost loops behind a bounds guard (Note [Bounds guards] in
     /// `codegen/guard.rs`) ...
@@ -663,6 +663,17 @@ impl Lower<'_, '_> {
         }
     }
 
+    /// The slots of the built array `a` (not fused).
+    fn atom_of(&mut self, a: &Name) -> R<Vals> {
+        if self.fused.contains_key(a) {
+            return Err(compile_error(format!("the buffer of fused `{a}`")));
+        }
+        self.env
+            .get(a)
+            .cloned()
+            .ok_or_else(|| compile_error(format!("`{a}` is not bound")))
+    }
+
     fn atom(&mut self, a: &Atom) -> R<Vals> {
         Ok(match a {
             Atom::Var(x, _) => self
@@ -719,16 +730,29 @@ impl Lower<'_, '_> {
                     .map(|a| self.in_bounds.push((index.clone(), a)))
                     .is_some();
                 let r = match (kind, state) {
-                    (LoopKind::Build, None) => match interchange::plan(index, body, &bind.ty) {
-                        Some(plan) => {
+                    (LoopKind::Build, None) => {
+                        let built = |a: &Name| !self.fused.contains_key(a);
+                        let rows_built = |reads: &[interchange::Read]| {
+                            reads.iter().all(|r| match r {
+                                interchange::Read::Row(row) => built(&row.array),
+                                _ => true,
+                            })
+                        };
+                        if let Some(plan) = interchange::plan(index, body, &bind.ty)
+                            && rows_built(&plan.reads)
+                        {
                             self.interchanged.push(bind.name.clone());
                             self.interchanged(n, index, body, plan, &bind.ty)
-                        }
-                        None => {
+                        } else if let Some(plan) = interchange::transpose(index, body)
+                            && rows_built(&plan.reads)
+                        {
+                            self.interchanged.push(bind.name.clone());
+                            self.transposed(n, index, body, plan, &bind.ty)
+                        } else {
                             let guard = self.guard_plan(&bind.name, index, None, body);
                             self.build(n, index, body, &bind.ty, guard.as_ref())
                         }
-                    },
+                    }
                     (LoopKind::IFold, Some((z, s, st))) => {
                         let guard = self.guard_plan(&bind.name, index, Some(s), body);
                         self.ifold(n, (z, s, st), index, body, guard.as_ref())
@@ -870,55 +894,7 @@ impl Lower<'_, '_> {
         let bad = self.b.ins().band(some, neg);
         let zero = self.iconst(0);
         self.fail_if(bad, rt::NEGATIVE_COUNT, m, zero);
-        // The guard: every read in bounds (trivially, with no element or
-        // no term).
-        let mut ok = self.b.ins().iconst(types::I8, 1);
-        let mut rows: Vec<Name> = Vec::new();
-        for read in &plan.reads {
-            let cond = match read {
-                interchange::Read::Outer(a) => {
-                    let len = self.length_of(a)?;
-                    self.b.ins().icmp(IntCC::SignedLessThanOrEqual, m, len)
-                }
-                interchange::Read::Inner(a) => {
-                    let len = self.length_of(a)?;
-                    self.b.ins().icmp(IntCC::SignedLessThanOrEqual, n, len)
-                }
-                interchange::Read::Const(a, c) => {
-                    let len = self.length_of(a)?;
-                    let c = self.scalar(c)?;
-                    self.b.ins().icmp(IntCC::UnsignedLessThan, c, len)
-                }
-                interchange::Read::Row(a) => {
-                    if !rows.contains(a) {
-                        rows.push(a.clone());
-                    }
-                    continue;
-                }
-            };
-            ok = self.b.ins().band(ok, cond);
-        }
-        let n0 = self.b.ins().icmp_imm_s(IntCC::Equal, n, 0);
-        let m0 = self.b.ins().icmp_imm_s(IntCC::Equal, m, 0);
-        let empty = self.b.ins().bor(n0, m0);
-        ok = self.b.ins().bor(empty, ok);
-        if !rows.is_empty() {
-            // Every row `a[i]`, i < m, at least n long (read only when the
-            // reads of the rows themselves are in bounds).
-            let count = self.b.ins().select(ok, m, zero);
-            let flags = MemFlagsData::trusted();
-            let arrays: Vec<Vals> = rows.iter().map(|a| self.env[a].clone()).collect();
-            ok = self.counted_loop(count, &[ok], |l, i, st| {
-                let mut all = st[0];
-                for a in &arrays {
-                    let d = l.element(a[0], i, 2 * SLOT);
-                    let len = l.b.ins().load(types::I64, flags, d, SLOT as i32);
-                    let fits = l.b.ins().icmp(IntCC::SignedLessThanOrEqual, n, len);
-                    all = l.b.ins().band(all, fits);
-                }
-                Ok(vec![all])
-            })?[0];
-        }
+        let ok = self.nest_guard(&plan.reads, n, m)?;
         let (fast, slow, join) = (
             self.b.create_block(),
             self.b.create_block(),
@@ -962,6 +938,138 @@ impl Lower<'_, '_> {
         self.b.switch_to_block(join);
         let p = self.b.block_params(join)[0];
         Ok(vec![p, n])
+    }
+
+    /// A `build` of `build`s transposed, behind the guard that makes it
+    /// exact (Note [Interchange], builds of builds): the rows allocated
+    /// first, then filled i-major; the nest as written when the guard
+    /// fails.
+    fn transposed(
+        &mut self,
+        n_atom: &Atom,
+        j: &Name,
+        outer: &AnfBlock,
+        plan: interchange::Transpose<'_>,
+        ty: &Type,
+    ) -> R<Vals> {
+        let n = self.scalar(n_atom)?;
+        // E-Build-Bot of the nest, then of its first row.
+        self.check_count(n, rt::NEGATIVE_SIZE);
+        let m = self.scalar(plan.m)?;
+        let some = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
+        let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, m, 0);
+        let bad = self.b.ins().band(some, neg);
+        let zero = self.iconst(0);
+        self.fail_if(bad, rt::NEGATIVE_SIZE, m, zero);
+        let ok = self.nest_guard(&plan.reads, n, m)?;
+        let (fast, slow, join) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.append_block_param(join, types::I64);
+        self.b.ins().brif(ok, fast, &[], slow, &[]);
+        self.b.switch_to_block(fast);
+        // The fast path allocates first: a scratch array's buffer is its.
+        let desc = 2 * SLOT;
+        let out = self.alloc(n, desc)?;
+        let row_ty = array_elem(ty)?;
+        let el = array_elem(row_ty)?.clone();
+        let size = elem_bytes(&el)?;
+        let flags = MemFlagsData::trusted();
+        // E-Build's order of the rows' allocations: row 0 first.
+        self.counted_loop(n, &[], |l, k, _| {
+            let row = l.alloc(m, size)?;
+            let at = l.element(out, k, desc);
+            l.b.ins().store(flags, row, at, 0);
+            l.b.ins().store(flags, m, at, SLOT as i32);
+            Ok(Vec::new())
+        })?;
+        self.counted_loop(m, &[], |l, i, _| {
+            l.env.insert(plan.index.clone(), vec![i]);
+            l.counted_loop(n, &[], |l, k, _| {
+                l.env.insert(j.clone(), vec![k]);
+                l.trusted += 1;
+                let r = l.block(plan.body);
+                l.trusted -= 1;
+                let v = r?;
+                let d = l.element(out, k, desc);
+                let row = l.b.ins().load(types::I64, flags, d, 0);
+                let at = l.element(row, i, size);
+                l.store(&el, &v, at, 0)?;
+                Ok(Vec::new())
+            })?;
+            Ok(Vec::new())
+        })?;
+        self.b.ins().jump(join, &args_of(&[out]));
+        self.b.switch_to_block(slow);
+        self.b.set_cold_block(slow);
+        let built = self.build(n_atom, j, outer, ty, None)?;
+        self.b.ins().jump(join, &args_of(&built[..1]));
+        self.b.switch_to_block(join);
+        let p = self.b.block_params(join)[0];
+        Ok(vec![p, n])
+    }
+
+    /// The guard of an interchanged nest (Note [Interchange]): every read
+    /// in bounds for every `i < m` and `j < n` (trivially, with no
+    /// iteration).
+    fn nest_guard(&mut self, reads: &[interchange::Read], n: Value, m: Value) -> R<Value> {
+        let zero = self.iconst(0);
+        // The guard: every read in bounds (trivially, with no element or
+        // no term).
+        let mut ok = self.b.ins().iconst(types::I8, 1);
+        let mut rows: Vec<&interchange::Row> = Vec::new();
+        for read in reads {
+            let cond = match read {
+                interchange::Read::Outer(a) => {
+                    let len = self.length_of(a)?;
+                    self.b.ins().icmp(IntCC::SignedLessThanOrEqual, m, len)
+                }
+                interchange::Read::Inner(a) => {
+                    let len = self.length_of(a)?;
+                    self.b.ins().icmp(IntCC::SignedLessThanOrEqual, n, len)
+                }
+                interchange::Read::Const(a, c) => {
+                    let len = self.length_of(a)?;
+                    let c = self.scalar(c)?;
+                    self.b.ins().icmp(IntCC::UnsignedLessThan, c, len)
+                }
+                interchange::Read::Row(row) => {
+                    if !rows.contains(&row) {
+                        rows.push(row);
+                    }
+                    continue;
+                }
+            };
+            ok = self.b.ins().band(ok, cond);
+        }
+        let n0 = self.b.ins().icmp_imm_s(IntCC::Equal, n, 0);
+        let m0 = self.b.ins().icmp_imm_s(IntCC::Equal, m, 0);
+        let empty = self.b.ins().bor(n0, m0);
+        ok = self.b.ins().bor(empty, ok);
+        if !rows.is_empty() {
+            // Every row in `a[i]`, i < m, at least n long (read only when
+            // the reads of the arrays themselves are in bounds).
+            let count = self.b.ins().select(ok, m, zero);
+            let flags = MemFlagsData::trusted();
+            let mut arrays = Vec::new();
+            for row in &rows {
+                let a = self.atom_of(&row.array)?;
+                arrays.push((a[0], row.stride as i64 * SLOT, (row.at as i64 + 1) * SLOT));
+            }
+            ok = self.counted_loop(count, &[ok], |l, i, st| {
+                let mut all = st[0];
+                for &(p, stride, len_at) in &arrays {
+                    let d = l.element(p, i, stride);
+                    let len = l.b.ins().load(types::I64, flags, d, offset(len_at)?);
+                    let fits = l.b.ins().icmp(IntCC::SignedLessThanOrEqual, n, len);
+                    all = l.b.ins().band(all, fits);
+                }
+                Ok(vec![all])
+            })?[0];
+        }
+        Ok(ok)
     }
 
     /// One iteration of the loop over `index`: its body, between a mark
@@ -1083,7 +1191,8 @@ impl Lower<'_, '_> {
             let len = match &check.length {
                 guard::Length::Outside(a) => self.length_of(a)?,
                 guard::Length::State(path) => {
-                    let (z, ty) = state.ok_or_else(|| compile_error("a state check without state"))?;
+                    let (z, ty) =
+                        state.ok_or_else(|| compile_error("a state check without state"))?;
                     z[state_slot(ty, path)? + 1]
                 }
             };
@@ -1096,7 +1205,10 @@ impl Lower<'_, '_> {
                 guard::At::Offset(c) => {
                     // 0 ≤ c ≤ length a − m (no overflow: both are ≥ 0).
                     let c = self.scalar(c)?;
-                    let nonneg = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThanOrEqual, c, 0);
+                    let nonneg = self
+                        .b
+                        .ins()
+                        .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, c, 0);
                     let room = self.b.ins().isub(len, m);
                     let below = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, c, room);
                     self.b.ins().band(nonneg, below)
@@ -1473,14 +1585,7 @@ impl Lower<'_, '_> {
     /// nothing can read the old array), else in a copy.
     /// The bounds test is left out when a bounds guard covers it
     /// (`unchecked`, Note [Bounds guards]).
-    fn add_at(
-        &mut self,
-        a: &Atom,
-        i: &Atom,
-        c: &Atom,
-        in_place: bool,
-        unchecked: bool,
-    ) -> R<Vals> {
+    fn add_at(&mut self, a: &Atom, i: &Atom, c: &Atom, in_place: bool, unchecked: bool) -> R<Vals> {
         let el = array_elem(a.ty())?.clone();
         let size = elem_bytes(&el)?;
         let av = self.atom(a)?;

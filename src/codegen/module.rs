@@ -153,11 +153,14 @@ pub fn define_entry<M: Module>(
             if xs.is_empty() {
                 "none".to_string()
             } else {
-                xs.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")
+                xs.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             }
         };
         out.push_str(&format!(
-            ";; builds of sums interchanged (Note [Interchange]): {}\n",
+            ";; loop nests interchanged (Note [Interchange]): {}\n",
             names(&lowered.interchanged)
         ));
         out.push_str(&format!(

@@ -122,10 +122,11 @@ const DERIVATIONS: [(&str, &str, &str, &str); 7] = [
         // (m×1), H = vᵀ (1×n); ∂D/∂H = Wᵀ (1/(W H) − A/(W H)²), column j:
         // Σ_i u_i (1/w − A_ij/w²), w = u_i v_j. One pass over A, the tangent
         // of the one-hot seed gone (`if-div`, `sub-if`, `zero-div`, …, then
-        // `ifold-single-guarded` and `in-bounds-lt`).
+        // `ifold-single-guarded` and `in-bounds-lt`), and one division
+        // fewer per term (`div-sub`): (u_i − u_i (A_ij / w)) / w.
         "let f = fun (u: Vector) (v: Vector) (a: Matrix) -> vectorMap (deriv (vectorSum (build (length u) (fun i -> vectorSum (build (length v) (fun j -> let w = u[i] * v[j] in log w + a[i][j] / w))))) v) snd",
         "f",
-        "let anf'entry = fun (u'1: Array<Double>) (v'1: Array<Double>) (a'1: Array<Array<Double>>) -> build (length v'1) (fun j'1 -> ifold (fun s'1 i'1 -> let w'1 = u'1[i'1] * v'1[j'1] in s'1 + (u'1[i'1] / w'1 - u'1[i'1] * (a'1[i'1][j'1] / w'1) / w'1)) 0.0 (length u'1))",
+        "let anf'entry = fun (u'1: Array<Double>) (v'1: Array<Double>) (a'1: Array<Array<Double>>) -> build (length v'1) (fun j'1 -> ifold (fun s'1 i'1 -> let w'1 = u'1[i'1] * v'1[j'1] in s'1 + (u'1[i'1] - u'1[i'1] * (a'1[i'1][j'1] / w'1)) / w'1) 0.0 (length u'1))",
         "[[1.0, 2.0], [0.5, 1.5, 2.0], [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]]",
     ),
 ];
@@ -162,10 +163,14 @@ fn the_papers_derivations_reproduce() {
             canon(expected),
             "{src}\nprinted:\n{printed}"
         );
-        // eval(opt(p)) = eval(p).
+        // eval(opt(p)) = eval(p), over the reals: `ieee-inexact` rules
+        // (NNMF's `div-sub`) may round differently.
         let (a, _) = run(&e, input);
         let (b, _) = run(&o.entry, input);
-        assert!(a.same(&b), "{src}: {a} vs {b}");
+        assert!(
+            a.max_rho(&b).is_some_and(|r| r <= 1e-12),
+            "{src}: {a} vs {b}"
+        );
     }
 }
 
@@ -244,7 +249,7 @@ fn assert_linear_from(
 ) {
     let (a, u100) = run(e, &input(n));
     let (b, o100) = run(&o.entry, &input(n));
-    assert!(a.same(&b), "{a} vs {b}");
+    assert!(a.max_rho(&b).is_some_and(|r| r <= 1e-12), "{a} vs {b}");
     let (_, u1000) = run(e, &input(10 * n));
     let (_, o1000) = run(&o.entry, &input(10 * n));
     let unopt = u1000 as f64 / u100 as f64;

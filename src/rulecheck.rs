@@ -631,7 +631,7 @@ impl Instance {
         else {
             return Err(Verdict::Unmatched);
         };
-        if !holds(&rule.conds, &mut egraph, &mut subst, top, &mut 0) {
+        if !holds(&rule.conds, &mut egraph, &mut subst, top, &rule.lhs.vars()) {
             return Err(Verdict::ConditionFailed);
         }
         let mut binding = self.binding.clone();

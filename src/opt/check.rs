@@ -218,12 +218,13 @@ fn instance_of(
         .filter(|c| matches!(c, Cond::Distinct(..)))
         .cloned()
         .collect();
+    let vars = def.lhs.vars();
     let mut strict = false;
     let mut conditions = false;
     for mut s in substs {
-        if holds(&every_member, &mut egraph, &mut s.clone(), at, &mut 0) {
+        if holds(&every_member, &mut egraph, &mut s.clone(), at, &vars) {
             strict = true;
-            if holds(&conds, &mut egraph, &mut s, at, &mut 0) {
+            if holds(&conds, &mut egraph, &mut s, at, &vars) {
                 conditions = true;
                 break;
             }

@@ -541,13 +541,15 @@ pub fn load(dir: Option<&std::path::Path>) -> Result<Vec<RuleDef>, RuleError> {
 }
 
 /// Checks the conditions of a rule for one match, binding `fresh` ones
-/// (the engine's applier, and `fsmooth rules check`).
+/// (the engine's applier, and `fsmooth rules check`). `vars` are the
+/// variables of the rule's left side: a `fresh` name is none of the
+/// symbols they are bound to.
 pub fn holds(
     conds: &[Cond],
     egraph: &mut Graph,
     subst: &mut Subst,
     eclass: Id,
-    counter: &mut u32,
+    vars: &[Var],
 ) -> bool {
     for c in conds {
         let ok = match c {
@@ -606,7 +608,6 @@ pub fn holds(
             Cond::Fresh(v) => {
                 // Deterministic per match: applying the rule again to the
                 // same class builds the same term instead of a new one.
-                let _ = counter;
                 let class = egraph.find(eclass);
                 let base = format!(
                     "{}{}{}'{}",
@@ -621,12 +622,25 @@ pub fn holds(
                 // `names` is a union over members (of the free names
                 // holding FRESH_MARK, which `name` does); `free` an
                 // intersection.
+                //
+                // Nor a name the match binds to another variable: the
+                // right side may put a use of the fresh name under that
+                // binder (`licm-ifold-guarded`'s `(let ?x ?e0 (… (var ?w)
+                // …))`), and a binder made for this class by an earlier
+                // application can be that name (`difftest --property
+                // fwd-opt --seed 1203`, case 883).
+                let bound: Vec<Symbol> = vars
+                    .iter()
+                    .filter_map(|v| subst.get(*v))
+                    .filter_map(|id| symbol_of(egraph, *id))
+                    .collect();
                 let mut name = base.clone();
                 let mut k = 0;
                 while egraph[class]
                     .data
                     .names
                     .contains(&Symbol::from(name.as_str()))
+                    || bound.contains(&Symbol::from(name.as_str()))
                 {
                     k += 1;
                     name = format!("{base}'{k}");
@@ -648,7 +662,6 @@ pub fn holds(
 pub struct RuleApplier {
     rhs: Pattern<Fsm>,
     conds: Vec<Cond>,
-    counter: std::sync::atomic::AtomicU32,
     /// The left side's variables, in a fixed order.
     lhs_vars: Vec<Var>,
     /// The matches applied so far (class and operands, canonical when
@@ -680,10 +693,7 @@ impl Applier<Fsm, FsmAnalysis> for RuleApplier {
             return Vec::new();
         }
         let mut s = subst.clone();
-        let mut counter = self.counter.load(std::sync::atomic::Ordering::Relaxed);
-        let ok = holds(&self.conds, egraph, &mut s, eclass, &mut counter);
-        self.counter
-            .store(counter, std::sync::atomic::Ordering::Relaxed);
+        let ok = holds(&self.conds, egraph, &mut s, eclass, &self.lhs_vars);
         if !ok {
             return Vec::new();
         }
@@ -744,7 +754,6 @@ pub fn rewrite(r: &RuleDef) -> Rewrite<Fsm, FsmAnalysis> {
         RuleApplier {
             rhs: r.rhs.clone(),
             conds: r.conds.clone(),
-            counter: std::sync::atomic::AtomicU32::new(0),
             lhs_vars: r.lhs.vars(),
             done: Default::default(),
         },

@@ -31,6 +31,20 @@
 //! E-Build-Bot (`n < 0`) is tested first, then E-IFold-Bot (`m < 0` when
 //! `n > 0`), as the nest would.
 //!
+//! ## Terms once per i, and pairs
+//!
+//! In the i-major nest, the terms that do not depend on `j` (`u[i]`, a
+//! row `a[i]`) are computed once per `i` — when `n > 0` only, so that a
+//! division by zero among them is a ⊥ exactly when the nest has one. The
+//! others run per element; when each of them is Double `+ - * /` or
+//! negation, or a read at `j` of an array of Doubles, they run two
+//! elements at a time in the lanes of an `f64x2` (and the last element
+//! alone when `n` is odd). A lane operation is the IEEE operation of the
+//! scalar code on the same operands, so every bit is the same; a
+//! division tests both divisors, and its ⊥ is the same from any element.
+//! NNMF's gradient is such a nest: its two divisions per element then
+//! take one SSE2 `divpd` per two elements.
+//!
 //! ## Builds of builds
 //!
 //! `x = build n (fun j -> build m (fun i -> e))`, with `m` bound outside
@@ -45,6 +59,8 @@
 //! `i`. Each element is computed by the same operations from the same
 //! values, so every bit is the same; the ⊥s are E-Build-Bot of `n`, then
 //! of `m` (when `n > 0`), and a division by zero, as above.
+
+use std::collections::HashSet;
 
 use crate::ad::anf::{Atom, Binding, Block, LoopKind, Rhs};
 use crate::ir::{Name, Prim, Type};
@@ -184,6 +200,38 @@ pub fn transpose<'b>(j: &Name, outer: &'b Block) -> Option<Transpose<'b>> {
         body,
         reads,
     })
+}
+
+/// The bindings of `terms` that depend on `j`, directly or through
+/// another.
+pub fn varying(terms: &[Binding], j: &Name) -> HashSet<Name> {
+    let mut out: HashSet<Name> = HashSet::new();
+    for b in terms {
+        let mut uses = false;
+        b.rhs
+            .for_each_atom(&mut |a| uses |= a.var().is_some_and(|x| x == j || out.contains(x)));
+        if uses {
+            out.insert(b.name.clone());
+        }
+    }
+    out
+}
+
+/// Whether the terms that depend on j can run two elements at a time
+/// (Note [Interchange], pairs): each is Double `+ - * /` or negation, or a
+/// read at j of an array of Doubles, and the term added is a Double.
+pub fn pairs(terms: &[Binding], term: &Atom, varying: &HashSet<Name>) -> bool {
+    *term.ty() == Type::Double
+        && terms
+            .iter()
+            .filter(|b| varying.contains(&b.name))
+            .all(|b| match &b.rhs {
+                Rhs::Prim(Prim::Add | Prim::Sub | Prim::Mul | Prim::Div | Prim::Neg, args) => {
+                    b.ty == Type::Double && args.iter().all(|a| *a.ty() == Type::Double)
+                }
+                Rhs::Prim(Prim::Get, args) => b.ty == Type::Double && args[0].var().is_some(),
+                _ => false,
+            })
 }
 
 fn mentions(b: &Binding, x: &Name) -> bool {

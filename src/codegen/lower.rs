@@ -912,13 +912,39 @@ impl Lower<'_, '_> {
             l.b.ins().store(flags, z, at, 0);
             Ok(Vec::new())
         })?;
-        let rest = plan.terms;
-        self.counted_loop(m, &[], |l, i, _| {
+        // The terms that do not depend on j, once per i (only when there
+        // is an element: a division by zero among them would otherwise be
+        // a ⊥ the nest does not have); the others per element, two at a
+        // time when they are arithmetic on Doubles and reads at j of
+        // arrays of Doubles (Note [Interchange], pairs).
+        let varying = interchange::varying(plan.terms, j);
+        let pairs = interchange::pairs(plan.terms, plan.term, &varying)
+            && plan.terms.iter().all(|b| match &b.rhs {
+                Rhs::Prim(Prim::Get, args) if varying.contains(&b.name) => {
+                    args[0].var().is_some_and(|a| !self.fused.contains_key(a))
+                }
+                _ => true,
+            });
+        let some = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
+        let rows = self.b.ins().select(some, m, zero);
+        self.counted_loop(rows, &[], |l, i, _| {
             l.env.insert(plan.index.clone(), vec![i]);
-            l.counted_loop(n, &[], |l, k, _| {
+            l.trusted += 1;
+            let r = plan
+                .terms
+                .iter()
+                .filter(|b| !varying.contains(&b.name))
+                .try_for_each(|b| l.bind(b));
+            l.trusted -= 1;
+            r?;
+            let each = |l: &mut Self, k: Value| -> R<()> {
                 l.env.insert(j.clone(), vec![k]);
                 l.trusted += 1;
-                let r = rest.iter().try_for_each(|b| l.bind(b));
+                let r = plan
+                    .terms
+                    .iter()
+                    .filter(|b| varying.contains(&b.name))
+                    .try_for_each(|b| l.bind(b));
                 l.trusted -= 1;
                 r?;
                 let e = l.scalar(plan.term)?;
@@ -926,8 +952,30 @@ impl Lower<'_, '_> {
                 let old = l.b.ins().load(types::F64, flags, at, 0);
                 let sum = l.b.ins().fadd(old, e);
                 l.b.ins().store(flags, sum, at, 0);
+                Ok(())
+            };
+            if !pairs {
+                l.counted_loop(n, &[], |l, k, _| {
+                    each(l, k)?;
+                    Ok(Vec::new())
+                })?;
+                return Ok(Vec::new());
+            }
+            let half = l.b.ins().sshr_imm_u(n, 1);
+            l.counted_loop(half, &[], |l, p, _| {
+                let k = l.b.ins().ishl_imm_u(p, 1);
+                l.pair(plan.terms, plan.term, &varying, j, k, out)?;
                 Ok(Vec::new())
             })?;
+            // The last element when n is odd.
+            let odd = l.b.ins().band_imm_u(n, 1);
+            let (tail, done) = (l.b.create_block(), l.b.create_block());
+            l.b.ins().brif(odd, tail, &[], done, &[]);
+            l.b.switch_to_block(tail);
+            let k = l.b.ins().iadd_imm_s(n, -1);
+            each(l, k)?;
+            l.b.ins().jump(done, &[]);
+            l.b.switch_to_block(done);
             Ok(Vec::new())
         })?;
         self.b.ins().jump(join, &args_of(&[out]));
@@ -938,6 +986,86 @@ impl Lower<'_, '_> {
         self.b.switch_to_block(join);
         let p = self.b.block_params(join)[0];
         Ok(vec![p, n])
+    }
+
+    /// Elements `k` and `k + 1` of an interchanged sum's row `i` (Note
+    /// [Interchange], pairs): the terms that depend on j in `f64x2` lanes,
+    /// IEEE operation by operation as the scalar code (so the same bits),
+    /// added to `out[k]` and `out[k + 1]`. A division tests both divisors
+    /// (E-Arith-Bot, the same ⊥ from any element).
+    fn pair(
+        &mut self,
+        terms: &[Binding],
+        term: &Atom,
+        varying: &std::collections::HashSet<Name>,
+        j: &Name,
+        k: Value,
+        out: Value,
+    ) -> R<()> {
+        let lanes = types::F64X2;
+        // Unaligned: an element pair starts at any 8-byte boundary.
+        let flags = MemFlagsData::new().with_notrap();
+        let mut vals: HashMap<&Name, Value> = HashMap::new();
+        let vector = |l: &mut Self, vals: &HashMap<&Name, Value>, a: &Atom| -> R<Value> {
+            if let Some(x) = a.var()
+                && let Some(v) = vals.get(x)
+            {
+                return Ok(*v);
+            }
+            let x = l.scalar(a)?;
+            Ok(l.b.ins().splat(lanes, x))
+        };
+        for bind in terms.iter().filter(|b| varying.contains(&b.name)) {
+            let Rhs::Prim(op, args) = &bind.rhs else {
+                return Err(compile_error("a paired term that is not a primitive"));
+            };
+            let v = match op {
+                Prim::Get => {
+                    let Some(a) = args[0].var() else {
+                        return Err(compile_error("a paired read of a literal"));
+                    };
+                    if args[1].var() != Some(j) {
+                        return Err(compile_error("a paired read not at j"));
+                    }
+                    let p = self.atom_of(a)?[0];
+                    let at = self.element(p, k, 8);
+                    self.b.ins().load(lanes, flags, at, 0)
+                }
+                Prim::Neg => {
+                    let x = vector(self, &vals, &args[0])?;
+                    self.b.ins().fneg(x)
+                }
+                Prim::Add | Prim::Sub | Prim::Mul | Prim::Div => {
+                    let x = vector(self, &vals, &args[0])?;
+                    let y = vector(self, &vals, &args[1])?;
+                    match op {
+                        Prim::Add => self.b.ins().fadd(x, y),
+                        Prim::Sub => self.b.ins().fsub(x, y),
+                        Prim::Mul => self.b.ins().fmul(x, y),
+                        _ => {
+                            // Either lane zero: one compare, its lanes'
+                            // sign bits (movmskpd).
+                            let zero = self.b.ins().f64const(0.0);
+                            let zeros = self.b.ins().splat(lanes, zero);
+                            let is_zero = self.b.ins().fcmp(FloatCC::Equal, y, zeros);
+                            let bits = self.b.ins().vhigh_bits(types::I8, is_zero);
+                            let any = self.b.ins().icmp_imm_s(IntCC::NotEqual, bits, 0);
+                            let z = self.iconst(0);
+                            self.fail_if(any, rt::DIVISION_BY_ZERO, z, z);
+                            self.b.ins().fdiv(x, y)
+                        }
+                    }
+                }
+                _ => return Err(compile_error("a paired term that is not arithmetic")),
+            };
+            vals.insert(&bind.name, v);
+        }
+        let e = vector(self, &vals, term)?;
+        let at = self.element(out, k, 8);
+        let old = self.b.ins().load(lanes, flags, at, 0);
+        let sum = self.b.ins().fadd(old, e);
+        self.b.ins().store(flags, sum, at, 0);
+        Ok(())
     }
 
     /// A `build` of `build`s transposed, behind the guard that makes it

@@ -1041,7 +1041,8 @@ fn loops_test_their_next_index_at_the_bottom() {
 fn builds_of_sums_run_interchanged_exactly() {
     let src = "let f (u: Vector) (v: Vector) (a: Matrix) = build (length v) (fun j -> ifold (fun s i -> s + u[i] * a[i][j] / v[j]) 0.5 (length u))\n\
                let g (n: Index) (m: Index) (u: Vector) = build n (fun j -> ifold (fun s i -> s + u[i] / u[j]) 0.0 m)\n\
-               let h (u: Vector) (a: Matrix) = build (length u) (fun j -> ifold (fun s i -> s + log (a[i][j])) 0.0 (length a))\n";
+               let h (u: Vector) (a: Matrix) = build (length u) (fun j -> ifold (fun s i -> s + log (a[i][j])) 0.0 (length a))\n\
+               let k (u: Vector) (v: Vector) = build (length v) (fun j -> ifold (fun s i -> s + 1.0 / u[i] * v[j]) 0.0 (length u))\n";
     let m = |rows: &[&[f64]]| Value::array(rows.iter().map(|r| vector(r)).collect());
     let u = vector(&[1.5, -2.0, 0.25]);
     let v = vector(&[0.5, 3.0]);
@@ -1095,9 +1096,63 @@ fn builds_of_sums_run_interchanged_exactly() {
             vec![Value::Index(3), Value::Index(3), u.clone()],
             Outcome::Value,
         ),
+        // Pairs of elements (Note [Interchange], pairs): an odd n (the
+        // last element alone), a zero divisor in the last element, in the
+        // second lane of a pair.
+        (
+            "f",
+            vec![
+                u.clone(),
+                vector(&[0.5, 3.0, -0.75]),
+                m(&[&[1.0, 2.0, 7.0], &[3.0, 4.0, 8.0], &[5.0, 6.0, 9.0]]),
+            ],
+            Outcome::Value,
+        ),
+        (
+            "f",
+            vec![
+                u.clone(),
+                vector(&[0.5, 3.0, 0.0]),
+                m(&[&[1.0, 2.0, 7.0], &[3.0, 4.0, 8.0], &[5.0, 6.0, 9.0]]),
+            ],
+            Outcome::Bottom,
+        ),
+        (
+            "f",
+            vec![
+                u.clone(),
+                vector(&[0.5, 3.0, 2.0, 0.0]),
+                m(&[
+                    &[1.0, 2.0, 7.0, 1.0],
+                    &[3.0, 4.0, 8.0, 1.0],
+                    &[5.0, 6.0, 9.0, 1.0],
+                ]),
+            ],
+            Outcome::Bottom,
+        ),
+        // A term without j, computed once per i: its division by zero is
+        // a ⊥ only when there is an element.
+        (
+            "k",
+            vec![u.clone(), vector(&[2.0, -1.0, 4.0])],
+            Outcome::Value,
+        ),
+        (
+            "k",
+            vec![vector(&[1.0, 0.0]), vector(&[2.0, -1.0, 4.0])],
+            Outcome::Bottom,
+        ),
+        ("k", vec![vector(&[1.0, 0.0]), vector(&[])], Outcome::Value),
     ];
     for (f, args, want) in cases {
         assert_eq!(compare_src(src, f, &args), want, "{f} {args:?}");
+        if want == Outcome::Value {
+            // Every bit.
+            let e = load_entry(src, f);
+            let (a, _) = e.run(args.clone(), FUEL, &mut |_, _| {}).expect("a value");
+            let b = compile(&e).call(&args).expect("a value");
+            assert!(a.same(&b), "{f} {args:?}: {a} vs {b}");
+        }
     }
     let said = |f: &str| {
         listing_of(src, f)
@@ -1109,6 +1164,9 @@ fn builds_of_sums_run_interchanged_exactly() {
     assert_ne!(said("f"), "none");
     assert_ne!(said("g"), "none");
     assert_eq!(said("h"), "none");
+    assert_ne!(said("k"), "none");
+    // f's terms that depend on j run in the lanes of an f64x2.
+    assert!(listing_of(src, "f").contains("f64x2"));
 }
 
 /// Note [Bounds guards]: an innermost loop whose reads and updates have

@@ -39,6 +39,18 @@
 //!
 //! Only innermost loops are versioned, so the code grows by at most one
 //! copy of each innermost body.
+//!
+//! ## Pairs
+//!
+//! An innermost `build` whose bindings all depend on its index, each
+//! Double `+ - * /` or negation or a read at the index of an array of
+//! Doubles that needs no test (covered by the guard, or the loop runs
+//! over its length), with a Double element, runs two elements at a time
+//! in the lanes of an `f64x2` (the last alone when `n` is odd). A lane
+//! operation is the scalar IEEE operation, so every bit is the same; the
+//! only ⊥ left is a division by zero (both lanes tested), the same ⊥ from
+//! any element. Vector forward mode's tangent maps and the Jacobians of
+//! elementwise maps are such loops.
 
 use std::collections::{HashMap, HashSet};
 

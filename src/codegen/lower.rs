@@ -861,14 +861,34 @@ impl Lower<'_, '_> {
             self.copy(p, from, n, size)?;
             return Ok(vec![p, n]);
         }
-        let run = |l: &mut Self| {
+        let scalar = |l: &mut Self, n: Value, i0: Value| {
             l.counted_loop(n, &[], |l, i, _| {
+                let i = l.b.ins().iadd(i, i0);
                 l.env.insert(index.clone(), vec![i]);
                 let v = l.iteration(index, body)?;
                 let at = l.element(p, i, size);
                 l.store(el, &v, at, 0)?;
                 Ok(Vec::new())
             })
+        };
+        let run = |l: &mut Self, _fast: bool| {
+            let zero = l.iconst(0);
+            // Two elements at a time where no read needs its test (Note
+            // [Bounds guards], pairs).
+            if !l.pairable(index, body) {
+                return scalar(l, n, zero);
+            }
+            let varying = interchange::varying(&body.binds, index);
+            let half = l.b.ins().sshr_imm_u(n, 1);
+            l.counted_loop(half, &[], |l, h, _| {
+                let k = l.b.ins().ishl_imm_u(h, 1);
+                l.pair(&body.binds, &body.result, &varying, index, k, (p, false))?;
+                Ok(Vec::new())
+            })?;
+            // The last element when n is odd.
+            let odd = l.b.ins().band_imm_u(n, 1);
+            let last = l.b.ins().iadd_imm_s(n, -1);
+            scalar(l, odd, last)
         };
         self.versions(n, guard, None, run)?;
         Ok(vec![p, n])
@@ -964,7 +984,7 @@ impl Lower<'_, '_> {
             let half = l.b.ins().sshr_imm_u(n, 1);
             l.counted_loop(half, &[], |l, p, _| {
                 let k = l.b.ins().ishl_imm_u(p, 1);
-                l.pair(plan.terms, plan.term, &varying, j, k, out)?;
+                l.pair(plan.terms, plan.term, &varying, j, k, (out, true))?;
                 Ok(Vec::new())
             })?;
             // The last element when n is odd.
@@ -988,11 +1008,12 @@ impl Lower<'_, '_> {
         Ok(vec![p, n])
     }
 
-    /// Elements `k` and `k + 1` of an interchanged sum's row `i` (Note
-    /// [Interchange], pairs): the terms that depend on j in `f64x2` lanes,
-    /// IEEE operation by operation as the scalar code (so the same bits),
-    /// added to `out[k]` and `out[k + 1]`. A division tests both divisors
-    /// (E-Arith-Bot, the same ⊥ from any element).
+    /// Elements `k` and `k + 1` (Note [Interchange], pairs; Note [Bounds
+    /// guards], pairs): the terms that depend on `j` in `f64x2` lanes, IEEE
+    /// operation by operation as the scalar code (so the same bits),
+    /// stored into `out[k]` and `out[k + 1]`, or added to them when
+    /// `accumulate` (an interchanged sum's row). A division tests both
+    /// divisors (E-Arith-Bot, the same ⊥ from any element).
     fn pair(
         &mut self,
         terms: &[Binding],
@@ -1000,7 +1021,7 @@ impl Lower<'_, '_> {
         varying: &std::collections::HashSet<Name>,
         j: &Name,
         k: Value,
-        out: Value,
+        (out, accumulate): (Value, bool),
     ) -> R<()> {
         let lanes = types::F64X2;
         // Unaligned: an element pair starts at any 8-byte boundary.
@@ -1062,10 +1083,38 @@ impl Lower<'_, '_> {
         }
         let e = vector(self, &vals, term)?;
         let at = self.element(out, k, 8);
-        let old = self.b.ins().load(lanes, flags, at, 0);
-        let sum = self.b.ins().fadd(old, e);
-        self.b.ins().store(flags, sum, at, 0);
+        let e = if accumulate {
+            let old = self.b.ins().load(lanes, flags, at, 0);
+            self.b.ins().fadd(old, e)
+        } else {
+            e
+        };
+        self.b.ins().store(flags, e, at, 0);
         Ok(())
+    }
+
+    /// Whether the innermost `build` over `index` can run two elements at
+    /// a time in its guarded version (Note [Bounds guards], pairs): every
+    /// binding depends on `index` and is Double arithmetic or a read at
+    /// `index` of an array of Doubles whose test the guard covers (or that
+    /// the loop runs over), and the element is a Double.
+    fn pairable(&self, index: &Name, body: &AnfBlock) -> bool {
+        let varying = interchange::varying(&body.binds, index);
+        varying.len() == body.binds.len()
+            && interchange::pairs(&body.binds, &body.result, &varying)
+            && body.binds.iter().all(|b| match &b.rhs {
+                Rhs::Prim(Prim::Get, args) => {
+                    let Some(a) = args[0].var() else {
+                        return false;
+                    };
+                    args[1].var() == Some(index)
+                        && !self.fused.contains_key(a)
+                        && self.env.contains_key(a)
+                        && (self.covered.contains(&b.name)
+                            || self.in_bounds.iter().any(|(k, x)| k == index && x == a))
+                }
+                _ => true,
+            })
     }
 
     /// A `build` of `build`s transposed, behind the guard that makes it
@@ -1275,7 +1324,7 @@ impl Lower<'_, '_> {
         let n = self.scalar(n)?;
         self.check_count(n, rt::NEGATIVE_COUNT);
         let z = self.atom(z)?;
-        let run = |l: &mut Self| {
+        let run = |l: &mut Self, _fast: bool| {
             l.counted_loop(n, &z, |l, i, st| {
                 l.env.insert(s.clone(), st.to_vec());
                 l.env.insert(index.clone(), vec![i]);
@@ -1309,10 +1358,10 @@ impl Lower<'_, '_> {
         m: Value,
         guard: Option<&guard::Plan>,
         state: Option<(&[Value], &Type)>,
-        run: impl Fn(&mut Self) -> R<Vals>,
+        run: impl Fn(&mut Self, bool) -> R<Vals>,
     ) -> R<Vals> {
         let Some(plan) = guard else {
-            return run(self);
+            return run(self, false);
         };
         let mut ok = self.b.ins().iconst(types::I8, 1);
         for check in &plan.checks {
@@ -1361,13 +1410,13 @@ impl Lower<'_, '_> {
         self.b.switch_to_block(fast);
         let before = std::mem::take(&mut self.covered);
         self.covered = plan.covered.clone();
-        let r = run(self);
+        let r = run(self, true);
         self.covered = before;
         let r = r?;
         self.b.ins().jump(join, &args_of(&r));
         self.b.switch_to_block(slow);
         self.b.set_cold_block(slow);
-        let r = run(self)?;
+        let r = run(self, false)?;
         self.b.ins().jump(join, &args_of(&r));
         self.b.switch_to_block(join);
         Ok(self.b.block_params(join).to_vec())

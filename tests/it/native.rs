@@ -1233,6 +1233,67 @@ fn innermost_loops_run_behind_bounds_guards_exactly() {
     assert_eq!(said("k"), "none");
 }
 
+/// Note [Bounds guards], pairs: an innermost `build` of Double arithmetic
+/// on reads at its index that need no test (covered by the guard, or over
+/// the array's length) runs two elements at a time in `f64x2` lanes, the
+/// last alone when n is odd. Every bit and every ⊥ is the evaluator's: a
+/// short array (the guard fails), a zero divisor in either lane or in the
+/// last element.
+#[test]
+fn maps_run_two_elements_at_a_time_exactly() {
+    let src = "let f (u: Vector) (v: Vector) = build (length u) (fun i -> u[i] * 2.0 - v[i] / u[i])\n\
+               let g (u: Vector) (c: Double) = build (length u) (fun i -> -(u[i] * c))\n";
+    let v = vector(&[0.5, -1.5, 2.5, 3.0, -0.25]);
+    let cases: Vec<(&str, Vec<Value>, Outcome)> = vec![
+        (
+            "f",
+            vec![vector(&[1.0, 2.0, 3.0]), v.clone()],
+            Outcome::Value,
+        ),
+        (
+            "f",
+            vec![vector(&[1.0, 2.0, 3.0, -4.0]), v.clone()],
+            Outcome::Value,
+        ),
+        ("f", vec![vector(&[]), v.clone()], Outcome::Value),
+        ("f", vec![vector(&[1.0; 6]), v.clone()], Outcome::Bottom),
+        (
+            "f",
+            vec![vector(&[1.0, 0.0, 3.0]), v.clone()],
+            Outcome::Bottom,
+        ),
+        (
+            "f",
+            vec![vector(&[0.0, 1.0, 3.0, 2.0]), v.clone()],
+            Outcome::Bottom,
+        ),
+        (
+            "f",
+            vec![vector(&[1.0, 2.0, 0.0]), v.clone()],
+            Outcome::Bottom,
+        ),
+        ("g", vec![v.clone(), Value::Double(-0.1)], Outcome::Value),
+    ];
+    for (f, args, want) in cases {
+        assert_eq!(compare_src(src, f, &args), want, "{f} {args:?}");
+        let e = load_entry(src, f);
+        let expected = e.run(args.clone(), FUEL, &mut |_, _| {});
+        let got = compile(&e).call(&args);
+        match (&expected, &got) {
+            (Ok((a, _)), Ok(b)) => assert!(a.same(b), "{f} {args:?}: {a} vs {b}"),
+            (
+                Err(EvalError::IndexOutOfBounds { index, len, .. }),
+                Err(CodegenError::IndexOutOfBounds { index: i2, len: l2 }),
+            ) => assert_eq!((*index, *len as i64), (*i2, *l2), "{f} {args:?}"),
+            (Err(a), Err(b)) => assert_eq!(a.code(), b.code(), "{f} {args:?}"),
+            _ => panic!("{f} {args:?}: {expected:?} vs {got:?}"),
+        }
+    }
+    for f in ["f", "g"] {
+        assert!(listing_of(src, f).contains("f64x2"), "{f}");
+    }
+}
+
 /// Note [Interchange], builds of builds: `build n (fun k -> build m (fun
 /// i -> e))` reading `a[i][k]` (or a row projected from `a[i]`) runs
 /// i-major into rows allocated first; every bit is the evaluator's, and

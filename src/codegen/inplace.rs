@@ -56,7 +56,8 @@ use crate::ir::{Name, Prim, Type};
 // the `addAt`. Then no other variable holds the buffer, no read of the old
 // version is left to run, and the new version is the only name for it,
 // so writing into it is invisible. Parameters, rows read out of arrays,
-// and anything stored in an array are never owned; anything else copies.
+// anything stored in an array, and a `build n (fun i -> a[i])` (a view of
+// `a`'s buffer) are never owned; anything else copies.
 
 /// The `addAt` bindings of a function, split by how they update.
 #[derive(Default)]
@@ -286,6 +287,11 @@ impl Analysis {
                             // An `iscan` stores its states: never owned.
                             self.def(s, &start, Def::Other, st);
                             Def::Fresh
+                        }
+                        // `build n (fun i -> a[i])` is a view of `a`'s
+                        // buffer (`lower::copied`): never owned.
+                        (LoopKind::Build, None) if super::lower::copied(body, index).is_some() => {
+                            Def::Other
                         }
                         _ => Def::Fresh,
                     }

@@ -108,13 +108,15 @@ pub fn lower_function(
     b.set_cold_block(fail);
     // The accumulators that update in place (Note [In-place updates]).
     let updates = inplace::updates(&normal.body, &speculative);
+    let plan = fuse::plan(normal);
+    let fused_names: std::collections::HashSet<Name> = plan.fused.keys().cloned().collect();
     let mut l = Lower {
         b,
         imports,
         env: HashMap::new(),
         ctx,
         fail,
-        plan: fuse::plan(normal),
+        plan,
         fused: HashMap::new(),
         trusted: 0,
         speculative,
@@ -128,6 +130,13 @@ pub fn lower_function(
         guarded: Vec::new(),
         covered: Default::default(),
         unchecked: false,
+        outlives_loops: normal
+            .params
+            .iter()
+            .map(|(x, _)| x.clone())
+            .chain(normal.body.binds.iter().map(|b| b.name.clone()))
+            .filter(|x| !fused_names.contains(x))
+            .collect(),
         windows: MemFlagsData::trusted().with_alias_region(Some(windows)),
     };
     let mut off = 0i64;
@@ -217,6 +226,9 @@ struct Lower<'a, 'f> {
     covered: std::collections::HashSet<Name>,
     /// ... and whether the binding being lowered is one of them.
     unchecked: bool,
+    /// The parameters and the names bound outside every loop: their
+    /// buffers live as long as the call.
+    outlives_loops: std::collections::HashSet<Name>,
     /// The alias region of the scratch windows in the call context: no
     /// array element is there, so moving a window does not keep Cranelift
     /// from reusing loads of array elements across it.
@@ -845,22 +857,30 @@ impl Lower<'_, '_> {
         self.check_count(n, rt::NEGATIVE_SIZE);
         let el = array_elem(ty)?;
         let size = elem_bytes(el)?;
-        let p = self.alloc(n, size)?;
         if let Some(src) = copied(body, index)
-            && !src.var().is_some_and(|a| self.fused.contains_key(a))
+            && src
+                .var()
+                .is_some_and(|a| self.outlives_loops.contains(a) && !self.fused.contains_key(a))
         {
             // `build n (fun i -> a[i])` (the optimised gradient of the dot
-            // product, Example 7) is one memcpy. The loop would read a[i]
-            // for i = 0, 1, …: every read is in bounds when n ≤ length a,
-            // and otherwise the first ⊥ is E-Get-Bot at i = length a, with
-            // the same code and details as here.
+            // product, Example 7) is `a`'s first n elements: arrays are
+            // immutable, so the same buffer (Note [Native layout]; the
+            // in-place analysis counts such a build as not owned, Note
+            // [In-place updates]), when `a` is a parameter or bound
+            // outside every loop, so that its buffer is never a scratch
+            // array (Note [Scratch arrays]: a buffer a name bound outside
+            // every loop may point to stays in the main arena) and lives
+            // as long as the call. The loop would read a[i] for i = 0, 1,
+            // …: every read is in bounds when n ≤ length a, and otherwise
+            // the first ⊥ is E-Get-Bot at i = length a, with the same code
+            // and details as here.
             let a = self.atom(src)?;
             let (from, len) = (a[0], a[1]);
             let short = self.b.ins().icmp(IntCC::SignedGreaterThan, n, len);
             self.fail_if(short, rt::INDEX_OUT_OF_BOUNDS, len, len);
-            self.copy(p, from, n, size)?;
-            return Ok(vec![p, n]);
+            return Ok(vec![from, n]);
         }
+        let p = self.alloc(n, size)?;
         let scalar = |l: &mut Self, n: Value, i0: Value| {
             l.counted_loop(n, &[], |l, i, _| {
                 let i = l.b.ins().iadd(i, i0);
@@ -2091,8 +2111,9 @@ fn records_at_index(body: &AnfBlock, index: &Name) -> bool {
     })
 }
 
-/// The array `a` if `body` (of a `build` over `index`) is just `a[index]`.
-fn copied<'b>(body: &'b AnfBlock, index: &Name) -> Option<&'b Atom> {
+/// The array `a` if `body` (of a `build` over `index`) is just `a[index]`:
+/// the build is a view of `a` (no buffer of its own).
+pub(super) fn copied<'b>(body: &'b AnfBlock, index: &Name) -> Option<&'b Atom> {
     let [bind] = body.binds.as_slice() else {
         return None;
     };

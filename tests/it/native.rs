@@ -885,6 +885,55 @@ fn gmm_reverse_mode_adds_into_accumulators_in_place() {
     );
 }
 
+/// `build n (fun i -> a[i])` of an array bound outside every loop is a
+/// view of its buffer, not a copy: the optimised gradient of the dot
+/// product returns the other vector's own memory (`call_slices`). An
+/// `addAt` on such a view copies (the view is not owned), so the array
+/// it shares stays as it was; a short array is E-Get-Bot with the
+/// evaluator's details.
+#[test]
+fn copies_of_arrays_outside_loops_share_their_buffer() {
+    let src = "let f (a: Vector) (n: Index) = build n (fun i -> a[i])\n\
+               let g (a: Vector) = let b = build (length a) (fun i -> a[i]) in (a, addAt b 0 1.0)\n\
+               let h (a: Vector) (m: Matrix) = build (length m) (fun k -> vectorSum (build (length a) (fun i -> a[i] + m[k][0])))\n";
+    let a = vector(&[1.5, -2.0, 0.25]);
+    let m = Value::array(vec![vector(&[1.0]), vector(&[2.0])]);
+    let cases: Vec<(&str, Vec<Value>, Outcome)> = vec![
+        ("f", vec![a.clone(), Value::Index(2)], Outcome::Value),
+        ("f", vec![a.clone(), Value::Index(3)], Outcome::Value),
+        ("f", vec![a.clone(), Value::Index(4)], Outcome::Bottom),
+        ("g", vec![a.clone()], Outcome::Value),
+        ("h", vec![a.clone(), m], Outcome::Value),
+    ];
+    for (f, args, want) in cases {
+        assert_eq!(compare_src(src, f, &args), want, "{f} {args:?}");
+    }
+    let e = load_entry(src, "f");
+    let err = compile(&e).call(&[a.clone(), Value::Index(4)]).unwrap_err();
+    assert_eq!(err, CodegenError::IndexOutOfBounds { index: 3, len: 3 });
+    // The view shares the argument's memory.
+    let xs = [1.0, 2.0, 3.0, 4.0];
+    let native = compile(&e);
+    let o = native
+        .call_slices(&[
+            fsmooth::codegen::Arg::F64s(&xs),
+            fsmooth::codegen::Arg::I64(3),
+        ])
+        .expect("runs");
+    match o.get(0) {
+        Some(fsmooth::codegen::Out::F64s(ys)) => {
+            assert_eq!(ys, &xs[..3]);
+            assert_eq!(ys.as_ptr(), xs.as_ptr());
+        }
+        other => panic!("{other:?}"),
+    }
+    let listing = listing_of(src, "g");
+    assert!(
+        listing.lines().any(|l| l.starts_with(";; into a copy: x")),
+        "{listing}"
+    );
+}
+
 /// Note [In-place updates]: an `addAt` writes into its operand's buffer
 /// only where nothing can read the old array afterwards; everywhere else
 /// it copies, and every value equals the evaluator's (persistent arrays).

@@ -925,107 +925,92 @@ impl Lower<'_, '_> {
         plan: interchange::Plan<'_>,
         ty: &Type,
     ) -> R<Vals> {
-        let n = self.scalar(n_atom)?;
         // E-Build-Bot, then E-IFold-Bot of the first element's sum.
-        self.check_count(n, rt::NEGATIVE_SIZE);
-        let m = self.scalar(plan.m)?;
-        let some = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
-        let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, m, 0);
-        let bad = self.b.ins().band(some, neg);
-        let zero = self.iconst(0);
-        self.fail_if(bad, rt::NEGATIVE_COUNT, m, zero);
-        let ok = self.nest_guard(&plan.reads, n, m)?;
-        let (fast, slow, join) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        self.b.append_block_param(join, types::I64);
-        self.b.ins().brif(ok, fast, &[], slow, &[]);
-        self.b.switch_to_block(fast);
-        // The fast path allocates first: a scratch array's buffer is its.
-        let out = self.alloc(n, 8)?;
-        let z = self.scalar(plan.z)?;
-        let flags = MemFlagsData::trusted();
-        self.counted_loop(n, &[], |l, k, _| {
-            let at = l.element(out, k, 8);
-            l.b.ins().store(flags, z, at, 0);
-            Ok(Vec::new())
-        })?;
-        // The terms that do not depend on j, once per i (only when there
-        // is an element: a division by zero among them would otherwise be
-        // a ⊥ the nest does not have); the others per element, two at a
-        // time when they are arithmetic on Doubles and reads at j of
-        // arrays of Doubles (Note [Interchange], pairs).
-        let varying = interchange::varying(plan.terms, j);
-        let pairs = interchange::pairs(plan.terms, plan.term, &varying)
-            && plan.terms.iter().all(|b| match &b.rhs {
-                Rhs::Prim(Prim::Get, args) if varying.contains(&b.name) => {
-                    args[0].var().is_some_and(|a| !self.fused.contains_key(a))
-                }
-                _ => true,
-            });
-        let some = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
-        let rows = self.b.ins().select(some, m, zero);
-        self.counted_loop(rows, &[], |l, i, _| {
-            l.env.insert(plan.index.clone(), vec![i]);
-            l.trusted += 1;
-            let r = plan
-                .terms
-                .iter()
-                .filter(|b| !varying.contains(&b.name))
-                .try_for_each(|b| l.bind(b));
-            l.trusted -= 1;
-            r?;
-            let each = |l: &mut Self, k: Value| -> R<()> {
-                l.env.insert(j.clone(), vec![k]);
-                l.trusted += 1;
-                let r = plan
-                    .terms
-                    .iter()
-                    .filter(|b| varying.contains(&b.name))
-                    .try_for_each(|b| l.bind(b));
-                l.trusted -= 1;
-                r?;
-                let e = l.scalar(plan.term)?;
-                let at = l.element(out, k, 8);
-                let old = l.b.ins().load(types::F64, flags, at, 0);
-                let sum = l.b.ins().fadd(old, e);
-                l.b.ins().store(flags, sum, at, 0);
-                Ok(())
-            };
-            if !pairs {
-                l.counted_loop(n, &[], |l, k, _| {
-                    each(l, k)?;
+        let nest = (n_atom, j, outer, ty);
+        self.nest(
+            nest,
+            plan.m,
+            rt::NEGATIVE_COUNT,
+            &plan.reads,
+            |this, n, m| {
+                let zero = this.iconst(0);
+                let out = this.alloc(n, 8)?;
+                let z = this.scalar(plan.z)?;
+                let flags = MemFlagsData::trusted();
+                this.counted_loop(n, &[], |l, k, _| {
+                    let at = l.element(out, k, 8);
+                    l.b.ins().store(flags, z, at, 0);
                     Ok(Vec::new())
                 })?;
-                return Ok(Vec::new());
-            }
-            let half = l.b.ins().sshr_imm_u(n, 1);
-            l.counted_loop(half, &[], |l, p, _| {
-                let k = l.b.ins().ishl_imm_u(p, 1);
-                l.pair(plan.terms, plan.term, &varying, j, k, (out, true))?;
-                Ok(Vec::new())
-            })?;
-            // The last element when n is odd.
-            let odd = l.b.ins().band_imm_u(n, 1);
-            let (tail, done) = (l.b.create_block(), l.b.create_block());
-            l.b.ins().brif(odd, tail, &[], done, &[]);
-            l.b.switch_to_block(tail);
-            let k = l.b.ins().iadd_imm_s(n, -1);
-            each(l, k)?;
-            l.b.ins().jump(done, &[]);
-            l.b.switch_to_block(done);
-            Ok(Vec::new())
-        })?;
-        self.b.ins().jump(join, &args_of(&[out]));
-        self.b.switch_to_block(slow);
-        self.b.set_cold_block(slow);
-        let built = self.build(n_atom, j, outer, ty, None)?;
-        self.b.ins().jump(join, &args_of(&built[..1]));
-        self.b.switch_to_block(join);
-        let p = self.b.block_params(join)[0];
-        Ok(vec![p, n])
+                // The terms that do not depend on j, once per i (only when there
+                // is an element: a division by zero among them would otherwise be
+                // a ⊥ the nest does not have); the others per element, two at a
+                // time when they are arithmetic on Doubles and reads at j of
+                // arrays of Doubles (Note [Interchange], pairs).
+                let varying = interchange::varying(plan.terms, j);
+                let pairs = interchange::pairs(plan.terms, plan.term, &varying)
+                    && plan.terms.iter().all(|b| match &b.rhs {
+                        Rhs::Prim(Prim::Get, args) if varying.contains(&b.name) => {
+                            args[0].var().is_some_and(|a| !this.fused.contains_key(a))
+                        }
+                        _ => true,
+                    });
+                let some = this.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
+                let rows = this.b.ins().select(some, m, zero);
+                this.counted_loop(rows, &[], |l, i, _| {
+                    l.env.insert(plan.index.clone(), vec![i]);
+                    l.trusted += 1;
+                    let r = plan
+                        .terms
+                        .iter()
+                        .filter(|b| !varying.contains(&b.name))
+                        .try_for_each(|b| l.bind(b));
+                    l.trusted -= 1;
+                    r?;
+                    let each = |l: &mut Self, k: Value| -> R<()> {
+                        l.env.insert(j.clone(), vec![k]);
+                        l.trusted += 1;
+                        let r = plan
+                            .terms
+                            .iter()
+                            .filter(|b| varying.contains(&b.name))
+                            .try_for_each(|b| l.bind(b));
+                        l.trusted -= 1;
+                        r?;
+                        let e = l.scalar(plan.term)?;
+                        let at = l.element(out, k, 8);
+                        let old = l.b.ins().load(types::F64, flags, at, 0);
+                        let sum = l.b.ins().fadd(old, e);
+                        l.b.ins().store(flags, sum, at, 0);
+                        Ok(())
+                    };
+                    if !pairs {
+                        l.counted_loop(n, &[], |l, k, _| {
+                            each(l, k)?;
+                            Ok(Vec::new())
+                        })?;
+                        return Ok(Vec::new());
+                    }
+                    let half = l.b.ins().sshr_imm_u(n, 1);
+                    l.counted_loop(half, &[], |l, p, _| {
+                        let k = l.b.ins().ishl_imm_u(p, 1);
+                        l.pair(plan.terms, plan.term, &varying, j, k, (out, true))?;
+                        Ok(Vec::new())
+                    })?;
+                    // The last element when n is odd.
+                    let odd = l.b.ins().band_imm_u(n, 1);
+                    let (tail, done) = (l.b.create_block(), l.b.create_block());
+                    l.b.ins().brif(odd, tail, &[], done, &[]);
+                    l.b.switch_to_block(tail);
+                    let k = l.b.ins().iadd_imm_s(n, -1);
+                    each(l, k)?;
+                    l.b.ins().jump(done, &[]);
+                    l.b.switch_to_block(done);
+                    Ok(Vec::new())
+                })?;
+                Ok(out)
+            },
+        )
     }
 
     /// Elements `k` and `k + 1` (Note [Interchange], pairs; Note [Bounds
@@ -1149,55 +1134,82 @@ impl Lower<'_, '_> {
         plan: interchange::Transpose<'_>,
         ty: &Type,
     ) -> R<Vals> {
-        let n = self.scalar(n_atom)?;
         // E-Build-Bot of the nest, then of its first row.
+        let nest = (n_atom, j, outer, ty);
+        self.nest(
+            nest,
+            plan.m,
+            rt::NEGATIVE_SIZE,
+            &plan.reads,
+            |this, n, m| {
+                let desc = 2 * SLOT;
+                let out = this.alloc(n, desc)?;
+                let row_ty = array_elem(ty)?;
+                let el = array_elem(row_ty)?.clone();
+                let size = elem_bytes(&el)?;
+                let flags = MemFlagsData::trusted();
+                // E-Build's order of the rows' allocations: row 0 first.
+                this.counted_loop(n, &[], |l, k, _| {
+                    let row = l.alloc(m, size)?;
+                    let at = l.element(out, k, desc);
+                    l.b.ins().store(flags, row, at, 0);
+                    l.b.ins().store(flags, m, at, SLOT as i32);
+                    Ok(Vec::new())
+                })?;
+                this.counted_loop(m, &[], |l, i, _| {
+                    l.env.insert(plan.index.clone(), vec![i]);
+                    l.counted_loop(n, &[], |l, k, _| {
+                        l.env.insert(j.clone(), vec![k]);
+                        l.trusted += 1;
+                        let r = l.block(plan.body);
+                        l.trusted -= 1;
+                        let v = r?;
+                        let d = l.element(out, k, desc);
+                        let row = l.b.ins().load(types::I64, flags, d, 0);
+                        let at = l.element(row, i, size);
+                        l.store(&el, &v, at, 0)?;
+                        Ok(Vec::new())
+                    })?;
+                    Ok(Vec::new())
+                })?;
+                Ok(out)
+            },
+        )
+    }
+
+    /// The frame of an interchanged nest `build n (fun j -> outer)` (Note
+    /// [Interchange]): E-Build-Bot of `n`, then, when `n > 0`, the inner
+    /// loop's count `m` tested (⊥ with `inner_code` when negative), then
+    /// the guard over `reads`. When it holds, `fast` builds the array
+    /// (its buffer returned) with the loops interchanged; when not, the
+    /// nest runs as written (cold) and stops with the evaluator's ⊥.
+    fn nest(
+        &mut self,
+        (n_atom, j, outer, ty): (&Atom, &Name, &AnfBlock, &Type),
+        m_atom: &Atom,
+        inner_code: i64,
+        reads: &[interchange::Read],
+        fast: impl FnOnce(&mut Self, Value, Value) -> R<Value>,
+    ) -> R<Vals> {
+        let n = self.scalar(n_atom)?;
         self.check_count(n, rt::NEGATIVE_SIZE);
-        let m = self.scalar(plan.m)?;
+        let m = self.scalar(m_atom)?;
         let some = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
         let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, m, 0);
         let bad = self.b.ins().band(some, neg);
         let zero = self.iconst(0);
-        self.fail_if(bad, rt::NEGATIVE_SIZE, m, zero);
-        let ok = self.nest_guard(&plan.reads, n, m)?;
-        let (fast, slow, join) = (
+        self.fail_if(bad, inner_code, m, zero);
+        let ok = self.nest_guard(reads, n, m)?;
+        let (fast_b, slow, join) = (
             self.b.create_block(),
             self.b.create_block(),
             self.b.create_block(),
         );
         self.b.append_block_param(join, types::I64);
-        self.b.ins().brif(ok, fast, &[], slow, &[]);
-        self.b.switch_to_block(fast);
+        self.b.ins().brif(ok, fast_b, &[], slow, &[]);
+        self.b.switch_to_block(fast_b);
         // The fast path allocates first: a scratch array's buffer is its.
-        let desc = 2 * SLOT;
-        let out = self.alloc(n, desc)?;
-        let row_ty = array_elem(ty)?;
-        let el = array_elem(row_ty)?.clone();
-        let size = elem_bytes(&el)?;
-        let flags = MemFlagsData::trusted();
-        // E-Build's order of the rows' allocations: row 0 first.
-        self.counted_loop(n, &[], |l, k, _| {
-            let row = l.alloc(m, size)?;
-            let at = l.element(out, k, desc);
-            l.b.ins().store(flags, row, at, 0);
-            l.b.ins().store(flags, m, at, SLOT as i32);
-            Ok(Vec::new())
-        })?;
-        self.counted_loop(m, &[], |l, i, _| {
-            l.env.insert(plan.index.clone(), vec![i]);
-            l.counted_loop(n, &[], |l, k, _| {
-                l.env.insert(j.clone(), vec![k]);
-                l.trusted += 1;
-                let r = l.block(plan.body);
-                l.trusted -= 1;
-                let v = r?;
-                let d = l.element(out, k, desc);
-                let row = l.b.ins().load(types::I64, flags, d, 0);
-                let at = l.element(row, i, size);
-                l.store(&el, &v, at, 0)?;
-                Ok(Vec::new())
-            })?;
-            Ok(Vec::new())
-        })?;
+        let out = fast(self, n, m)?;
         self.b.ins().jump(join, &args_of(&[out]));
         self.b.switch_to_block(slow);
         self.b.set_cold_block(slow);

@@ -82,6 +82,40 @@ fn compare_src(src: &str, name: &str, args: &[Value]) -> Outcome {
     compare(&e, &n, args).unwrap_or_else(|m| panic!("{name}: {m}\n{src}"))
 }
 
+/// `f` of `src` on `args`, natively and by the evaluator: the same bits,
+/// or the same ⊥ (an index out of bounds with the same index and length).
+fn exactly(src: &str, f: &str, args: &[Value]) {
+    let e = load_entry(src, f);
+    let expected = e.run(args.to_vec(), FUEL, &mut |_, _| {});
+    let got = compile(&e).call(args);
+    match (&expected, &got) {
+        (Ok((a, _)), Ok(b)) => assert!(a.same(b), "{f} {args:?}: {a} vs {b}"),
+        (
+            Err(EvalError::IndexOutOfBounds { index, len, .. }),
+            Err(CodegenError::IndexOutOfBounds { index: i2, len: l2 }),
+        ) => assert_eq!((*index, *len as i64), (*i2, *l2), "{f} {args:?}"),
+        (Err(a), Err(b)) => assert_eq!(a.code(), b.code(), "{f} {args:?}"),
+        _ => panic!("{f} {args:?}: {expected:?} vs {got:?}"),
+    }
+}
+
+/// [`exactly`] on every case, after [`compare_src`] gives the outcome.
+fn exactly_all(src: &str, cases: &[(&str, Vec<Value>, Outcome)]) {
+    for (f, args, want) in cases {
+        assert_eq!(compare_src(src, f, args), *want, "{f} {args:?}");
+        exactly(src, f, args);
+    }
+}
+
+/// What the `compile --listing` line starting with `prefix` says.
+fn listing_says(src: &str, f: &str, prefix: &str) -> String {
+    listing_of(src, f)
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .map(str::to_string)
+        .expect("the listing says")
+}
+
 fn vector(xs: &[f64]) -> Value {
     Value::array(xs.iter().map(|x| Value::Double(*x)).collect())
 }
@@ -1193,23 +1227,8 @@ fn builds_of_sums_run_interchanged_exactly() {
         ),
         ("k", vec![vector(&[1.0, 0.0]), vector(&[])], Outcome::Value),
     ];
-    for (f, args, want) in cases {
-        assert_eq!(compare_src(src, f, &args), want, "{f} {args:?}");
-        if want == Outcome::Value {
-            // Every bit.
-            let e = load_entry(src, f);
-            let (a, _) = e.run(args.clone(), FUEL, &mut |_, _| {}).expect("a value");
-            let b = compile(&e).call(&args).expect("a value");
-            assert!(a.same(&b), "{f} {args:?}: {a} vs {b}");
-        }
-    }
-    let said = |f: &str| {
-        listing_of(src, f)
-            .lines()
-            .find_map(|l| l.strip_prefix(";; loop nests interchanged (Note [Interchange]): "))
-            .map(str::to_string)
-            .expect("the listing says")
-    };
+    exactly_all(src, &cases);
+    let said = |f: &str| listing_says(src, f, ";; loop nests interchanged (Note [Interchange]): ");
     assert_ne!(said("f"), "none");
     assert_ne!(said("g"), "none");
     assert_eq!(said("h"), "none");
@@ -1253,28 +1272,13 @@ fn innermost_loops_run_behind_bounds_guards_exactly() {
         ("k", vec![u.clone(), ix(2)], Outcome::Value),
         ("k", vec![u.clone(), ix(3)], Outcome::Bottom),
     ];
-    for (f, args, want) in cases {
-        assert_eq!(compare_src(src, f, &args), want, "{f} {args:?}");
-        if want == Outcome::Bottom {
-            // The details too: the first failing iteration's.
-            let e = load_entry(src, f);
-            let expected = e.run(args.clone(), FUEL, &mut |_, _| {}).unwrap_err();
-            let got = compile(&e).call(&args).unwrap_err();
-            match (&expected, &got) {
-                (
-                    EvalError::IndexOutOfBounds { index, len, .. },
-                    CodegenError::IndexOutOfBounds { index: i2, len: l2 },
-                ) => assert_eq!((*index, *len as i64), (*i2, *l2), "{f} {args:?}"),
-                _ => assert_eq!(expected.code(), got.code(), "{f} {args:?}"),
-            }
-        }
-    }
+    exactly_all(src, &cases);
     let said = |f: &str| {
-        listing_of(src, f)
-            .lines()
-            .find_map(|l| l.strip_prefix(";; loops behind a bounds guard (Note [Bounds guards]): "))
-            .map(str::to_string)
-            .expect("the listing says")
+        listing_says(
+            src,
+            f,
+            ";; loops behind a bounds guard (Note [Bounds guards]): ",
+        )
     };
     for f in ["f", "g", "h", "p"] {
         assert_ne!(said(f), "none", "{f}");
@@ -1323,21 +1327,7 @@ fn maps_run_two_elements_at_a_time_exactly() {
         ),
         ("g", vec![v.clone(), Value::Double(-0.1)], Outcome::Value),
     ];
-    for (f, args, want) in cases {
-        assert_eq!(compare_src(src, f, &args), want, "{f} {args:?}");
-        let e = load_entry(src, f);
-        let expected = e.run(args.clone(), FUEL, &mut |_, _| {});
-        let got = compile(&e).call(&args);
-        match (&expected, &got) {
-            (Ok((a, _)), Ok(b)) => assert!(a.same(b), "{f} {args:?}: {a} vs {b}"),
-            (
-                Err(EvalError::IndexOutOfBounds { index, len, .. }),
-                Err(CodegenError::IndexOutOfBounds { index: i2, len: l2 }),
-            ) => assert_eq!((*index, *len as i64), (*i2, *l2), "{f} {args:?}"),
-            (Err(a), Err(b)) => assert_eq!(a.code(), b.code(), "{f} {args:?}"),
-            _ => panic!("{f} {args:?}: {expected:?} vs {got:?}"),
-        }
-    }
+    exactly_all(src, &cases);
     for f in ["f", "g"] {
         assert!(listing_of(src, f).contains("f64x2"), "{f}");
     }
@@ -1393,21 +1383,7 @@ fn builds_of_builds_run_transposed_exactly() {
             Outcome::Bottom,
         ),
     ];
-    for (f, args, want) in cases {
-        assert_eq!(compare_src(src, f, &args), want, "{f} {args:?}");
-        if want == Outcome::Bottom {
-            let e = load_entry(src, f);
-            let expected = e.run(args.clone(), FUEL, &mut |_, _| {}).unwrap_err();
-            let got = compile(&e).call(&args).unwrap_err();
-            match (&expected, &got) {
-                (
-                    EvalError::IndexOutOfBounds { index, len, .. },
-                    CodegenError::IndexOutOfBounds { index: i2, len: l2 },
-                ) => assert_eq!((*index, *len as i64), (*i2, *l2), "{f} {args:?}"),
-                _ => assert_eq!(expected.code(), got.code(), "{f} {args:?}"),
-            }
-        }
-    }
+    exactly_all(src, &cases);
     for f in ["t", "u", "w"] {
         let said = listing_of(src, f)
             .lines()

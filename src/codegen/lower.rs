@@ -881,6 +881,42 @@ impl Lower<'_, '_> {
             return Ok(vec![from, n]);
         }
         let p = self.alloc(n, size)?;
+        if let Some((k, hot, cold)) = one_hot(body, index)
+            && *el == Type::Double
+        {
+            // `build n (fun i -> if i = k then hot else cold)` (forward
+            // mode's one-hot seed, the vector maximum's gradient): every
+            // element is `cold` but element k (when 0 ≤ k < n). No element
+            // can be ⊥ (a comparison and atoms), so fill, then one store.
+            let cold = self.scalar(cold)?;
+            let lanes = self.b.ins().splat(types::F64X2, cold);
+            let unaligned = MemFlagsData::new().with_notrap();
+            let half = self.b.ins().sshr_imm_u(n, 1);
+            self.counted_loop(half, &[], |l, h, _| {
+                let at = l.element(p, h, 16);
+                l.b.ins().store(unaligned, lanes, at, 0);
+                Ok(Vec::new())
+            })?;
+            let flags = MemFlagsData::trusted();
+            let odd = self.b.ins().band_imm_u(n, 1);
+            let last = self.b.ins().iadd_imm_s(n, -1);
+            self.counted_loop(odd, &[], |l, _, _| {
+                let at = l.element(p, last, 8);
+                l.b.ins().store(flags, cold, at, 0);
+                Ok(Vec::new())
+            })?;
+            let k = self.scalar(k)?;
+            let hot = self.scalar(hot)?;
+            let inside = self.b.ins().icmp(IntCC::UnsignedLessThan, k, n);
+            let (one, none) = (self.iconst(1), self.iconst(0));
+            let count = self.b.ins().select(inside, one, none);
+            self.counted_loop(count, &[], |l, _, _| {
+                let at = l.element(p, k, 8);
+                l.b.ins().store(flags, hot, at, 0);
+                Ok(Vec::new())
+            })?;
+            return Ok(vec![p, n]);
+        }
         let scalar = |l: &mut Self, n: Value, i0: Value| {
             l.counted_loop(n, &[], |l, i, _| {
                 let i = l.b.ins().iadd(i, i0);
@@ -2136,6 +2172,35 @@ pub(super) fn copied<'b>(body: &'b AnfBlock, index: &Name) -> Option<&'b Atom> {
         return None;
     };
     (i == index && body.result.var() == Some(&bind.name)).then_some(a)
+}
+
+/// `(k, hot, cold)` if `body` (of a `build` over `index`) is `if index =
+/// k then hot else cold` (either order of the comparison), with `k`,
+/// `hot` and `cold` atoms bound outside it.
+fn one_hot<'b>(body: &'b AnfBlock, index: &Name) -> Option<(&'b Atom, &'b Atom, &'b Atom)> {
+    let [test, choice] = body.binds.as_slice() else {
+        return None;
+    };
+    let Rhs::Prim(Prim::Eq, args) = &test.rhs else {
+        return None;
+    };
+    let k = match (args[0].var(), args[1].var()) {
+        (Some(x), _) if x == index => &args[1],
+        (_, Some(y)) if y == index => &args[0],
+        _ => return None,
+    };
+    let Rhs::If(Atom::Var(c, _), t, e) = &choice.rhs else {
+        return None;
+    };
+    let outside = |a: &Atom| a.var().is_none_or(|x| x != index && x != &test.name);
+    (c == &test.name
+        && t.binds.is_empty()
+        && e.binds.is_empty()
+        && body.result.var() == Some(&choice.name)
+        && outside(k)
+        && outside(&t.result)
+        && outside(&e.result))
+    .then_some((k, &t.result, &e.result))
 }
 
 /// The first slot of the component at `path` (`false` for `fst`, `true`

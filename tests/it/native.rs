@@ -1333,6 +1333,39 @@ fn maps_run_two_elements_at_a_time_exactly() {
     }
 }
 
+/// A one-hot `build n (fun i -> if i = k then hot else cold)` (the
+/// vector maximum's optimised gradient) is a fill with `cold` and one
+/// store of `hot`: the evaluator's bits for every n (odd, even, zero) and
+/// k (inside, negative, past the end), in either order of the test.
+#[test]
+fn one_hot_builds_fill_then_store_once() {
+    let src = "let f (n: Index) (k: Index) (h: Double) = build n (fun i -> if i = k then h else 0.5)\n\
+               let g (n: Index) (k: Index) = build n (fun i -> if k = i then 1.0 else 0.0)\n\
+               let v (x: Vector) = vectorMap (grad (fun y -> vectorMax y) x) snd\n";
+    let ix = Value::Index;
+    let mut cases: Vec<(&str, Vec<Value>, Outcome)> = Vec::new();
+    for n in [0, 1, 4, 5] {
+        for k in [-1, 0, 2, 4, 7] {
+            cases.push((
+                "f",
+                vec![ix(n), ix(k), Value::Double(-2.25)],
+                Outcome::Value,
+            ));
+            cases.push(("g", vec![ix(n), ix(k)], Outcome::Value));
+        }
+    }
+    cases.push(("g", vec![ix(-1), ix(0)], Outcome::Bottom));
+    cases.push((
+        "v",
+        vec![vector(&[1.0, 3.0, -2.0, 3.0, 0.5])],
+        Outcome::Value,
+    ));
+    exactly_all(src, &cases);
+    for f in ["f", "g"] {
+        assert!(listing_of(src, f).contains("f64x2"), "{f}");
+    }
+}
+
 /// Note [Interchange], builds of builds: `build n (fun k -> build m (fun
 /// i -> e))` reading `a[i][k]` (or a row projected from `a[i]`) runs
 /// i-major into rows allocated first; every bit is the evaluator's, and

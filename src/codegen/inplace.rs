@@ -57,7 +57,8 @@ use crate::ir::{Name, Prim, Type};
 // version is left to run, and the new version is the only name for it,
 // so writing into it is invisible. Parameters, rows read out of arrays,
 // anything stored in an array, and a `build n (fun i -> a[i])` (a view of
-// `a`'s buffer) are never owned; anything else copies.
+// `a`'s buffer, which consumes `a`) are never owned; anything else
+// copies.
 
 /// The `addAt` bindings of a function, split by how they update.
 #[derive(Default)]
@@ -265,6 +266,14 @@ impl Analysis {
                     body,
                 } => {
                     self.use_(n, &pos, Use::Read);
+                    // A view `build n (fun i -> a[i])` shares `a`'s buffer
+                    // (`lower::copied`): `a` is consumed there, so an
+                    // `addAt` on `a` later cannot write into it.
+                    if *kind == LoopKind::Build
+                        && let Some(a) = super::lower::copied(body, index)
+                    {
+                        self.use_(a, &pos, Use::Consume);
+                    }
                     let inner = extend(anc, pos.seq, Part::Body);
                     let start = self.next(&inner);
                     self.def(index, &start, Def::Other, &Type::Index);

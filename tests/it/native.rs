@@ -929,7 +929,8 @@ fn gmm_reverse_mode_adds_into_accumulators_in_place() {
 fn copies_of_arrays_outside_loops_share_their_buffer() {
     let src = "let f (a: Vector) (n: Index) = build n (fun i -> a[i])\n\
                let g (a: Vector) = let b = build (length a) (fun i -> a[i]) in (a, addAt b 0 1.0)\n\
-               let h (a: Vector) (m: Matrix) = build (length m) (fun k -> vectorSum (build (length a) (fun i -> a[i] + m[k][0])))\n";
+               let h (a: Vector) (m: Matrix) = build (length m) (fun k -> vectorSum (build (length a) (fun i -> a[i] + m[k][0])))\n\
+               let w (n: Index) = let a = build n (fun i -> toDouble i) in let x = build n (fun i -> a[i]) in (x, addAt a 0 1.0)\n";
     let a = vector(&[1.5, -2.0, 0.25]);
     let m = Value::array(vec![vector(&[1.0]), vector(&[2.0])]);
     let cases: Vec<(&str, Vec<Value>, Outcome)> = vec![
@@ -938,6 +939,9 @@ fn copies_of_arrays_outside_loops_share_their_buffer() {
         ("f", vec![a.clone(), Value::Index(4)], Outcome::Bottom),
         ("g", vec![a.clone()], Outcome::Value),
         ("h", vec![a.clone(), m], Outcome::Value),
+        // An `addAt` on the array a view shares copies: the view keeps
+        // the old elements.
+        ("w", vec![Value::Index(3)], Outcome::Value),
     ];
     for (f, args, want) in cases {
         assert_eq!(compare_src(src, f, &args), want, "{f} {args:?}");

@@ -118,19 +118,13 @@ pub fn plan<'b>(j: &Name, outer: &'b Block, ty: &Type) -> Option<Plan<'b>> {
     if *ty != Type::array(Type::Double) {
         return None;
     }
-    let [fold] = outer.binds.as_slice() else {
-        return None;
-    };
-    if outer.result.var() != Some(&fold.name) {
-        return None;
-    }
     let Rhs::Loop {
         kind: LoopKind::IFold,
         n: m,
         state: Some((z, s, Type::Double)),
         index: i,
         body,
-    } = &fold.rhs
+    } = only_loop(outer)?
     else {
         return None;
     };
@@ -169,19 +163,13 @@ pub fn plan<'b>(j: &Name, outer: &'b Block, ty: &Type) -> Option<Plan<'b>> {
 /// The plan for `build n (fun j -> outer)`, if it is a build of builds
 /// that the transposition leaves exact.
 pub fn transpose<'b>(j: &Name, outer: &'b Block) -> Option<Transpose<'b>> {
-    let [inner] = outer.binds.as_slice() else {
-        return None;
-    };
-    if outer.result.var() != Some(&inner.name) {
-        return None;
-    }
     let Rhs::Loop {
         kind: LoopKind::Build,
         n: m,
         state: None,
         index: i,
         body,
-    } = &inner.rhs
+    } = only_loop(outer)?
     else {
         return None;
     };
@@ -232,6 +220,15 @@ pub fn pairs(terms: &[Binding], term: &Atom, varying: &HashSet<Name>) -> bool {
                 Rhs::Prim(Prim::Get, args) => b.ty == Type::Double && args[0].var().is_some(),
                 _ => false,
             })
+}
+
+/// The right side of `outer`'s one binding when `outer` is just that
+/// binding (its result the bound name).
+fn only_loop(outer: &Block) -> Option<&Rhs> {
+    let [inner] = outer.binds.as_slice() else {
+        return None;
+    };
+    (outer.result.var() == Some(&inner.name)).then_some(&inner.rhs)
 }
 
 fn mentions(b: &Binding, x: &Name) -> bool {

@@ -12,7 +12,7 @@
 //! branches to one cold exit block (`fail`) that stores its details in the
 //! context and returns the status code.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -109,7 +109,7 @@ pub fn lower_function(
     // The accumulators that update in place (Note [In-place updates]).
     let updates = inplace::updates(&normal.body, &speculative);
     let plan = fuse::plan(normal);
-    let fused_names: std::collections::HashSet<Name> = plan.fused.keys().cloned().collect();
+    let fused_names: HashSet<Name> = plan.fused.keys().cloned().collect();
     let mut l = Lower {
         b,
         imports,
@@ -199,7 +199,7 @@ struct Lower<'a, 'f> {
     trusted: usize,
     /// The conditionals whose `then` branch is a speculation (Note
     /// [Hoisting], rule 3).
-    speculative: std::collections::HashSet<Name>,
+    speculative: HashSet<Name>,
     /// `x = length a`: x ↦ a.
     length_of: HashMap<Name, Name>,
     /// (loop index, array) of the enclosing loops that run over
@@ -223,12 +223,12 @@ struct Lower<'a, 'f> {
     /// `codegen/guard.rs`) ...
     guarded: Vec<Name>,
     /// ... the bindings whose tests the guard being lowered covers ...
-    covered: std::collections::HashSet<Name>,
+    covered: HashSet<Name>,
     /// ... and whether the binding being lowered is one of them.
     unchecked: bool,
     /// The parameters and the names bound outside every loop: their
     /// buffers live as long as the call.
-    outlives_loops: std::collections::HashSet<Name>,
+    outlives_loops: HashSet<Name>,
     /// The alias region of the scratch windows in the call context: no
     /// array element is there, so moving a window does not keep Cranelift
     /// from reusing loads of array elements across it.
@@ -750,16 +750,26 @@ impl Lower<'_, '_> {
                                 _ => true,
                             })
                         };
+                        let nest = (n, index, body, &bind.ty);
                         if let Some(plan) = interchange::plan(index, body, &bind.ty)
                             && rows_built(&plan.reads)
                         {
+                            // E-Build-Bot, then E-IFold-Bot of the first
+                            // element's sum.
                             self.interchanged.push(bind.name.clone());
-                            self.interchanged(n, index, body, plan, &bind.ty)
+                            let code = rt::NEGATIVE_COUNT;
+                            self.nest(nest, plan.m, code, &plan.reads, |this, n, m| {
+                                this.sums_i_major(n, m, index, &plan)
+                            })
                         } else if let Some(plan) = interchange::transpose(index, body)
                             && rows_built(&plan.reads)
                         {
+                            // E-Build-Bot of the nest, then of its first row.
                             self.interchanged.push(bind.name.clone());
-                            self.transposed(n, index, body, plan, &bind.ty)
+                            let code = rt::NEGATIVE_SIZE;
+                            self.nest(nest, plan.m, code, &plan.reads, |this, n, m| {
+                                this.rows_i_major(n, m, index, &plan, &bind.ty)
+                            })
                         } else {
                             let guard = self.guard_plan(&bind.name, index, None, body);
                             self.build(n, index, body, &bind.ty, guard.as_ref())
@@ -927,14 +937,13 @@ impl Lower<'_, '_> {
                 Ok(Vec::new())
             })
         };
-        let run = |l: &mut Self, _fast: bool| {
+        let run = |l: &mut Self| {
             let zero = l.iconst(0);
             // Two elements at a time where no read needs its test (Note
             // [Bounds guards], pairs).
-            if !l.pairable(index, body) {
+            let Some(varying) = l.pairable(index, body) else {
                 return scalar(l, n, zero);
-            }
-            let varying = interchange::varying(&body.binds, index);
+            };
             let half = l.b.ins().sshr_imm_u(n, 1);
             l.counted_loop(half, &[], |l, h, _| {
                 let k = l.b.ins().ishl_imm_u(h, 1);
@@ -950,103 +959,94 @@ impl Lower<'_, '_> {
         Ok(vec![p, n])
     }
 
-    /// A `build` of sums with its loops interchanged, behind the guard
-    /// that makes it exact (Note [Interchange] in `codegen/interchange.rs`);
-    /// the nest as written when the guard fails.
-    fn interchanged(
+    /// The fast path of a `build` of sums with its loops interchanged
+    /// (Note [Interchange] in `codegen/interchange.rs`), inside [`nest`]'s
+    /// guard: the sums of `n` elements over `m` terms, i-major.
+    ///
+    /// [`nest`]: Self::nest
+    fn sums_i_major(
         &mut self,
-        n_atom: &Atom,
+        n: Value,
+        m: Value,
         j: &Name,
-        outer: &AnfBlock,
-        plan: interchange::Plan<'_>,
-        ty: &Type,
-    ) -> R<Vals> {
-        // E-Build-Bot, then E-IFold-Bot of the first element's sum.
-        let nest = (n_atom, j, outer, ty);
-        self.nest(
-            nest,
-            plan.m,
-            rt::NEGATIVE_COUNT,
-            &plan.reads,
-            |this, n, m| {
-                let zero = this.iconst(0);
-                let out = this.alloc(n, 8)?;
-                let z = this.scalar(plan.z)?;
-                let flags = MemFlagsData::trusted();
-                this.counted_loop(n, &[], |l, k, _| {
-                    let at = l.element(out, k, 8);
-                    l.b.ins().store(flags, z, at, 0);
-                    Ok(Vec::new())
-                })?;
-                // The terms that do not depend on j, once per i (only when there
-                // is an element: a division by zero among them would otherwise be
-                // a ⊥ the nest does not have); the others per element, two at a
-                // time when they are arithmetic on Doubles and reads at j of
-                // arrays of Doubles (Note [Interchange], pairs).
-                let varying = interchange::varying(plan.terms, j);
-                let pairs = interchange::pairs(plan.terms, plan.term, &varying)
-                    && plan.terms.iter().all(|b| match &b.rhs {
-                        Rhs::Prim(Prim::Get, args) if varying.contains(&b.name) => {
-                            args[0].var().is_some_and(|a| !this.fused.contains_key(a))
-                        }
-                        _ => true,
-                    });
-                let some = this.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
-                let rows = this.b.ins().select(some, m, zero);
-                this.counted_loop(rows, &[], |l, i, _| {
-                    l.env.insert(plan.index.clone(), vec![i]);
-                    l.trusted += 1;
-                    let r = plan
-                        .terms
-                        .iter()
-                        .filter(|b| !varying.contains(&b.name))
-                        .try_for_each(|b| l.bind(b));
-                    l.trusted -= 1;
-                    r?;
-                    let each = |l: &mut Self, k: Value| -> R<()> {
-                        l.env.insert(j.clone(), vec![k]);
-                        l.trusted += 1;
-                        let r = plan
-                            .terms
-                            .iter()
-                            .filter(|b| varying.contains(&b.name))
-                            .try_for_each(|b| l.bind(b));
-                        l.trusted -= 1;
-                        r?;
-                        let e = l.scalar(plan.term)?;
-                        let at = l.element(out, k, 8);
-                        let old = l.b.ins().load(types::F64, flags, at, 0);
-                        let sum = l.b.ins().fadd(old, e);
-                        l.b.ins().store(flags, sum, at, 0);
-                        Ok(())
-                    };
-                    if !pairs {
-                        l.counted_loop(n, &[], |l, k, _| {
-                            each(l, k)?;
-                            Ok(Vec::new())
-                        })?;
-                        return Ok(Vec::new());
-                    }
-                    let half = l.b.ins().sshr_imm_u(n, 1);
-                    l.counted_loop(half, &[], |l, p, _| {
-                        let k = l.b.ins().ishl_imm_u(p, 1);
-                        l.pair(plan.terms, plan.term, &varying, j, k, (out, true))?;
-                        Ok(Vec::new())
-                    })?;
-                    // The last element when n is odd.
-                    let odd = l.b.ins().band_imm_u(n, 1);
-                    let (tail, done) = (l.b.create_block(), l.b.create_block());
-                    l.b.ins().brif(odd, tail, &[], done, &[]);
-                    l.b.switch_to_block(tail);
-                    let k = l.b.ins().iadd_imm_s(n, -1);
+        plan: &interchange::Plan<'_>,
+    ) -> R<Value> {
+        let zero = self.iconst(0);
+        let out = self.alloc(n, 8)?;
+        let z = self.scalar(plan.z)?;
+        let flags = MemFlagsData::trusted();
+        self.counted_loop(n, &[], |l, k, _| {
+            let at = l.element(out, k, 8);
+            l.b.ins().store(flags, z, at, 0);
+            Ok(Vec::new())
+        })?;
+        // The terms that do not depend on j, once per i (only when there
+        // is an element: a division by zero among them would otherwise be
+        // a ⊥ the nest does not have); the others per element, two at a
+        // time when they are arithmetic on Doubles and reads at j of
+        // arrays of Doubles (Note [Interchange], pairs).
+        let varying = interchange::varying(plan.terms, j);
+        let pairs = interchange::pairs(plan.terms, plan.term, &varying)
+            && plan.terms.iter().all(|b| match &b.rhs {
+                Rhs::Prim(Prim::Get, args) if varying.contains(&b.name) => {
+                    args[0].var().is_some_and(|a| !self.fused.contains_key(a))
+                }
+                _ => true,
+            });
+        let some = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
+        let rows = self.b.ins().select(some, m, zero);
+        self.counted_loop(rows, &[], |l, i, _| {
+            l.env.insert(plan.index.clone(), vec![i]);
+            l.trusted += 1;
+            let r = plan
+                .terms
+                .iter()
+                .filter(|b| !varying.contains(&b.name))
+                .try_for_each(|b| l.bind(b));
+            l.trusted -= 1;
+            r?;
+            let each = |l: &mut Self, k: Value| -> R<()> {
+                l.env.insert(j.clone(), vec![k]);
+                l.trusted += 1;
+                let r = plan
+                    .terms
+                    .iter()
+                    .filter(|b| varying.contains(&b.name))
+                    .try_for_each(|b| l.bind(b));
+                l.trusted -= 1;
+                r?;
+                let e = l.scalar(plan.term)?;
+                let at = l.element(out, k, 8);
+                let old = l.b.ins().load(types::F64, flags, at, 0);
+                let sum = l.b.ins().fadd(old, e);
+                l.b.ins().store(flags, sum, at, 0);
+                Ok(())
+            };
+            if !pairs {
+                l.counted_loop(n, &[], |l, k, _| {
                     each(l, k)?;
-                    l.b.ins().jump(done, &[]);
-                    l.b.switch_to_block(done);
                     Ok(Vec::new())
                 })?;
-                Ok(out)
-            },
-        )
+                return Ok(Vec::new());
+            }
+            let half = l.b.ins().sshr_imm_u(n, 1);
+            l.counted_loop(half, &[], |l, p, _| {
+                let k = l.b.ins().ishl_imm_u(p, 1);
+                l.pair(plan.terms, plan.term, &varying, j, k, (out, true))?;
+                Ok(Vec::new())
+            })?;
+            // The last element when n is odd.
+            let odd = l.b.ins().band_imm_u(n, 1);
+            let (tail, done) = (l.b.create_block(), l.b.create_block());
+            l.b.ins().brif(odd, tail, &[], done, &[]);
+            l.b.switch_to_block(tail);
+            let k = l.b.ins().iadd_imm_s(n, -1);
+            each(l, k)?;
+            l.b.ins().jump(done, &[]);
+            l.b.switch_to_block(done);
+            Ok(Vec::new())
+        })?;
+        Ok(out)
     }
 
     /// Elements `k` and `k + 1` (Note [Interchange], pairs; Note [Bounds
@@ -1059,7 +1059,7 @@ impl Lower<'_, '_> {
         &mut self,
         terms: &[Binding],
         term: &Atom,
-        varying: &std::collections::HashSet<Name>,
+        varying: &HashSet<Name>,
         j: &Name,
         k: Value,
         (out, accumulate): (Value, bool),
@@ -1138,10 +1138,11 @@ impl Lower<'_, '_> {
     /// a time in its guarded version (Note [Bounds guards], pairs): every
     /// binding depends on `index` and is Double arithmetic or a read at
     /// `index` of an array of Doubles whose test the guard covers (or that
-    /// the loop runs over), and the element is a Double.
-    fn pairable(&self, index: &Name, body: &AnfBlock) -> bool {
+    /// the loop runs over), and the element is a Double. Then the set of
+    /// those bindings (all of them).
+    fn pairable(&self, index: &Name, body: &AnfBlock) -> Option<HashSet<Name>> {
         let varying = interchange::varying(&body.binds, index);
-        varying.len() == body.binds.len()
+        let ok = varying.len() == body.binds.len()
             && interchange::pairs(&body.binds, &body.result, &varying)
             && body.binds.iter().all(|b| match &b.rhs {
                 Rhs::Prim(Prim::Get, args) => {
@@ -1155,62 +1156,54 @@ impl Lower<'_, '_> {
                             || self.in_bounds.iter().any(|(k, x)| k == index && x == a))
                 }
                 _ => true,
-            })
+            });
+        ok.then_some(varying)
     }
 
-    /// A `build` of `build`s transposed, behind the guard that makes it
-    /// exact (Note [Interchange], builds of builds): the rows allocated
-    /// first, then filled i-major; the nest as written when the guard
-    /// fails.
-    fn transposed(
+    /// The fast path of a `build` of `build`s transposed (Note
+    /// [Interchange], builds of builds), inside [`nest`]'s guard: the `n`
+    /// rows of `m` elements allocated first, then filled i-major.
+    ///
+    /// [`nest`]: Self::nest
+    fn rows_i_major(
         &mut self,
-        n_atom: &Atom,
+        n: Value,
+        m: Value,
         j: &Name,
-        outer: &AnfBlock,
-        plan: interchange::Transpose<'_>,
+        plan: &interchange::Transpose<'_>,
         ty: &Type,
-    ) -> R<Vals> {
-        // E-Build-Bot of the nest, then of its first row.
-        let nest = (n_atom, j, outer, ty);
-        self.nest(
-            nest,
-            plan.m,
-            rt::NEGATIVE_SIZE,
-            &plan.reads,
-            |this, n, m| {
-                let desc = 2 * SLOT;
-                let out = this.alloc(n, desc)?;
-                let row_ty = array_elem(ty)?;
-                let el = array_elem(row_ty)?.clone();
-                let size = elem_bytes(&el)?;
-                let flags = MemFlagsData::trusted();
-                // E-Build's order of the rows' allocations: row 0 first.
-                this.counted_loop(n, &[], |l, k, _| {
-                    let row = l.alloc(m, size)?;
-                    let at = l.element(out, k, desc);
-                    l.b.ins().store(flags, row, at, 0);
-                    l.b.ins().store(flags, m, at, SLOT as i32);
-                    Ok(Vec::new())
-                })?;
-                this.counted_loop(m, &[], |l, i, _| {
-                    l.env.insert(plan.index.clone(), vec![i]);
-                    l.counted_loop(n, &[], |l, k, _| {
-                        l.env.insert(j.clone(), vec![k]);
-                        l.trusted += 1;
-                        let r = l.block(plan.body);
-                        l.trusted -= 1;
-                        let v = r?;
-                        let d = l.element(out, k, desc);
-                        let row = l.b.ins().load(types::I64, flags, d, 0);
-                        let at = l.element(row, i, size);
-                        l.store(&el, &v, at, 0)?;
-                        Ok(Vec::new())
-                    })?;
-                    Ok(Vec::new())
-                })?;
-                Ok(out)
-            },
-        )
+    ) -> R<Value> {
+        let desc = 2 * SLOT;
+        let out = self.alloc(n, desc)?;
+        let row_ty = array_elem(ty)?;
+        let el = array_elem(row_ty)?.clone();
+        let size = elem_bytes(&el)?;
+        let flags = MemFlagsData::trusted();
+        // E-Build's order of the rows' allocations: row 0 first.
+        self.counted_loop(n, &[], |l, k, _| {
+            let row = l.alloc(m, size)?;
+            let at = l.element(out, k, desc);
+            l.b.ins().store(flags, row, at, 0);
+            l.b.ins().store(flags, m, at, SLOT as i32);
+            Ok(Vec::new())
+        })?;
+        self.counted_loop(m, &[], |l, i, _| {
+            l.env.insert(plan.index.clone(), vec![i]);
+            l.counted_loop(n, &[], |l, k, _| {
+                l.env.insert(j.clone(), vec![k]);
+                l.trusted += 1;
+                let r = l.block(plan.body);
+                l.trusted -= 1;
+                let v = r?;
+                let d = l.element(out, k, desc);
+                let row = l.b.ins().load(types::I64, flags, d, 0);
+                let at = l.element(row, i, size);
+                l.store(&el, &v, at, 0)?;
+                Ok(Vec::new())
+            })?;
+            Ok(Vec::new())
+        })?;
+        Ok(out)
     }
 
     /// The frame of an interchanged nest `build n (fun j -> outer)` (Note
@@ -1392,7 +1385,7 @@ impl Lower<'_, '_> {
         let n = self.scalar(n)?;
         self.check_count(n, rt::NEGATIVE_COUNT);
         let z = self.atom(z)?;
-        let run = |l: &mut Self, _fast: bool| {
+        let run = |l: &mut Self| {
             l.counted_loop(n, &z, |l, i, st| {
                 l.env.insert(s.clone(), st.to_vec());
                 l.env.insert(index.clone(), vec![i]);
@@ -1426,10 +1419,10 @@ impl Lower<'_, '_> {
         m: Value,
         guard: Option<&guard::Plan>,
         state: Option<(&[Value], &Type)>,
-        run: impl Fn(&mut Self, bool) -> R<Vals>,
+        run: impl Fn(&mut Self) -> R<Vals>,
     ) -> R<Vals> {
         let Some(plan) = guard else {
-            return run(self, false);
+            return run(self);
         };
         let mut ok = self.b.ins().iconst(types::I8, 1);
         for check in &plan.checks {
@@ -1478,13 +1471,13 @@ impl Lower<'_, '_> {
         self.b.switch_to_block(fast);
         let before = std::mem::take(&mut self.covered);
         self.covered = plan.covered.clone();
-        let r = run(self, true);
+        let r = run(self);
         self.covered = before;
         let r = r?;
         self.b.ins().jump(join, &args_of(&r));
         self.b.switch_to_block(slow);
         self.b.set_cold_block(slow);
-        let r = run(self, false)?;
+        let r = run(self)?;
         self.b.ins().jump(join, &args_of(&r));
         self.b.switch_to_block(join);
         Ok(self.b.block_params(join).to_vec())

@@ -22,7 +22,10 @@
 //! whatever the sizes (the cheap-gradient criterion). An array read once
 //! in a loop body contributes a bare pair per iteration ("Bare
 //! contributions"). A fold whose state only accumulates sums runs
-//! backwards as a map over its iterations (R-IFold-Linear).
+//! backwards as a map over its iterations (R-IFold-Linear). The entry's
+//! own maps and sums whose bodies hold loops keep no tape at all: the
+//! reverse sweep computes each iteration again, with its tape, just
+//! before running it backwards (R-Checkpoint).
 
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -223,6 +226,42 @@ fn untaped(bd: &Binding) -> bool {
     }
 }
 
+/// R-Checkpoint (spec/ad-reverse.md §4.4): the loops of the entry's own
+/// block whose iterations the reverse sweep computes again rather than
+/// reads from a tape — a `build`, or a fold whose state is linear (their
+/// iterations need nothing from one another), whose body holds a loop, so
+/// that its per-iteration tape would hold arrays. Their tapes then live
+/// for one iteration of the reverse sweep instead of all of them: GMM's
+/// gradient no longer keeps every point's centred vectors and triangular
+/// products.
+fn checkpoints(blk: &Block) -> HashSet<Name> {
+    fn holds_loop(b: &Block) -> bool {
+        b.binds.iter().any(|bd| match &bd.rhs {
+            Rhs::Loop { .. } => true,
+            Rhs::If(_, t, f) => holds_loop(t) || holds_loop(f),
+            _ => false,
+        })
+    }
+    blk.binds
+        .iter()
+        .filter(|bd| match &bd.rhs {
+            Rhs::Loop {
+                kind: LoopKind::Build,
+                body,
+                ..
+            } => holds_loop(body),
+            Rhs::Loop {
+                kind: LoopKind::IFold,
+                state: Some((_, s, sty)),
+                body,
+                ..
+            } => linear_state(body, s, sty) && holds_loop(body),
+            _ => false,
+        })
+        .map(|bd| bd.name.clone())
+        .collect()
+}
+
 pub(super) struct Reverse<'b, 'a> {
     pub b: &'b mut Builder<'a>,
     /// For compound bindings: the variable holding their sub-tape.
@@ -243,6 +282,9 @@ pub(super) struct Reverse<'b, 'a> {
     places: HashMap<Name, Place>,
     /// The roots whose accumulator code so far may have added into.
     touched: HashSet<Name>,
+    /// The loops whose iterations the reverse sweep recomputes instead of
+    /// restoring them from a tape (R-Checkpoint, spec/ad-reverse.md §4.4).
+    checkpointed: HashSet<Name>,
 }
 
 /// Where a cotangent is added (spec/ad-reverse.md §5.6): the
@@ -378,6 +420,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
             restored: HashSet::new(),
             places: HashMap::new(),
             touched: HashSet::new(),
+            checkpointed: HashSet::new(),
         }
     }
 
@@ -462,6 +505,12 @@ impl<'b, 'a> Reverse<'b, 'a> {
         }
     }
 
+    /// A loop whose tape entry is its value alone: an untaped loop (§4.1)
+    /// or a checkpointed one (§4.4).
+    fn unrecorded(&self, bd: &Binding) -> bool {
+        untaped(bd) || self.checkpointed.contains(&bd.name)
+    }
+
     /// The tape type of a block: (entry₁, (entry₂, … false)), over the
     /// bindings that are not [`recomputed`].
     fn tape_type(&self, blk: &Block) -> Type {
@@ -475,7 +524,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
     fn entry_type(&self, bd: &Binding) -> Type {
         match &bd.rhs {
             Rhs::Prim(..) | Rhs::Array(_) => bd.ty.clone(),
-            _ if untaped(bd) => bd.ty.clone(),
+            _ if self.unrecorded(bd) => bd.ty.clone(),
             Rhs::If(_, t, f) => Type::pair(
                 bd.ty.clone(),
                 Type::pair(self.tape_type(t), self.tape_type(f)),
@@ -565,18 +614,36 @@ impl<'b, 'a> Reverse<'b, 'a> {
         let mut lets = Lets(Vec::new());
         let mut entries = Vec::new();
         for bd in &blk.binds {
+            if let Some(en) = self.fwd_binding(bd, &mut lets) {
+                entries.push((en, bd));
+            }
+        }
+        let mut tape = self.b.add(Expr::Lit(Lit::Bool(false)), Type::Bool);
+        for (en, bd) in entries.iter().rev() {
+            let et = self.entry_type(bd);
+            let v = self.b.var(en, et);
+            tape = self.b.pair(v, tape);
+        }
+        let r = self.atom(&blk.result);
+        let out = self.b.pair(r, tape);
+        lets.wrap(self.b, out)
+    }
+
+    /// F(b) of fwd(B) (§4.2): the lets that compute one binding and its
+    /// tape entry; the variable holding the entry, or `None` for a
+    /// recomputed binding, which has none.
+    fn fwd_binding(&mut self, bd: &Binding, lets: &mut Lets) -> Option<Name> {
+        {
             match &bd.rhs {
                 Rhs::Prim(..) | Rhs::Array(_) => {
                     let v = self.simple_rhs(bd);
                     lets.0.push((bd.name.clone(), v));
-                    if !recomputed(bd) {
-                        entries.push((bd.name.clone(), bd));
-                    }
+                    (!recomputed(bd)).then(|| bd.name.clone())
                 }
-                _ if untaped(bd) => {
+                _ if self.unrecorded(bd) => {
                     let v = self.plain_rhs(bd);
                     lets.0.push((bd.name.clone(), v));
-                    entries.push((bd.name.clone(), bd));
+                    Some(bd.name.clone())
                 }
                 Rhs::If(c, t, f) => {
                     let (tt, tf) = (self.tape_type(t), self.tape_type(f));
@@ -606,11 +673,11 @@ impl<'b, 'a> Reverse<'b, 'a> {
                         self.b.let_(n, r, p)
                     };
                     let e = self.b.if_(c, then_, else_);
-                    let (en, et) = self.bind(&mut lets, "e", e);
+                    let (en, et) = self.bind(lets, "e", e);
                     let ev = self.b.var(&en, et);
                     let x = self.b.fst(ev);
                     lets.0.push((bd.name.clone(), x));
-                    entries.push((en, bd));
+                    Some(en)
                 }
                 Rhs::Loop {
                     kind,
@@ -646,7 +713,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                         }
                         _ => unreachable!("folds have a state"),
                     };
-                    let (tn, tt) = self.bind(&mut lets, "t", tape);
+                    let (tn, tt) = self.bind(lets, "t", tape);
                     // The value itself, from the tape.
                     let x = match kind {
                         LoopKind::Build => {
@@ -680,20 +747,11 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     let xv = self.b.var(&bd.name, bd.ty.clone());
                     let tv = self.b.var(&tn, tt);
                     let entry = self.b.pair(xv, tv);
-                    let (en, _) = self.bind(&mut lets, "e", entry);
-                    entries.push((en, bd));
+                    let (en, _) = self.bind(lets, "e", entry);
+                    Some(en)
                 }
             }
         }
-        let mut tape = self.b.add(Expr::Lit(Lit::Bool(false)), Type::Bool);
-        for (en, bd) in entries.iter().rev() {
-            let et = self.entry_type(bd);
-            let v = self.b.var(en, et);
-            tape = self.b.pair(v, tape);
-        }
-        let r = self.atom(&blk.result);
-        let out = self.b.pair(r, tape);
-        lets.wrap(self.b, out)
     }
 
     /// Lets that rebind a block's variables (and sub-tapes) from its tape.
@@ -712,7 +770,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
             let entry = self.b.fst(tv);
             match &bd.rhs {
                 Rhs::Prim(..) | Rhs::Array(_) => lets.0.push((bd.name.clone(), entry)),
-                _ if untaped(bd) => lets.0.push((bd.name.clone(), entry)),
+                _ if self.unrecorded(bd) => lets.0.push((bd.name.clone(), entry)),
                 _ => {
                     let (en, _) = self.bind(lets, "e", entry);
                     let ev = self.b.var(&en, et.clone());
@@ -1296,8 +1354,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     let mut l = Lets(Vec::new());
                     // The state is never restored: the bindings on its path
                     // are recomputed ones nothing reads, so left out.
-                    let tape = self.iteration_tape(bd, sty, body, index, 1);
-                    self.restore(body, tape, &mut l);
+                    self.restore_iteration(&per, &mut l);
                     self.map_contributions(body, n, index, l, xb, &fvs, &bare, lets, &mut out)?;
                 }
                 // z̄ ⊕= x̄, the state cotangent before the first iteration.
@@ -1598,8 +1655,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
         }
         let bare: Vec<Option<ReadOnce>> = fvs.iter().map(|(v, _)| read_once(body, v)).collect();
         let mut l = Lets(Vec::new());
-        let tape = self.iteration_tape(bd, el, body, index, 0);
-        self.restore(body, tape, &mut l);
+        self.restore_iteration(&per, &mut l);
         let seed = match cot {
             Cot::Value(xb) => {
                 let (dn, dt) = self.densify(xb, el, n, lets);
@@ -1680,8 +1736,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
             let (an, _) = self.bind(&mut l, "acc", a);
             inner.push((root.clone(), an));
         }
-        let tape = self.iteration_tape(per.bd, per.carried, per.body, per.index, per.offset);
-        self.restore(per.body, tape, &mut l);
+        self.restore_iteration(per, &mut l);
         let seed = match seeding {
             Seeding::Same(xb) => Cot::Value(xb),
             Seeding::Dense(dn, dt) => {
@@ -1736,6 +1791,45 @@ impl<'b, 'a> Reverse<'b, 'a> {
             out.push((v.clone(), t.clone(), Contrib::Value(c), Zero::No));
         }
         Ok(())
+    }
+
+    /// Iteration `per.index`'s values in `l`, for its reverse: restored
+    /// from the loop's sub-tape (§4.3), or, for a checkpointed loop,
+    /// computed again (R-Checkpoint).
+    fn restore_iteration(&mut self, per: &Iteration<'_>, l: &mut Lets) {
+        if self.checkpointed.contains(&per.bd.name) {
+            self.recompute(per.body, l);
+        } else {
+            let tape = self.iteration_tape(per.bd, per.carried, per.body, per.index, per.offset);
+            self.restore(per.body, tape, l);
+        }
+    }
+
+    /// R-Checkpoint: the lets of fwd(B) (§4.2) without the tape tuple, so
+    /// that B's variables are bound as `restore` would bind them, and each
+    /// compound binding's sub-tape is the second half of its entry. None
+    /// of them can be ⊥ (the forward sweep evaluated the same bindings on
+    /// the same values), so, like restored values, each is left out where
+    /// nothing mentions it — among them the bindings on a linear state's
+    /// path, which mention the state the reverse sweep does not have.
+    fn recompute(&mut self, blk: &Block, lets: &mut Lets) {
+        let start = lets.0.len();
+        for bd in &blk.binds {
+            let Some(en) = self.fwd_binding(bd, lets) else {
+                continue;
+            };
+            if matches!(bd.rhs, Rhs::Prim(..) | Rhs::Array(_)) || self.unrecorded(bd) {
+                continue;
+            }
+            let et = self.entry_type(bd);
+            let ev = self.b.var(&en, et);
+            let sub = self.b.snd(ev);
+            let (sn, _) = self.bind(lets, "st", sub);
+            self.subtapes.insert(bd.name.clone(), sn);
+        }
+        for (n, _) in &lets.0[start..] {
+            self.restored.insert(n.clone());
+        }
     }
 
     /// The tape of iteration `index` of the loop `bd`, whose sub-tape holds
@@ -2003,6 +2097,7 @@ pub(super) fn reverse_program(
     let body = &normal.body;
     r.active.insert(normal.params[wrt].0.clone());
     activity(body, &mut r.active);
+    r.checkpointed = checkpoints(body);
     let result_t = body.result.ty().clone();
     let mut lets = Lets(Vec::new());
     let fr = r.fwd(body);

@@ -16,18 +16,26 @@
 //! Lifetimes. A binding allocates the buffer it binds when its right side
 //! is a `build`, an `iscan`, an array literal, a `concat` or an `accum`
 //! (each writes a fresh buffer). Values reach other bindings along *flow*
-//! edges x → y ("y may point to what x points to"): from the operands of a
-//! pair, a projection, a read `a[k]` and any other primitive to its
-//! result; from a conditional's branch results, a fold's initial state and
-//! body result (through its state variable) to the binding. A fresh
+//! edges x → y ("y may point to what x points to"), between *leaves*: the
+//! components of a value once its pairs are flattened (an array, whatever
+//! its elements, is one leaf). A pair's operands flow into their own
+//! leaves of the pair, a projection takes the projected leaves, a
+//! conditional's branch results and a fold's initial state and body
+//! result (through its state variable) flow into the binding leaf by leaf;
+//! a read `a[k]` and any other primitive let every leaf of every operand
+//! flow into every leaf of the result. Following leaves apart matters for
+//! reverse mode, whose inner loops carry a long-lived accumulator and an
+//! iteration's cotangent array in one state: merged, the iteration's
+//! array would reach the accumulator's names and never be released (GMM
+//! `1k/gmm_d10_K25`'s gradient kept 2 MB of them). A fresh
 //! buffer (`build`, `iscan`, literal, `concat`, `accum`) copies what it
 //! receives, so there the edge exists only when its elements hold arrays
-//! (they are pointers to the same buffers). No edge enters a binding whose
-//! type holds no array. Every name is bound once, at a *place*: the loops
+//! (they are pointers to the same buffers). No edge enters a
+//! leaf holds no array. Every name is bound once, at a *place*: the loops
 //! around it, innermost last; a loop's own binding and its state variable
 //! are placed outside the loop (they outlive an iteration). The lifetime
 //! of a buffer bound to x is then the longest common prefix of the places
-//! of every name reachable from x: the buffer is dead when an iteration
+//! of every name with a leaf reachable from x's: the buffer is dead when an iteration
 //! of that prefix's innermost loop ends, because no name bound outside
 //! that iteration can point to it. An empty prefix means the buffer
 //! may outlive every loop (it reaches the result): it stays in the main
@@ -118,13 +126,30 @@ impl Scratch {
     }
 }
 
+/// A value's part: a name and one of its *leaves*, the components its
+/// type has once pairs are flattened (an array is one leaf, whatever its
+/// elements), so that a pair's components flow apart.
+type Node = (Name, usize);
+
+/// The leaves of a type, in order: pairs flattened, all else one leaf.
+fn leaves(t: &Type) -> Vec<&Type> {
+    match t {
+        Type::Pair(a, b) => {
+            let mut out = leaves(a);
+            out.extend(leaves(b));
+            out
+        }
+        other => vec![other],
+    }
+}
+
 /// The names of a function with their places and flow edges.
 #[derive(Default)]
 struct Graph {
     /// The loops around each binder (index variables), innermost last.
     place: HashMap<Name, Vec<Name>>,
-    /// x → y.
-    edges: Vec<(Name, Name)>,
+    /// x → y, between leaves that hold arrays.
+    edges: Vec<(Node, Node)>,
     /// The bindings that allocate their buffer, inside some loop.
     sites: Vec<Name>,
 }
@@ -134,24 +159,33 @@ struct Graph {
 pub fn plan(body: &Block) -> Scratch {
     let mut g = Graph::default();
     g.block(body, &[]);
-    // The lifetime of every name, as a prefix length of its place.
-    let mut life: HashMap<&Name, usize> = g.place.iter().map(|(n, p)| (n, p.len())).collect();
+    // The lifetime of every leaf, as a prefix length of its name's place.
+    let mut life: HashMap<Node, usize> = HashMap::new();
+    let len = |life: &HashMap<Node, usize>, x: &Node| {
+        life.get(x).copied().unwrap_or_else(|| g.place[&x.0].len())
+    };
     let common = |a: &[Name], b: &[Name]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
     let mut changed = true;
     while changed {
         changed = false;
         for (x, y) in &g.edges {
-            let (Some(px), Some(py)) = (g.place.get(x), g.place.get(y)) else {
+            let (Some(px), Some(py)) = (g.place.get(&x.0), g.place.get(&y.0)) else {
                 continue;
             };
-            let (lx, ly) = (life[x], life[y]);
+            let (lx, ly) = (len(&life, x), len(&life, y));
             let l = common(&px[..lx], &py[..ly]);
             if l < lx {
-                life.insert(x, l);
+                life.insert(x.clone(), l);
                 changed = true;
             }
         }
     }
+    // A buffer is leaf 0 of the array-typed name it is bound to.
+    let life: HashMap<&Name, usize> = g
+        .sites
+        .iter()
+        .map(|x| (x, len(&life, &(x.clone(), 0))))
+        .collect();
     // Stack 0: the buffers that die with an iteration of their innermost
     // loop, which releases them. Stack 1: the others. Its releasing loops:
     // start from every lifetime, drop a loop that some buffer allocated
@@ -202,12 +236,46 @@ impl Graph {
         self.place.insert(x.clone(), at.to_vec());
     }
 
-    /// x → y, when `y : ty` can point to what x points to.
-    fn flow(&mut self, x: &Atom, y: &Name, ty: &Type) {
-        if let Some(x) = x.var()
-            && ty.has_array()
-        {
-            self.edges.push((x.clone(), y.clone()));
+    /// Leaf `k` of x → leaf `j` of y, when y's leaf `j` holds arrays.
+    fn edge(&mut self, x: &Name, k: usize, y: &Name, j: usize, yleaf: &Type) {
+        if yleaf.has_array() {
+            self.edges.push(((x.clone(), k), (y.clone(), j)));
+        }
+    }
+
+    /// Leaf by leaf: `x`'s leaves from `from` on flow into `y : ty`'s
+    /// (same shape: a pair's operand, a projection, a branch's result, a
+    /// fold's state).
+    fn flow_leaves(&mut self, x: &Atom, from: usize, y: &Name, ty: &Type) {
+        if let Some(x) = x.var() {
+            for (j, l) in leaves(ty).into_iter().enumerate() {
+                self.edge(x, from + j, y, j, l);
+            }
+        }
+    }
+
+    /// Every leaf of `x` may flow into every leaf of `y : ty` that holds
+    /// arrays (a read of an array's element, an `addAt`, any primitive).
+    fn flow_all(&mut self, x: &Atom, y: &Name, ty: &Type) {
+        if let Atom::Var(x, xt) = x {
+            let ys = leaves(ty);
+            for (k, xl) in leaves(xt).into_iter().enumerate() {
+                if !xl.has_array() {
+                    continue;
+                }
+                for (j, l) in ys.iter().enumerate() {
+                    self.edge(x, k, y, j, l);
+                }
+            }
+        }
+    }
+
+    /// Into a fresh buffer `y` (one leaf) whose elements have type `elem`:
+    /// it copies what it receives, so it points to other buffers only when
+    /// its elements hold arrays.
+    fn flow_into_buffer(&mut self, x: &Atom, y: &Name, elem: &Type) {
+        if elem.has_array() {
+            self.flow_all(x, y, &Type::array(elem.clone()));
         }
     }
 
@@ -225,14 +293,39 @@ impl Graph {
             }
             match &bind.rhs {
                 Rhs::Prim(Prim::Concat | Prim::Accum, args) | Rhs::Array(args) => {
-                    args.iter().for_each(|a| self.flow(a, y, elem))
+                    args.iter().for_each(|a| self.flow_into_buffer(a, y, elem))
                 }
-                Rhs::Prim(_, args) => args.iter().for_each(|a| self.flow(a, y, ty)),
+                Rhs::Prim(Prim::Pair, args) => {
+                    let first = leaves(args[0].ty()).len();
+                    let (fst_t, snd_t) = match ty {
+                        Type::Pair(a, b) => (a.as_ref(), b.as_ref()),
+                        _ => unreachable!("a pair has a pair type"),
+                    };
+                    for (j, l) in leaves(fst_t).into_iter().enumerate() {
+                        if let Some(x) = args[0].var() {
+                            self.edge(x, j, y, j, l);
+                        }
+                    }
+                    for (j, l) in leaves(snd_t).into_iter().enumerate() {
+                        if let Some(x) = args[1].var() {
+                            self.edge(x, j, y, first + j, l);
+                        }
+                    }
+                }
+                Rhs::Prim(Prim::Fst, args) => self.flow_leaves(&args[0], 0, y, ty),
+                Rhs::Prim(Prim::Snd, args) => {
+                    let skip = match args[0].ty() {
+                        Type::Pair(a, _) => leaves(a).len(),
+                        _ => unreachable!("snd of a pair"),
+                    };
+                    self.flow_leaves(&args[0], skip, y, ty)
+                }
+                Rhs::Prim(_, args) => args.iter().for_each(|a| self.flow_all(a, y, ty)),
                 Rhs::If(_, t, e) => {
                     self.block(t, at);
                     self.block(e, at);
-                    self.flow(&t.result, y, ty);
-                    self.flow(&e.result, y, ty);
+                    self.flow_leaves(&t.result, 0, y, ty);
+                    self.flow_leaves(&e.result, 0, y, ty);
                 }
                 Rhs::Loop {
                     kind,
@@ -246,15 +339,19 @@ impl Graph {
                     self.place(index, &inner);
                     self.block(body, &inner);
                     match state {
-                        None => self.flow(&body.result, y, elem),
+                        None => self.flow_into_buffer(&body.result, y, elem),
                         Some((z, s, sty)) => {
                             self.place(s, at);
-                            self.flow(z, s, sty);
-                            self.flow(&body.result, s, sty);
-                            let s = Atom::Var(s.clone(), sty.clone());
-                            let into = if *kind == LoopKind::IScan { elem } else { ty };
-                            self.flow(&s, y, into);
-                            self.flow(&body.result, y, into);
+                            self.flow_leaves(z, 0, s, sty);
+                            self.flow_leaves(&body.result, 0, s, sty);
+                            let sv = Atom::Var(s.clone(), sty.clone());
+                            if *kind == LoopKind::IScan {
+                                self.flow_into_buffer(&sv, y, elem);
+                                self.flow_into_buffer(&body.result, y, elem);
+                            } else {
+                                self.flow_leaves(&sv, 0, y, ty);
+                                self.flow_leaves(&body.result, 0, y, ty);
+                            }
                         }
                     }
                 }

@@ -299,3 +299,43 @@ fn linear_folds_run_backwards_as_maps_and_untaped_loops_keep_no_tape() {
         assert_eq!(text.matches("iscan").count(), scans, "{what}:\n{text}");
     }
 }
+
+/// The loops R-Checkpoint recomputes (spec/ad-reverse.md §4.4): a linear
+/// fold and a `build` of the entry's own block whose bodies hold loops —
+/// a map of `exp`, a non-linear inner fold (taped inside the
+/// recomputation), a conditional with a loop in one branch — and a fold
+/// that is not linear, which keeps its tape. Every gradient equals the
+/// tape oracle's and forward mode's; the checkpointed loops' forward
+/// sweep is the plain loop, so the printed reverse program has no forward
+/// `iscan` for them (taped, each had one); the non-linear fold keeps its
+/// forward `iscan`. The inner fold's recomputation is left out: its
+/// backward loop needs no state (`t * 0.5`'s partial is a constant).
+#[test]
+fn checkpointed_loops_recompute_their_iterations() {
+    let src = "let rows (w: Vector) (m: Matrix) =\n\
+               \x20 ifold (fun s i -> s + vectorSum (build (length w) (fun j -> exp (w[j] * m[i][j])))) 0.0 (length m)\n\
+               let inner (w: Vector) (m: Matrix) =\n\
+               \x20 vectorSum (build (length m) (fun i -> ifold (fun t j -> t * 0.5 + sin (w[j] * m[i][j])) 1.0 (length w)))\n\
+               let branch (w: Vector) (m: Matrix) =\n\
+               \x20 ifold (fun s i -> s + (if m[i][0] > 0.0 then vectorNormSq (vectorEMul w m[i]) else exp (w[0] * m[i][1]))) 0.0 (length m)\n\
+               let scaled (w: Vector) (m: Matrix) =\n\
+               \x20 ifold (fun s i -> s * 0.5 + vectorSum (build (length w) (fun j -> exp (w[j] * m[i][j])))) 0.0 (length m)\n";
+    let input = "[[0.5, -1.25, 2.0], [[1.0, 0.5, -0.25], [-2.0, 1.5, 0.75], [0.125, -0.5, 3.0], [1.5, 2.5, -1.0]]]";
+    // (entry, `iscan`s in the reverse program)
+    for (f, scans) in [("rows", 0), ("inner", 0), ("branch", 0), ("scaled", 1)] {
+        for wrt in ["w", "m"] {
+            let what = format!("{f} wrt {wrt}");
+            let (rev, tape) = rev_columns(src, f, wrt, input);
+            assert_columns_close(&format!("rev vs tape: {what}"), &rev, &tape, 1e-12);
+            let d = pipeline::derivative(src, f, wrt).expect("forward");
+            let args = d.base.read_input(Some(input)).expect("input");
+            let fwd = gradient::forward(&d, args, Limits::default()).expect("forward runs");
+            assert_columns_close(&format!("rev vs fwd: {what}"), &rev, &fwd, 1e-12);
+            let r = pipeline::reverse_derivative(src, f, wrt).expect("reverse program");
+            let text = fsmooth::syntax::print_program(&r.rev.program);
+            // A Matrix parameter's accumulator offsets add one `iscan`.
+            let scans = scans + usize::from(wrt == "m");
+            assert_eq!(text.matches("iscan").count(), scans, "{what}:\n{text}");
+        }
+    }
+}

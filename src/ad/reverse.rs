@@ -25,7 +25,9 @@
 //! backwards as a map over its iterations (R-IFold-Linear). The entry's
 //! own maps and sums whose bodies hold loops keep no tape at all: the
 //! reverse sweep computes each iteration again, with its tape, just
-//! before running it backwards (R-Checkpoint).
+//! before running it backwards (R-Checkpoint); such a sum that reaches the
+//! result through additions is computed by the reverse sweep alone, in its
+//! backward loop (R-Defer).
 
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -180,26 +182,29 @@ fn read_once(b: &Block, w: &Name) -> Option<ReadOnce> {
 /// x̄, and none needs the state's value (an addition's partials are
 /// constants), so the backward loop is a map (spec/ad-reverse.md §5).
 fn linear_state(body: &Block, s: &Name, sty: &Type) -> bool {
-    if *sty != Type::Double {
-        return false;
-    }
+    *sty == Type::Double && linear_path(body, s).is_some()
+}
+
+/// The bindings on the path of [`linear_state`] from `s` to the block's
+/// result, in order (empty when `s` is the result), or `None` when there
+/// is no such path.
+fn linear_path(body: &Block, s: &Name) -> Option<Vec<Name>> {
+    let mut path = Vec::new();
     let mut v = s;
     loop {
         if occurrences(body, v) != 1 {
-            return false;
+            return None;
         }
         if body.result.var() == Some(v) {
-            return true;
+            return Some(path);
         }
         let next = body.binds.iter().find_map(|bd| match &bd.rhs {
             Rhs::Prim(Prim::Add, args) if args.iter().any(|a| a.var() == Some(v)) => Some(&bd.name),
             Rhs::Prim(Prim::Sub, args) if args[0].var() == Some(v) => Some(&bd.name),
             _ => None,
         });
-        match next {
-            Some(n) => v = n,
-            None => return false,
-        }
+        v = next?;
+        path.push(v.clone());
     }
 }
 
@@ -262,6 +267,32 @@ fn checkpoints(blk: &Block) -> HashSet<Name> {
         .collect()
 }
 
+/// R-Defer (spec/ad-reverse.md §4.5): the folds of the entry's own block
+/// whose value the reverse sweep computes instead of the forward sweep —
+/// a fold whose state is linear, keeping no tape (untaped or
+/// checkpointed), and that reaches the result through additions alone
+/// (each name on the way occurring once), so its cotangent is the seed's
+/// and no binding but those on that path reads its value — each with the
+/// bindings on its path.
+fn deferrals(blk: &Block, checkpointed: &HashSet<Name>) -> Vec<(Name, Vec<Name>)> {
+    if *blk.result.ty() != Type::Double {
+        return Vec::new();
+    }
+    blk.binds
+        .iter()
+        .filter(|bd| match &bd.rhs {
+            Rhs::Loop {
+                kind: LoopKind::IFold,
+                state: Some((_, s, sty)),
+                body,
+                ..
+            } => linear_state(body, s, sty) && (untaped(bd) || checkpointed.contains(&bd.name)),
+            _ => false,
+        })
+        .filter_map(|bd| linear_path(blk, &bd.name).map(|p| (bd.name.clone(), p)))
+        .collect()
+}
+
 pub(super) struct Reverse<'b, 'a> {
     pub b: &'b mut Builder<'a>,
     /// For compound bindings: the variable holding their sub-tape.
@@ -285,6 +316,11 @@ pub(super) struct Reverse<'b, 'a> {
     /// The loops whose iterations the reverse sweep recomputes instead of
     /// restoring them from a tape (R-Checkpoint, spec/ad-reverse.md §4.4).
     checkpointed: HashSet<Name>,
+    /// R-Defer (§4.5): the entry's folds whose value the reverse sweep
+    /// computes, each with whether it has yet, and the bindings on their
+    /// paths to the result, which follow them.
+    deferred: HashMap<Name, bool>,
+    deferred_path: HashSet<Name>,
 }
 
 /// Where a cotangent is added (spec/ad-reverse.md §5.6): the
@@ -421,6 +457,8 @@ impl<'b, 'a> Reverse<'b, 'a> {
             places: HashMap::new(),
             touched: HashSet::new(),
             checkpointed: HashSet::new(),
+            deferred: HashMap::new(),
+            deferred_path: HashSet::new(),
         }
     }
 
@@ -505,6 +543,12 @@ impl<'b, 'a> Reverse<'b, 'a> {
         }
     }
 
+    /// Whether the forward sweep leaves `x` out: a deferred fold or a
+    /// binding on its path to the result (R-Defer, §4.5).
+    fn defers(&self, x: &Name) -> bool {
+        self.deferred.contains_key(x) || self.deferred_path.contains(x)
+    }
+
     /// A loop whose tape entry is its value alone: an untaped loop (§4.1)
     /// or a checkpointed one (§4.4).
     fn unrecorded(&self, bd: &Binding) -> bool {
@@ -515,7 +559,12 @@ impl<'b, 'a> Reverse<'b, 'a> {
     /// bindings that are not [`recomputed`].
     fn tape_type(&self, blk: &Block) -> Type {
         let mut t = Type::Bool;
-        for bd in blk.binds.iter().rev().filter(|bd| !recomputed(bd)) {
+        for bd in blk
+            .binds
+            .iter()
+            .rev()
+            .filter(|bd| !recomputed(bd) && !self.defers(&bd.name))
+        {
             t = Type::pair(self.entry_type(bd), t);
         }
         t
@@ -614,6 +663,9 @@ impl<'b, 'a> Reverse<'b, 'a> {
         let mut lets = Lets(Vec::new());
         let mut entries = Vec::new();
         for bd in &blk.binds {
+            if self.defers(&bd.name) {
+                continue;
+            }
             if let Some(en) = self.fwd_binding(bd, &mut lets) {
                 entries.push((en, bd));
             }
@@ -624,7 +676,11 @@ impl<'b, 'a> Reverse<'b, 'a> {
             let v = self.b.var(en, et);
             tape = self.b.pair(v, tape);
         }
-        let r = self.atom(&blk.result);
+        let r = match blk.result.var() {
+            // R-Defer: the reverse sweep computes the result.
+            Some(x) if self.defers(x) => self.b.double(0.0),
+            _ => self.atom(&blk.result),
+        };
         let out = self.b.pair(r, tape);
         lets.wrap(self.b, out)
     }
@@ -759,6 +815,10 @@ impl<'b, 'a> Reverse<'b, 'a> {
         let start = lets.0.len();
         let (mut tn, mut tt) = self.bind(lets, "tp", tape);
         for bd in &blk.binds {
+            if self.defers(&bd.name) {
+                // R-Defer: bound by the reverse sweep.
+                continue;
+            }
             if recomputed(bd) {
                 // Its operands are restored or recomputed already.
                 let v = self.simple_rhs(bd);
@@ -913,6 +973,25 @@ impl<'b, 'a> Reverse<'b, 'a> {
         for (root, _) in threads {
             let a = acc_of(&accs, root);
             items.push(self.b.var(&a, acc_type()));
+        }
+        if blk
+            .binds
+            .iter()
+            .any(|bd| self.deferred.contains_key(&bd.name))
+        {
+            // R-Defer: the entry's block. A deferred fold whose rule did not
+            // run (it had no cotangent) is computed plainly; then the path
+            // to the result, which the tuple ends with.
+            for bd in &blk.binds {
+                if self.deferred.get(&bd.name) == Some(&false) {
+                    let v = self.plain_rhs(bd);
+                    lets.0.push((bd.name.clone(), v));
+                } else if self.deferred_path.contains(&bd.name) {
+                    let v = self.simple_rhs(bd);
+                    lets.0.push((bd.name.clone(), v));
+                }
+            }
+            items.push(self.atom(&blk.result));
         }
         let out = self.tuple(items);
         Ok(lets.wrap_live(self.b, out, &self.restored))
@@ -1356,6 +1435,12 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     // are recomputed ones nothing reads, so left out.
                     self.restore_iteration(&per, &mut l);
                     self.map_contributions(body, n, index, l, xb, &fvs, &bare, lets, &mut out)?;
+                    if let Some(done) = self.deferred.get_mut(&bd.name) {
+                        // R-Defer, unfused: the fold itself, here.
+                        *done = true;
+                        let v = self.plain_rhs(bd);
+                        lets.0.push((bd.name.clone(), v));
+                    }
                 }
                 // z̄ ⊕= x̄, the state cotangent before the first iteration.
                 if let Atom::Var(zn, zt) = z {
@@ -1718,12 +1803,23 @@ impl<'b, 'a> Reverse<'b, 'a> {
         out: &mut Vec<(Name, Type, Contrib, Zero)>,
     ) -> Result<(), AdError> {
         let m = threads.len();
+        // R-Defer: a deferred fold's own state rides along, last.
+        let carry = match &per.bd.rhs {
+            Rhs::Loop {
+                state: Some((z, s, _)),
+                ..
+            } if self.deferred.contains_key(&per.bd.name) => Some((z, s)),
+            _ => None,
+        };
         let mut init = Vec::new();
         for (_, a) in threads {
             init.push(self.b.var(a, acc_type()));
         }
         for (_, t) in w {
             init.push(self.zero_ct(t));
+        }
+        if let Some((z, _)) = carry {
+            init.push(self.atom(z));
         }
         let init = self.tuple(init);
         let st_t = self.b.ty(init);
@@ -1735,6 +1831,11 @@ impl<'b, 'a> Reverse<'b, 'a> {
             let a = self.proj(sv, k);
             let (an, _) = self.bind(&mut l, "acc", a);
             inner.push((root.clone(), an));
+        }
+        if let Some((_, s)) = carry {
+            let sv = self.b.var(&st, st_t.clone());
+            let e = self.proj(sv, m + w.len());
+            l.0.push((s.clone(), e));
         }
         self.restore_iteration(per, &mut l);
         let seed = match seeding {
@@ -1777,6 +1878,9 @@ impl<'b, 'a> Reverse<'b, 'a> {
             let c = self.proj(rv, k);
             next.push(self.add_ct(old, c, t));
         }
+        if carry.is_some() {
+            next.push(self.atom(&per.body.result));
+        }
         let next = self.tuple(next);
         let body_e = l.wrap_live(self.b, next, &self.restored);
         let lam_i = self.b.lam(per.index.clone(), Type::Index, body_e);
@@ -1785,6 +1889,12 @@ impl<'b, 'a> Reverse<'b, 'a> {
         let fold = self.b.prim(Prim::IFold, vec![f, init, nv], st_t);
         let (fname, ft) = self.bind(lets, "fold", fold);
         self.rethread(&fname, &ft, 0, threads, lets, accs);
+        if carry.is_some() {
+            let fv = self.b.var(&fname, ft.clone());
+            let x = self.proj(fv, m + w.len());
+            lets.0.push((per.bd.name.clone(), x));
+            self.deferred.insert(per.bd.name.clone(), true);
+        }
         for (k, (v, t)) in w.iter().enumerate() {
             let fv = self.b.var(&fname, ft.clone());
             let c = self.proj(fv, m + k);
@@ -2098,13 +2208,23 @@ pub(super) fn reverse_program(
     r.active.insert(normal.params[wrt].0.clone());
     activity(body, &mut r.active);
     r.checkpointed = checkpoints(body);
+    for (x, path) in deferrals(body, &r.checkpointed) {
+        r.deferred.insert(x, false);
+        r.deferred_path.extend(path);
+    }
     let result_t = body.result.ty().clone();
     let mut lets = Lets(Vec::new());
     let fr = r.fwd(body);
     let (frn, frt) = r.bind(&mut lets, "fwd", fr);
-    let fv = r.b.var(&frn, frt.clone());
-    let value = r.b.fst(fv);
-    let (vn, vt) = r.bind(&mut lets, "value", value);
+    // R-Defer: the value is the last component of the reverse sweep's
+    // tuple, after the wanted cotangents and the accumulators (one each).
+    let deferred = !r.deferred.is_empty();
+    let mut value_of = None;
+    if !deferred {
+        let fv = r.b.var(&frn, frt.clone());
+        let value = r.b.fst(fv);
+        value_of = Some(r.bind(&mut lets, "value", value));
+    }
     let fv = r.b.var(&frn, frt);
     let tape = r.b.snd(fv);
     r.restore(body, tape, &mut lets);
@@ -2137,6 +2257,11 @@ pub(super) fn reverse_program(
         );
         let adjs = r.rev_bare(body, Some(Cot::Value(sn)), &[], &[], &[(pn.clone(), acc)])?;
         let (an, at) = r.bind(&mut lets, "adjs", adjs);
+        if deferred {
+            let av = r.b.var(&an, at.clone());
+            let v = r.proj(av, 1);
+            value_of = Some(r.bind(&mut lets, "value", v));
+        }
         let av = r.b.var(&an, at);
         let g = r.proj(av, 0);
         if pt == Type::array(Type::Double) {
@@ -2154,11 +2279,17 @@ pub(super) fn reverse_program(
     } else {
         let adjs = r.rev(body, Some(sn), &[(pn.clone(), pt.clone())])?;
         let (an, at) = r.bind(&mut lets, "adjs", adjs);
+        if deferred {
+            let av = r.b.var(&an, at.clone());
+            let v = r.proj(av, 1);
+            value_of = Some(r.bind(&mut lets, "value", v));
+        }
         let av = r.b.var(&an, at);
         let g = r.proj(av, 0);
         let pv = r.b.var(&pn, pt.clone());
         r.dense(g, pv, &pt)
     };
+    let (vn, vt) = value_of.expect("the value, from one sweep or the other");
     let vv = r.b.var(&vn, vt);
     let out = r.b.pair(vv, gd);
     let mut e = lets.wrap_live(r.b, out, &r.restored);

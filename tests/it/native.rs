@@ -2361,7 +2361,11 @@ fn scratch_arrays_are_freed_per_iteration_and_only_when_dead() {
                \x20     addAt (fst st) 0 1.0)\n\
                \x20   (build (length v) (fun k -> toDouble k)) (length v)\n";
     for (f, releases) in [("paired", 1), ("swapped", 0)] {
-        assert_eq!(compare_src(src, f, std::slice::from_ref(&v)), Outcome::Value, "{f}");
+        assert_eq!(
+            compare_src(src, f, std::slice::from_ref(&v)),
+            Outcome::Value,
+            "{f}"
+        );
         let listing = listing_of(src, f);
         let rows = listing
             .lines()

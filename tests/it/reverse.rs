@@ -339,3 +339,62 @@ fn checkpointed_loops_recompute_their_iterations() {
         }
     }
 }
+
+/// R-Defer (spec/ad-reverse.md §4.5): a linear fold of the entry's own
+/// block that keeps no tape and reaches the result through additions
+/// alone is computed by the reverse sweep, not the forward one — fused
+/// into its backward loop when that loop threads accumulators (`rows`,
+/// `pair` wrt `w`), on its own where it does not (wrt the Double `c`),
+/// plainly at the end when it gets no cotangent (`rows` wrt `m0`, which it
+/// does not read). The value is the primal's, bit for bit (the same
+/// additions in the same order), and the gradient the tape's and forward
+/// mode's; the forward sweep of `rows` and `pair` holds no loop at all.
+/// `used` reads the fold's value elsewhere (`t * t`), and `nested`'s fold
+/// reaches the result through a product: neither is deferred, and their
+/// forward sweeps keep the fold.
+#[test]
+fn deferred_folds_are_computed_by_the_reverse_sweep() {
+    let src = "let rows (w: Vector) (m: Matrix) (c: Double) (m0: Vector) =\n\
+               \x20 let t = ifold (fun s i -> let y = s + vectorSum (build (length w) (fun j -> exp (w[j] * m[i][j]))) in y - c * m[i][0]) 0.5 (length m)\n\
+               \x20 c * 2.0 + t - m0[1]\n\
+               let pair (w: Vector) (m: Matrix) (c: Double) (m0: Vector) =\n\
+               \x20 let a = ifold (fun s i -> s + w[i] * c) 0.0 (length w)\n\
+               \x20 let b = ifold (fun s i -> s + vectorNormSq (vectorEMul w m[i])) 0.0 (length m)\n\
+               \x20 a + b\n\
+               let used (w: Vector) (m: Matrix) (c: Double) (m0: Vector) =\n\
+               \x20 let t = ifold (fun s i -> s + vectorNormSq (vectorEMul w m[i])) 0.0 (length m)\n\
+               \x20 t + t * t\n\
+               let nested (w: Vector) (m: Matrix) (c: Double) (m0: Vector) =\n\
+               \x20 c * ifold (fun s i -> s + vectorNormSq (vectorEMul w m[i])) 0.0 (length m)\n";
+    let input = "[[0.5, -1.25, 2.0], [[1.0, 0.5, -0.25], [-2.0, 1.5, 0.75], [0.125, -0.5, 3.0]], 0.75, [1.0, 2.0]]";
+    // (entry, whether its forward sweep holds a loop)
+    for (f, loops) in [
+        ("rows", false),
+        ("pair", false),
+        ("used", true),
+        ("nested", true),
+    ] {
+        for wrt in ["w", "m", "c", "m0"] {
+            let what = format!("{f} wrt {wrt}");
+            let (rev, tape) = rev_columns(src, f, wrt, input);
+            assert_columns_close(&format!("rev vs tape: {what}"), &rev, &tape, 1e-12);
+            let d = pipeline::derivative(src, f, wrt).expect("forward");
+            let args = d.base.read_input(Some(input)).expect("input");
+            let fwd = gradient::forward(&d, args.clone(), Limits::default()).expect("forward runs");
+            assert_columns_close(&format!("rev vs fwd: {what}"), &rev, &fwd, 1e-12);
+            let (primal, _) = d
+                .base
+                .run(args, Limits::default(), &mut |_, _| {})
+                .expect("the primal runs");
+            assert!(
+                rev.value.same(&primal),
+                "{what}: value {} against the primal's {primal}",
+                rev.value
+            );
+            let r = pipeline::reverse_derivative(src, f, wrt).expect("reverse program");
+            let text = fsmooth::syntax::print_program(&r.rev.program);
+            let sweep = &text[..text.find("let seed'").expect("the seed")];
+            assert_eq!(sweep.contains("ifold"), loops, "{what}:\n{text}");
+        }
+    }
+}

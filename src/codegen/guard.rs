@@ -51,6 +51,29 @@
 //! only ⊥ left is a division by zero (both lanes tested), the same ⊥ from
 //! any element. Vector forward mode's tangent maps and the Jacobians of
 //! elementwise maps are such loops.
+//!
+//! ## Pairs of `addAt`s
+//!
+//! An innermost `ifold` whose body only projects its state, reads arrays
+//! of Doubles at the index (tests covered), computes Double arithmetic on
+//! them, and adds into state arrays of Doubles at `i + c` with `addAt`s
+//! whose tests the guard covers and that update in place (Note [In-place
+//! updates]), each state array at most once and for nothing else, and
+//! whose result is the state with each such array replaced by its
+//! `addAt` (other leaves kept, or literals) also runs two iterations at a
+//! time (`Lower::fold_pairs`): the reverse sweep's inner loops, such as
+//! GMM's `ȳ[s] += t·Q[r][s]; Q̄[r][s] += t·y[s]`. In-place updates keep
+//! the buffers and their lengths, so the state is the same pointers in
+//! every iteration and the paired loop carries none; each `addAt` is an
+//! `f64x2` load, add and store at `i + c`. The same bits: each slot is
+//! written by one iteration (its index is `i + c`), its one addition is
+//! the scalar one, and no array the body reads is one it writes (an
+//! `addAt` is in place only when nothing can read its old array, and the
+//! reads of iteration i + 1 read the same arrays). The last iteration
+//! when `n` is odd runs as written, with the state; a literal leaf of the
+//! result is the state's once an iteration has run. An `addAt` at a
+//! constant index (one slot, every iteration) or whose value reads an
+//! accumulator runs one iteration at a time.
 
 use std::collections::{HashMap, HashSet};
 

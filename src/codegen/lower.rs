@@ -128,6 +128,7 @@ pub fn lower_function(
         updates,
         interchanged: Vec::new(),
         guarded: Vec::new(),
+        paired: Vec::new(),
         covered: Default::default(),
         unchecked: false,
         outlives_loops: normal
@@ -159,6 +160,7 @@ pub fn lower_function(
         updates: l.updates,
         interchanged: l.interchanged,
         guarded: l.guarded,
+        paired: l.paired,
     })
 }
 
@@ -175,6 +177,9 @@ pub struct Lowered {
     pub interchanged: Vec<Name>,
     /// The innermost loops behind a bounds guard (Note [Bounds guards]).
     pub guarded: Vec<Name>,
+    /// The indices of the folds of `addAt`s run two iterations at a time
+    /// (Note [Bounds guards], pairs of `addAt`s).
+    pub paired: Vec<Name>,
 }
 
 fn offset(bytes: i64) -> R<i32> {
@@ -226,6 +231,8 @@ struct Lower<'a, 'f> {
     covered: HashSet<Name>,
     /// ... and whether the binding being lowered is one of them.
     unchecked: bool,
+    /// The indices of the folds of `addAt`s run two iterations at a time.
+    paired: Vec<Name>,
     /// The parameters and the names bound outside every loop: their
     /// buffers live as long as the call.
     outlives_loops: HashSet<Name>,
@@ -1067,16 +1074,44 @@ impl Lower<'_, '_> {
         let lanes = types::F64X2;
         // Unaligned: an element pair starts at any 8-byte boundary.
         let flags = MemFlagsData::new().with_notrap();
-        let mut vals: HashMap<&Name, Value> = HashMap::new();
-        let vector = |l: &mut Self, vals: &HashMap<&Name, Value>, a: &Atom| -> R<Value> {
-            if let Some(x) = a.var()
-                && let Some(v) = vals.get(x)
-            {
-                return Ok(*v);
-            }
-            let x = l.scalar(a)?;
-            Ok(l.b.ins().splat(lanes, x))
+        let vals = self.lanes(terms, varying, j, k)?;
+        let e = self.vector(&vals, term)?;
+        let at = self.element(out, k, 8);
+        let e = if accumulate {
+            let old = self.b.ins().load(lanes, flags, at, 0);
+            self.b.ins().fadd(old, e)
+        } else {
+            e
         };
+        self.b.ins().store(flags, e, at, 0);
+        Ok(())
+    }
+
+    /// An atom in `f64x2` lanes: a paired term's, or a scalar in both.
+    fn vector(&mut self, vals: &HashMap<&Name, Value>, a: &Atom) -> R<Value> {
+        if let Some(x) = a.var()
+            && let Some(v) = vals.get(x)
+        {
+            return Ok(*v);
+        }
+        let x = self.scalar(a)?;
+        Ok(self.b.ins().splat(types::F64X2, x))
+    }
+
+    /// The terms in `varying` for elements `k` and `k + 1` of the loop over
+    /// `j`, in `f64x2` lanes, IEEE operation by operation as the scalar
+    /// code (Note [Bounds guards], pairs).
+    fn lanes<'t>(
+        &mut self,
+        terms: &'t [Binding],
+        varying: &HashSet<Name>,
+        j: &Name,
+        k: Value,
+    ) -> R<HashMap<&'t Name, Value>> {
+        let lanes = types::F64X2;
+        let flags = MemFlagsData::new().with_notrap();
+        let mut vals: HashMap<&Name, Value> = HashMap::new();
+        let vector = |l: &mut Self, vals: &HashMap<&Name, Value>, a: &Atom| l.vector(vals, a);
         for bind in terms.iter().filter(|b| varying.contains(&b.name)) {
             let Rhs::Prim(op, args) = &bind.rhs else {
                 return Err(compile_error("a paired term that is not a primitive"));
@@ -1122,16 +1157,7 @@ impl Lower<'_, '_> {
             };
             vals.insert(&bind.name, v);
         }
-        let e = vector(self, &vals, term)?;
-        let at = self.element(out, k, 8);
-        let e = if accumulate {
-            let old = self.b.ins().load(lanes, flags, at, 0);
-            self.b.ins().fadd(old, e)
-        } else {
-            e
-        };
-        self.b.ins().store(flags, e, at, 0);
-        Ok(())
+        Ok(vals)
     }
 
     /// Whether the innermost `build` over `index` can run two elements at
@@ -1158,6 +1184,215 @@ impl Lower<'_, '_> {
                 _ => true,
             });
         ok.then_some(varying)
+    }
+
+    /// Whether the innermost `ifold` over `index` with state `s : st` can
+    /// run two iterations at a time in its guarded version (Note [Bounds
+    /// guards], pairs of `addAt`s): its body only projects the state,
+    /// reads arrays of Doubles at `index` (tests covered), computes Double
+    /// arithmetic on them, and adds into state arrays of Doubles at
+    /// `index + c` with `addAt`s that update in place and whose tests the
+    /// guard covers, each state array at most once and for nothing else;
+    /// the result is the state with each array replaced by its `addAt`
+    /// (other leaves kept, or a literal).
+    fn fold_pairs(&self, index: &Name, s: &Name, st: &Type, body: &AnfBlock) -> Option<FoldPairs> {
+        if self.scratch.loops.contains_key(index) {
+            return None;
+        }
+        let varying = interchange::varying(&body.binds, index);
+        let mut paths: HashMap<&Name, Vec<bool>> = HashMap::new();
+        let mut offsets: HashMap<&Name, Option<&Atom>> = HashMap::new();
+        let mut tuples: HashMap<&Name, (&Atom, &Atom)> = HashMap::new();
+        let mut lanes = HashSet::new();
+        let mut adds: Vec<PairedAdd> = Vec::new();
+        let mut added: HashMap<&Name, Vec<bool>> = HashMap::new();
+        // Bound before the loop (or a literal): the same in every lane.
+        let bound: HashSet<&Name> = body.binds.iter().map(|b| &b.name).collect();
+        let outside = |a: &Atom| {
+            a.var()
+                .is_none_or(|x| !bound.contains(x) && x != index && x != s)
+        };
+        let path_of = |paths: &HashMap<&Name, Vec<bool>>, a: &Atom| -> Option<Vec<bool>> {
+            let x = a.var()?;
+            if x == s {
+                return Some(Vec::new());
+            }
+            paths.get(x).cloned()
+        };
+        for b in &body.binds {
+            match &b.rhs {
+                Rhs::Prim(op @ (Prim::Fst | Prim::Snd), args) => {
+                    let mut p = path_of(&paths, &args[0])?;
+                    p.push(*op == Prim::Snd);
+                    paths.insert(&b.name, p);
+                }
+                Rhs::Prim(Prim::Get, args) => {
+                    let a = args[0].var()?;
+                    let ok = args[1].var() == Some(index)
+                        && b.ty == Type::Double
+                        && !bound.contains(a)
+                        && !self.fused.contains_key(a)
+                        && self.env.contains_key(a)
+                        && (self.covered.contains(&b.name)
+                            || self.in_bounds.iter().any(|(k, x)| k == index && x == a));
+                    if !ok {
+                        return None;
+                    }
+                    lanes.insert(b.name.clone());
+                }
+                Rhs::Prim(Prim::Add | Prim::Sub | Prim::Mul | Prim::Div | Prim::Neg, args)
+                    if b.ty == Type::Double =>
+                {
+                    let operand = |a: &Atom| {
+                        *a.ty() == Type::Double
+                            && (outside(a) || a.var().is_some_and(|x| lanes.contains(x)))
+                    };
+                    if !varying.contains(&b.name) || !args.iter().all(operand) {
+                        return None;
+                    }
+                    lanes.insert(b.name.clone());
+                }
+                Rhs::Prim(Prim::Add, args) if b.ty == Type::Index => {
+                    let c = match (&args[0], &args[1]) {
+                        (i, c) | (c, i) if i.var() == Some(index) && outside(c) => c,
+                        _ => return None,
+                    };
+                    offsets.insert(&b.name, Some(c));
+                }
+                Rhs::Prim(Prim::Pair, args) => {
+                    tuples.insert(&b.name, (&args[0], &args[1]));
+                }
+                Rhs::Prim(Prim::AddAt, args) => {
+                    let acc = path_of(&paths, &args[0])?;
+                    let at = match args[1].var() {
+                        Some(i) if i == index => None,
+                        Some(x) => *offsets.get(x)?,
+                        None => return None,
+                    };
+                    let v = &args[2];
+                    let ok = *args[0].ty() == Type::array(Type::Double)
+                        && (outside(v) || v.var().is_some_and(|x| lanes.contains(x)))
+                        && self.updates.in_place.contains(&b.name)
+                        && self.covered.contains(&b.name)
+                        && !added.values().any(|p| *p == acc);
+                    if !ok {
+                        return None;
+                    }
+                    added.insert(&b.name, acc.clone());
+                    adds.push(PairedAdd {
+                        slot: state_slot(st, &acc).ok()?,
+                        at: at.cloned(),
+                        value: v.clone(),
+                    });
+                }
+                _ => return None,
+            }
+        }
+        // A state array is only the first operand of its one `addAt`.
+        let mut uses: HashMap<Name, usize> = HashMap::new();
+        for b in &body.binds {
+            b.rhs.for_each_atom(&mut |a| {
+                if let Some(x) = a.var() {
+                    *uses.entry(x.clone()).or_default() += 1;
+                }
+            });
+        }
+        if let Some(x) = body.result.var() {
+            *uses.entry(x.clone()).or_default() += 1;
+        }
+        for (x, p) in &paths {
+            let arrays = matches!(state_type(st, p), Some(Type::Array(_)));
+            if arrays && uses.get(*x).copied().unwrap_or(0) > 1 {
+                return None;
+            }
+        }
+        // The result: the state, leaf by leaf.
+        let mut literals = Vec::new();
+        let mut stack = vec![(body.result.clone(), Vec::new())];
+        while let Some((a, p)) = stack.pop() {
+            let ty = state_type(st, &p)?;
+            if let Type::Pair(..) = ty
+                && let Some((l, r)) = a.var().and_then(|x| tuples.get(x))
+            {
+                let (mut pl, mut pr) = (p.clone(), p);
+                pl.push(false);
+                pr.push(true);
+                stack.push(((*l).clone(), pl));
+                stack.push(((*r).clone(), pr));
+                continue;
+            }
+            if path_of(&paths, &a).as_deref() == Some(&p[..]) {
+                continue;
+            }
+            match (&a, ty) {
+                (Atom::Var(x, _), Type::Array(_)) if added.get(x) == Some(&p) => {}
+                (Atom::Lit(..), Type::Double | Type::Index | Type::Bool) => {
+                    literals.push((state_slot(st, &p).ok()?, a.clone()));
+                }
+                _ => return None,
+            }
+        }
+        // Every state array the body adds into is in the result.
+        (literals.len() + adds.len() <= slots(st).ok()?).then_some(FoldPairs {
+            lanes,
+            adds,
+            literals,
+        })
+    }
+
+    /// [`fold_pairs`]'s loop: the state's buffers are updated in place
+    /// and keep their slots, so two iterations at a time need no state;
+    /// the last iteration when `n` is odd runs as written, and a literal
+    /// leaf of the result is the state's after the first iteration. Each
+    /// slot an `addAt` writes is written by one iteration (its index is
+    /// `i + c`), and no array the body reads is one it writes (the `addAt`s
+    /// are in place: nothing reads their old arrays), so the same bits.
+    ///
+    /// [`fold_pairs`]: Self::fold_pairs
+    fn paired_fold(
+        &mut self,
+        n: Value,
+        z: &[Value],
+        (s, index): (&Name, &Name),
+        body: &AnfBlock,
+        plan: &FoldPairs,
+    ) -> R<Vals> {
+        let flags = MemFlagsData::new().with_notrap();
+        let half = self.b.ins().sshr_imm_u(n, 1);
+        self.counted_loop(half, &[], |l, h, _| {
+            let k = l.b.ins().ishl_imm_u(h, 1);
+            l.env.insert(s.clone(), z.to_vec());
+            let vals = l.lanes(&body.binds, &plan.lanes, index, k)?;
+            for add in &plan.adds {
+                let at = match &add.at {
+                    None => k,
+                    Some(c) => {
+                        let c = l.scalar(c)?;
+                        l.b.ins().iadd(k, c)
+                    }
+                };
+                let v = l.vector(&vals, &add.value)?;
+                let p = l.element(z[add.slot], at, 8);
+                let old = l.b.ins().load(types::F64X2, flags, p, 0);
+                let new = l.b.ins().fadd(old, v);
+                l.b.ins().store(flags, new, p, 0);
+            }
+            Ok(Vec::new())
+        })?;
+        // The last iteration when n is odd.
+        let odd = self.b.ins().band_imm_u(n, 1);
+        let last = self.b.ins().iadd_imm_s(n, -1);
+        let mut out = self.counted_loop(odd, z, |l, _, st| {
+            l.env.insert(s.clone(), st.to_vec());
+            l.env.insert(index.clone(), vec![last]);
+            l.iteration(index, body)
+        })?;
+        let some = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
+        for (slot, lit) in &plan.literals {
+            let v = self.scalar(lit)?;
+            out[*slot] = self.b.ins().select(some, v, out[*slot]);
+        }
+        Ok(out)
     }
 
     /// The fast path of a `build` of `build`s transposed (Note
@@ -1386,6 +1621,12 @@ impl Lower<'_, '_> {
         self.check_count(n, rt::NEGATIVE_COUNT);
         let z = self.atom(z)?;
         let run = |l: &mut Self| {
+            // Two iterations at a time where only in-place `addAt`s change
+            // the state (Note [Bounds guards], pairs of `addAt`s).
+            if let Some(plan) = l.fold_pairs(index, s, st, body) {
+                l.paired.push(index.clone());
+                return l.paired_fold(n, &z, (s, index), body, &plan);
+            }
             l.counted_loop(n, &z, |l, i, st| {
                 l.env.insert(s.clone(), st.to_vec());
                 l.env.insert(index.clone(), vec![i]);
@@ -2198,6 +2439,36 @@ fn one_hot<'b>(body: &'b AnfBlock, index: &Name) -> Option<(&'b Atom, &'b Atom, 
 
 /// The first slot of the component at `path` (`false` for `fst`, `true`
 /// for `snd`) of a value of type `ty`.
+/// The type of the state component at `path` (false: `fst`).
+fn state_type<'t>(ty: &'t Type, path: &[bool]) -> Option<&'t Type> {
+    let mut ty = ty;
+    for &second in path {
+        let Type::Pair(a, b) = ty else {
+            return None;
+        };
+        ty = if second { b } else { a };
+    }
+    Some(ty)
+}
+
+/// An `addAt` of a paired fold (Note [Bounds guards], pairs of `addAt`s):
+/// the state slot of its array's pointer, the offset `c` of its index
+/// `i + c` (none: `i`), and the Double it adds.
+struct PairedAdd {
+    slot: usize,
+    at: Option<Atom>,
+    value: Atom,
+}
+
+/// How a fold runs two iterations at a time ([`Lower::fold_pairs`]): the
+/// bindings computed in lanes, the `addAt`s, and the literal leaves of its
+/// result (state slot, literal).
+struct FoldPairs {
+    lanes: HashSet<Name>,
+    adds: Vec<PairedAdd>,
+    literals: Vec<(usize, Atom)>,
+}
+
 fn state_slot(ty: &Type, path: &[bool]) -> R<usize> {
     let mut at = 0;
     let mut ty = ty;

@@ -168,6 +168,10 @@ pub fn define_entry<M: Module>(
             names(&lowered.guarded)
         ));
         out.push_str(&format!(
+            ";; folds of addAts two iterations at a time (Note [Bounds guards], pairs of addAts), over: {}\n",
+            names(&lowered.paired)
+        ));
+        out.push_str(&format!(
             ";; Cranelift IR of `{name}`, as lowered\n{ir}\n;; machine code of `{name}`\n{code}"
         ));
     }

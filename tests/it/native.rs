@@ -1389,6 +1389,68 @@ fn maps_run_two_elements_at_a_time_exactly() {
     }
 }
 
+/// Note [Bounds guards], pairs of `addAt`s: an innermost fold whose state
+/// changes only by in-place `addAt`s at `i + c`, each into its own state
+/// array, of Double arithmetic on reads at `i` (reverse mode's inner
+/// loops), runs two iterations at a time, the last alone when n is odd,
+/// and a literal leaf of its result is the state's after the first
+/// iteration. Every bit and every ⊥ is the evaluator's: n odd, even and
+/// zero, an offset past the end (the guard fails), a short array, a zero
+/// divisor in either lane and in the last iteration. An `addAt` at a
+/// constant index (every iteration adds into one slot), one whose value
+/// reads the accumulator, and one into an array the loop also reads (not
+/// in place) stay one iteration at a time.
+#[test]
+fn folds_of_addats_run_two_iterations_at_a_time_exactly() {
+    let src = "let two (u: Vector) (v: Vector) (c: Index) =\n\
+               \x20 let a = build (length u + c) (fun i -> 0.5)\n\
+               \x20 let b = build (length v) (fun i -> toDouble i)\n\
+               \x20 ifold (fun s i -> (addAt (fst s) (i + c) (u[i] * v[i]), addAt (snd s) i (u[i] / v[i] - 1.0))) (a, b) (length u)\n\
+               let lit (u: Vector) (x: Double) =\n\
+               \x20 let a = build (length u) (fun i -> 0.0)\n\
+               \x20 ifold (fun s i -> (addAt (fst s) i (u[i] * 2.0), 1.5)) (a, x) (length u)\n\
+               let same (u: Vector) = ifold (fun s i -> addAt s 0 u[i]) (build 3 (fun i -> 0.0)) (length u)\n\
+               let reads (u: Vector) = ifold (fun s i -> addAt s i (s[i] * u[i])) (build (length u) (fun i -> 1.0)) (length u)\n\
+               let alias (u: Vector) = let a = build (length u) (fun i -> u[i] * 2.0) in ifold (fun s i -> addAt s (i + 1) a[i]) a (length u - 1)\n";
+    let ix = Value::Index;
+    let u = |n: usize| vector(&(0..n).map(|k| 0.25 + k as f64 * 1.5).collect::<Vec<_>>());
+    let mut cases: Vec<(&str, Vec<Value>, Outcome)> = Vec::new();
+    for n in [0, 1, 4, 5] {
+        for c in [0, 2] {
+            cases.push(("two", vec![u(n), u(n + 1), ix(c)], Outcome::Value));
+        }
+        cases.push(("lit", vec![u(n), Value::Double(-3.0)], Outcome::Value));
+        cases.push(("same", vec![u(n)], Outcome::Value));
+        cases.push(("reads", vec![u(n)], Outcome::Value));
+        if n > 0 {
+            cases.push(("alias", vec![u(n)], Outcome::Value));
+        }
+    }
+    // v shorter than u: a read past the end.
+    cases.push(("two", vec![u(5), u(3), ix(1)], Outcome::Bottom));
+    // A zero divisor in the first lane, the second, the last iteration.
+    for zero in [0, 1, 4] {
+        let mut v: Vec<f64> = (0..5).map(|k| 1.0 + k as f64).collect();
+        v[zero] = 0.0;
+        cases.push(("two", vec![u(5), vector(&v), ix(0)], Outcome::Bottom));
+    }
+    exactly_all(src, &cases);
+    // A negative offset: the guard fails and the loop runs as written.
+    exactly(src, "two", &[u(4), u(4), ix(-1)]);
+    let prefix = ";; folds of addAts two iterations at a time (Note [Bounds guards], pairs of addAts), over: ";
+    // `alias` reads the array it adds into (the state starts as `a`): its
+    // `addAt` copies (Note [In-place updates]), so it is not paired.
+    for (f, paired) in [
+        ("two", true),
+        ("lit", true),
+        ("same", false),
+        ("reads", false),
+        ("alias", false),
+    ] {
+        assert_eq!(listing_says(src, f, prefix) != "none", paired, "{f}");
+    }
+}
+
 /// A one-hot `build n (fun i -> if i = k then hot else cold)` (the
 /// vector maximum's optimised gradient) is a fill with `cold` and one
 /// store of `hot`: the evaluator's bits for every n (odd, even, zero) and

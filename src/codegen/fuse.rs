@@ -89,7 +89,7 @@
 //! What is not fused: reverse mode's tapes keep every array they bind
 //! (condition 1), and a `build` whose elements are loops (condition 2).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::ad::anf::{Atom, Block, LoopKind, Normal, Rhs};
 use crate::ir::{Lit, Name, Prim, Type};
@@ -322,11 +322,11 @@ pub fn plan(normal: &Normal) -> Plan {
     let mut plan = Plan::default();
     // Costs of the fused builds decided so far (candidates come in binding
     // order, so a body's reads of earlier arrays are already decided).
-    let mut costs: HashMap<Name, usize> = HashMap::new();
+    let mut costs: HashMap<Name, usize> = HashMap::default();
     let no_uses = Vec::new();
     // A `concat` whose only consumers are `accum`s is never joined: the
     // accumulation reads its parts (Note [Fusion], "accumulations").
-    let mut concats: HashMap<Name, bool> = HashMap::new();
+    let mut concats: HashMap<Name, bool> = HashMap::default();
     for x in &w.candidates {
         if let Candidate::Concat { arrays } = &w.bodies[x]
             && w.uses
@@ -451,7 +451,7 @@ fn simple(
         Atom::Lit(..) => true,
     };
     // Index `+`s of the form i + c, by name, with c.
-    let mut offsets: HashMap<&Name, Atom> = HashMap::new();
+    let mut offsets: HashMap<&Name, Atom> = HashMap::default();
     let mut reads = Vec::new();
     let mut cost = 0usize;
     for bind in &body.binds {
@@ -578,12 +578,12 @@ fn mentions(b: &Block, x: &Name) -> bool {
 /// a tuple (`(adj, false)`) and reads it back with `fst`; this lets the
 /// plan see the cotangent list where `accum` consumes it.
 pub fn forward_projections(body: &mut Block) {
-    let mut pairs: HashMap<Name, (Atom, Atom)> = HashMap::new();
-    let mut alias: HashMap<Name, Atom> = HashMap::new();
-    forward_block(body, &mut pairs, &mut HashMap::new(), &mut alias);
+    let mut pairs: HashMap<Name, (Atom, Atom)> = HashMap::default();
+    let mut alias: HashMap<Name, Atom> = HashMap::default();
+    forward_block(body, &mut pairs, &mut HashMap::default(), &mut alias);
     // Removing a pair can leave its operands unused: repeat, boundedly.
     for _ in 0..8 {
-        let mut uses: HashMap<Name, usize> = HashMap::new();
+        let mut uses: HashMap<Name, usize> = HashMap::default();
         body.for_each_atom(&mut |a| {
             if let Some(x) = a.var() {
                 *uses.entry(x.clone()).or_default() += 1;

@@ -75,7 +75,7 @@
 //! constant index (one slot, every iteration) or whose value reads an
 //! accumulator runs one iteration at a time.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::ad::anf::{Atom, Block, Rhs};
 use crate::ir::{Name, Prim, Type};
@@ -132,19 +132,19 @@ pub fn plan(
     if !innermost(body) {
         return None;
     }
-    let mut inside: HashSet<&Name> = HashSet::from([index]);
+    let mut inside: HashSet<&Name> = HashSet::from_iter([index]);
     inside.extend(state);
     collect_binders(body, &mut inside);
     let outside = |a: &Atom| a.var().is_none_or(|x| !inside.contains(x));
     // Names with the length (or, for pairs, the lengths) of a state
     // component, and the pairs the body builds.
-    let mut paths: HashMap<&Name, Vec<bool>> = HashMap::new();
+    let mut paths: HashMap<&Name, Vec<bool>> = HashMap::default();
     if let Some(s) = state {
         paths.insert(s, Vec::new());
     }
-    let mut pairs: HashMap<&Name, (&Atom, &Atom)> = HashMap::new();
+    let mut pairs: HashMap<&Name, (&Atom, &Atom)> = HashMap::default();
     // `x = i + c`: x ↦ c.
-    let mut offsets: HashMap<&Name, &Atom> = HashMap::new();
+    let mut offsets: HashMap<&Name, &Atom> = HashMap::default();
     for bind in &body.binds {
         let Rhs::Prim(op, args) = &bind.rhs else {
             continue;

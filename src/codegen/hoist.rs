@@ -70,7 +70,7 @@
 //! reverse mode's accumulators read `node + i` with a node of 0 in every
 //! loop over a vector (spec/ad-reverse.md §5.6).
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::ad::anf::{Atom, Binding, Block, Rhs};
 use crate::ir::{Lit, Name, Prim, Type};
@@ -79,11 +79,11 @@ use crate::ir::{Lit, Name, Prim, Type};
 /// Returns the speculative conditionals (rule 3): a ⊥ in the branch that
 /// computes them must continue in the other branch instead of exiting.
 pub fn hoist(body: &mut Block) -> HashSet<Name> {
-    fold_block(body, &mut HashMap::new());
+    fold_block(body, &mut HashMap::default());
     let mut h = Hoister {
         counter: 0,
-        speculative: HashSet::new(),
-        lengths: HashMap::new(),
+        speculative: HashSet::default(),
+        lengths: HashMap::default(),
     };
     h.block(body);
     h.speculative
@@ -287,7 +287,7 @@ impl Hoister {
                     ..
                 } => {
                     self.block(body);
-                    let mut variant: HashSet<Name> = HashSet::from([index.clone()]);
+                    let mut variant: HashSet<Name> = HashSet::from_iter([index.clone()]);
                     if let Some((_, s, _)) = state {
                         variant.insert(s.clone());
                     }
@@ -332,7 +332,7 @@ impl Hoister {
             return;
         }
         let cond = self.runs(out, &n);
-        let mut redo: HashMap<Name, Name> = HashMap::new();
+        let mut redo: HashMap<Name, Name> = HashMap::default();
         let targets: Vec<Name> = spec
             .iter()
             .map(|b| {
@@ -553,7 +553,7 @@ fn invariants(
     let mut kept = Vec::new();
     let mut moved = Vec::new();
     let mut speculated = Vec::new();
-    let mut spec_names: HashSet<Name> = HashSet::new();
+    let mut spec_names: HashSet<Name> = HashSet::default();
     for bind in std::mem::take(&mut body.binds) {
         let fails = can_fail(&bind.rhs, safe);
         let invariant = !has_fun(&bind.ty) && !mentions(&bind.rhs, &variant);
@@ -580,7 +580,7 @@ fn invariants(
     // array bound outside the body, which fusion can recompute (Note
     // [Fusion], condition 2: vector forward mode's `snd x` in each
     // tangent loop).
-    let mut needed: HashSet<Name> = HashSet::new();
+    let mut needed: HashSet<Name> = HashSet::default();
     for bind in &speculated {
         rhs_names(&bind.rhs, &mut needed);
     }
@@ -592,7 +592,7 @@ fn invariants(
             Rhs::Prim(Prim::Fst | Prim::Snd | Prim::Length, _)
         );
         if worth_moving(&bind.rhs) || selects || needed.contains(&bind.name) {
-            let mut names = HashSet::new();
+            let mut names = HashSet::default();
             rhs_names(&bind.rhs, &mut names);
             needed.extend(names);
             out.push((bind, fails));

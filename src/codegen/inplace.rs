@@ -7,7 +7,7 @@
 //! copy. Everything else copies, which E-AddAt allows as well: the
 //! analysis only decides cost, never a value.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::rc::Rc;
 
 use crate::ad::anf::{Atom, Block, LoopKind, Rhs};
@@ -317,7 +317,7 @@ impl Analysis {
     /// depends on: the greatest fixed point of the rules of Note [In-place
     /// updates], from all of them.
     fn owned_leaves(&self) -> HashSet<Leaf> {
-        let mut owned: HashSet<Leaf> = HashSet::new();
+        let mut owned: HashSet<Leaf> = HashSet::default();
         let mut stack: Vec<Leaf> = self
             .add_ats
             .values()
@@ -330,7 +330,7 @@ impl Analysis {
             stack.extend(self.depends_on(&leaf));
             owned.insert(leaf);
         }
-        let mut memo = HashMap::new();
+        let mut memo = HashMap::default();
         loop {
             let before = owned.len();
             let all: Vec<Leaf> = owned.iter().cloned().collect();

@@ -60,7 +60,7 @@
 //! values, so every bit is the same; the ⊥s are E-Build-Bot of `n`, then
 //! of `m` (when `n > 0`), and a division by zero, as above.
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet as HashSet;
 
 use crate::ad::anf::{Atom, Binding, Block, LoopKind, Rhs};
 use crate::ir::{Name, Prim, Type};
@@ -193,7 +193,7 @@ pub fn transpose<'b>(j: &Name, outer: &'b Block) -> Option<Transpose<'b>> {
 /// The bindings of `terms` that depend on `j`, directly or through
 /// another.
 pub fn varying(terms: &[Binding], j: &Name) -> HashSet<Name> {
-    let mut out: HashSet<Name> = HashSet::new();
+    let mut out: HashSet<Name> = HashSet::default();
     for b in terms {
         let mut uses = false;
         b.rhs

@@ -12,7 +12,7 @@
 //! branches to one cold exit block (`fail`) that stores its details in the
 //! context and returns the status code.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::rc::Rc;
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -113,14 +113,14 @@ pub fn lower_function(
     let mut l = Lower {
         b,
         imports,
-        env: HashMap::new(),
+        env: HashMap::default(),
         ctx,
         fail,
         plan,
-        fused: HashMap::new(),
+        fused: HashMap::default(),
         trusted: 0,
         speculative,
-        length_of: HashMap::new(),
+        length_of: HashMap::default(),
         in_bounds: Vec::new(),
         scratch: scratch::plan(&normal.body),
         into_scratch: None,
@@ -1110,7 +1110,7 @@ impl Lower<'_, '_> {
     ) -> R<HashMap<&'t Name, Value>> {
         let lanes = types::F64X2;
         let flags = MemFlagsData::new().with_notrap();
-        let mut vals: HashMap<&Name, Value> = HashMap::new();
+        let mut vals: HashMap<&Name, Value> = HashMap::default();
         let vector = |l: &mut Self, vals: &HashMap<&Name, Value>, a: &Atom| l.vector(vals, a);
         for bind in terms.iter().filter(|b| varying.contains(&b.name)) {
             let Rhs::Prim(op, args) = &bind.rhs else {
@@ -1200,12 +1200,12 @@ impl Lower<'_, '_> {
             return None;
         }
         let varying = interchange::varying(&body.binds, index);
-        let mut paths: HashMap<&Name, Vec<bool>> = HashMap::new();
-        let mut offsets: HashMap<&Name, Option<&Atom>> = HashMap::new();
-        let mut tuples: HashMap<&Name, (&Atom, &Atom)> = HashMap::new();
-        let mut lanes = HashSet::new();
+        let mut paths: HashMap<&Name, Vec<bool>> = HashMap::default();
+        let mut offsets: HashMap<&Name, Option<&Atom>> = HashMap::default();
+        let mut tuples: HashMap<&Name, (&Atom, &Atom)> = HashMap::default();
+        let mut lanes = HashSet::default();
         let mut adds: Vec<PairedAdd> = Vec::new();
-        let mut added: HashMap<&Name, Vec<bool>> = HashMap::new();
+        let mut added: HashMap<&Name, Vec<bool>> = HashMap::default();
         // Bound before the loop (or a literal): the same in every lane.
         let bound: HashSet<&Name> = body.binds.iter().map(|b| &b.name).collect();
         let outside = |a: &Atom| {
@@ -1289,7 +1289,7 @@ impl Lower<'_, '_> {
             }
         }
         // A state array is only the first operand of its one `addAt`.
-        let mut uses: HashMap<Name, usize> = HashMap::new();
+        let mut uses: HashMap<Name, usize> = HashMap::default();
         for b in &body.binds {
             b.rhs.for_each_atom(&mut |a| {
                 if let Some(x) = a.var() {

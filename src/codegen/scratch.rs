@@ -74,7 +74,7 @@
 //! where buffers live: the results and ⊥s are the evaluator's, which the
 //! native test suites check on every program they compile.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::ad::anf::{Atom, Block, LoopKind, Rhs};
 use crate::ir::{Name, Prim, Type};
@@ -159,24 +159,39 @@ struct Graph {
 pub fn plan(body: &Block) -> Scratch {
     let mut g = Graph::default();
     g.block(body, &[]);
-    // The lifetime of every leaf, as a prefix length of its name's place.
-    let mut life: HashMap<Node, usize> = HashMap::new();
-    let len = |life: &HashMap<Node, usize>, x: &Node| {
-        life.get(x).copied().unwrap_or_else(|| g.place[&x.0].len())
-    };
+    // The lifetime of every leaf, as a prefix length of its name's place:
+    // leaves numbered, each with its place, and each edge x → y examined
+    // again whenever y's lifetime shrinks (a worklist; lifetimes only
+    // shrink, so this ends).
+    let mut ids: HashMap<&Node, usize> = HashMap::default();
+    let mut places: Vec<&[Name]> = Vec::new();
+    let mut edges: Vec<(usize, usize)> = Vec::with_capacity(g.edges.len());
+    for (x, y) in &g.edges {
+        let (Some(px), Some(py)) = (g.place.get(&x.0), g.place.get(&y.0)) else {
+            continue;
+        };
+        let mut pair = [0; 2];
+        for (k, (n, p)) in [(x, px), (y, py)].into_iter().enumerate() {
+            pair[k] = *ids.entry(n).or_insert_with(|| {
+                places.push(p);
+                places.len() - 1
+            });
+        }
+        edges.push((pair[0], pair[1]));
+    }
+    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); places.len()];
+    for &(a, b) in &edges {
+        preds[b].push(a);
+    }
+    let mut life: Vec<usize> = places.iter().map(|p| p.len()).collect();
     let common = |a: &[Name], b: &[Name]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for (x, y) in &g.edges {
-            let (Some(px), Some(py)) = (g.place.get(&x.0), g.place.get(&y.0)) else {
-                continue;
-            };
-            let (lx, ly) = (len(&life, x), len(&life, y));
-            let l = common(&px[..lx], &py[..ly]);
-            if l < lx {
-                life.insert(x.clone(), l);
-                changed = true;
+    let mut work: Vec<usize> = (0..places.len()).collect();
+    while let Some(y) = work.pop() {
+        for &x in &preds[y] {
+            let l = common(&places[x][..life[x]], &places[y][..life[y]]);
+            if l < life[x] {
+                life[x] = l;
+                work.push(x);
             }
         }
     }
@@ -184,7 +199,12 @@ pub fn plan(body: &Block) -> Scratch {
     let life: HashMap<&Name, usize> = g
         .sites
         .iter()
-        .map(|x| (x, len(&life, &(x.clone(), 0))))
+        .map(|x| {
+            let at = ids
+                .get(&(x.clone(), 0))
+                .map_or(g.place[x].len(), |&k| life[k]);
+            (x, at)
+        })
         .collect();
     // Stack 0: the buffers that die with an iteration of their innermost
     // loop, which releases them. Stack 1: the others. Its releasing loops:

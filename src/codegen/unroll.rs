@@ -29,7 +29,7 @@
 //! literal size ≥ 1 is never E-Build-Bot. A read of an array literal at a
 //! literal index in bounds cannot be ⊥ (E-Get).
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::hoist::fold_index;
 use crate::ad::anf::{Atom, Binding, Block, LoopKind, Rhs};
@@ -174,7 +174,7 @@ impl Unroller {
         let mut s = state.as_ref().map(|(z, _, _)| z.clone());
         for k in 0..c {
             let mut copy = body.clone();
-            let mut names: HashMap<Name, Name> = HashMap::new();
+            let mut names: HashMap<Name, Name> = HashMap::default();
             copy.for_each_binder_mut(&mut |x| {
                 let y = self.fresh(x);
                 names.insert(x.clone(), y.clone());
@@ -183,7 +183,7 @@ impl Unroller {
             for (x, y) in &names {
                 self.copies.entry(x.clone()).or_default().push(y.clone());
             }
-            let mut map: HashMap<Name, Atom> = HashMap::new();
+            let mut map: HashMap<Name, Atom> = HashMap::default();
             copy.for_each_atom(&mut |a| {
                 if let Atom::Var(x, t) = a
                     && let Some(y) = names.get(x)

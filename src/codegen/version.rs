@@ -32,7 +32,7 @@
 //! speculative conditional (Note [Hoisting]) keeps its kind under its new
 //! name.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::unroll::{MAX_TRIPS, size, substitute_block};
 use crate::ad::anf::{Atom, Binding, Block, LoopKind, Rhs};
@@ -109,7 +109,7 @@ impl Versioner<'_> {
         }
         let ty = rest.result.ty().clone();
         let mut special = rest.clone();
-        let mut names: HashMap<Name, Name> = HashMap::new();
+        let mut names: HashMap<Name, Name> = HashMap::default();
         special.for_each_binder_mut(&mut |x| {
             self.counter += 1;
             let stem = x.split('\'').next().unwrap_or("x");
@@ -122,7 +122,7 @@ impl Versioner<'_> {
                 self.speculative.insert(new.clone());
             }
         }
-        let mut map: HashMap<Name, Atom> = HashMap::new();
+        let mut map: HashMap<Name, Atom> = HashMap::default();
         special.for_each_atom(&mut |a| {
             if let Atom::Var(x, t) = a
                 && let Some(y) = names.get(x)

@@ -50,7 +50,7 @@
 //! 90.4–91.6 → 82.1–83.0 ms and 31.0 → 28.0 MiB, `fwd-opt` 79.1–82.2 →
 //! 76.2–77.1 ms and 25.5 → 22.4 MiB).
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::hoist::prim_can_fail;
 use crate::ad::anf::{Atom, Binding, Block, LoopKind, Rhs};
@@ -59,7 +59,7 @@ use crate::ir::{Lit, Name, Prim, Type};
 /// Merges every producer of `b` (nested blocks first) into its consumer
 /// (Note [Vertical fusion]).
 pub fn fuse(b: &mut Block) {
-    let mut lengths = HashSet::new();
+    let mut lengths = HashSet::default();
     length_names(b, &mut lengths);
     fuse_with(b, &lengths);
 }
@@ -139,7 +139,7 @@ fn candidate(b: &Block, di: usize, lengths_known: &HashSet<Name>) -> Option<Merg
         return None;
     }
     // Condition 1: every use of `d`.
-    let mut lengths = HashSet::new();
+    let mut lengths = HashSet::default();
     let (mut reads, mut other) = (0, false);
     uses(b, d, &mut lengths, &mut reads, &mut other);
     if other || reads != 1 {
@@ -302,7 +302,7 @@ fn merge(b: &mut Block, m: Merge) {
         return;
     };
     let c_atom = Atom::Var(c.clone(), Type::Index);
-    substitute(&mut produce, &HashMap::from([(r, c_atom)]));
+    substitute(&mut produce, &HashMap::from_iter([(r, c_atom)]));
     let Some(at) = body
         .binds
         .iter()
@@ -313,7 +313,7 @@ fn merge(b: &mut Block, m: Merge) {
     let col = body.binds.remove(at).name;
     let result = produce.result.clone();
     body.binds.splice(at..at, produce.binds);
-    substitute(body, &HashMap::from([(col, result)]));
+    substitute(body, &HashMap::from_iter([(col, result)]));
     // `length d` is `n`.
     let sizes: HashMap<Name, Atom> = m.lengths.into_iter().map(|x| (x, n.clone())).collect();
     drop_bindings(b, &sizes);

@@ -15,8 +15,9 @@
 //!   symbol. Names are unique after normalisation, so `in-bounds (var i) n`
 //!   holds when `i` is the index of a loop over `n`.
 
+use rustc_hash::FxHashMap as HashMap;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use egg::{Analysis, DidMerge, EGraph, Id, Language, Symbol};
 
@@ -140,7 +141,7 @@ pub fn classes_with_child(egraph: &Graph, parent: FsmOp, k: usize, child: FsmOp)
     let mut cache = analysis.parent_index.borrow_mut();
     let entry = cache.entry((parent, k)).or_insert_with(|| ParentIndex {
         version: u64::MAX,
-        by_child: HashMap::new(),
+        by_child: HashMap::default(),
     });
     if entry.version != analysis.version {
         entry.by_child.clear();

@@ -28,7 +28,7 @@
 //! named union) is verified by evaluating the folded term when it is
 //! closed.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use egg::{ENodeOrVar, FlatTerm, Id, Language, PatternAst, RecExpr, Searcher, Symbol, Var};
 
@@ -83,7 +83,7 @@ impl CheckReport {
 pub fn check_chain(flat: &[FlatTerm<Fsm>], rules: &[&RuleDef]) -> CheckReport {
     let mut report = CheckReport::default();
     let mut memo: HashMap<(Symbol, bool, String, String), Result<Conditions, String>> =
-        HashMap::new();
+        HashMap::default();
     for k in 1..flat.len() {
         let Some((old, new, rule, forward)) = rewritten(&flat[k - 1], &flat[k]) else {
             report.failures.push(format!(
@@ -182,7 +182,7 @@ fn instance_of(
     lhs: &RecExpr<Fsm>,
     rhs: &RecExpr<Fsm>,
 ) -> Result<Conditions, String> {
-    let mut binds: HashMap<Var, RecExpr<Fsm>> = HashMap::new();
+    let mut binds: HashMap<Var, RecExpr<Fsm>> = HashMap::default();
     if !pmatch(
         &def.lhs.ast,
         root(def.lhs.ast.as_ref()),

@@ -5,7 +5,7 @@
 //! repeated subterms to `let`s again (common-subexpression elimination
 //! per scope).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::rc::Rc;
 
 use egg::{Id, RecExpr, Symbol};
@@ -17,7 +17,7 @@ use crate::ir::{Expr, ExprId, Lit, Prim, Program};
 /// `e` as a RecExpr, and each loop index symbol's size (as RecExpr ids).
 pub fn to_recexpr(prog: &Program, e: ExprId) -> (RecExpr<Fsm>, HashMap<Symbol, Id>) {
     let mut out = Nodes::default();
-    let mut bounds = HashMap::new();
+    let mut bounds = HashMap::default();
     let mut lets = Vec::new();
     let root = go(prog, e, &mut out, &mut bounds, &mut lets);
     // The root must be the last node.
@@ -54,7 +54,7 @@ impl Nodes {
 /// their definitions, so that equal sizes meet in the e-graph whatever
 /// names they went through (`length x` with `x = build n f` is `n`).
 fn inlined(prog: &Program, e: ExprId, lets: &[(Rc<str>, ExprId)], out: &mut Nodes) -> Id {
-    let mut b = HashMap::new();
+    let mut b = HashMap::default();
     match prog.expr(e) {
         Expr::Var(x) => match lets.iter().rposition(|(n, _)| n == x) {
             Some(k) => inlined(prog, lets[k].1, &lets[..k], out),

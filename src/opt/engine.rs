@@ -9,7 +9,8 @@
 //! compile time, and any large constant orders programs by their
 //! asymptotic cost.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -96,7 +97,7 @@ impl LoopCost {
         // what `total ?e` allowed holds of the term extracted. (The graph
         // is rebuilt before extraction: its nodes are canonical, as the
         // extractor asks for them.)
-        let mut ineligible = HashSet::new();
+        let mut ineligible = HashSet::default();
         for class in egraph.classes() {
             for node in &class.nodes {
                 if node_free(egraph, node) != class.data.free
@@ -254,7 +255,7 @@ pub fn run_phase(
         let mut ex = runner.explain_equivalence(expr, &best);
         // The flat form copies the whole term once per step, and shared
         // sub-proofs are copied once per use: bound it before making it.
-        let n = flat_steps(&ex.explanation_trees, &mut HashMap::new());
+        let n = flat_steps(&ex.explanation_trees, &mut HashMap::default());
         let size = n.saturating_mul((expr.as_ref().len() + best.as_ref().len()) as u64);
         if size > MAX_FLAT_EXPLANATION {
             let why = format!(

@@ -18,7 +18,7 @@
 //! (`uniquify`: the input is in normal form, but extraction copies
 //! binders), so substitution cannot capture.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::rc::Rc;
 
 use crate::ir::{Expr, ExprId, Prim, Program};
@@ -169,12 +169,12 @@ fn count(
 }
 
 fn uses_of(prog: &Program, e: ExprId) -> HashMap<Rc<str>, Uses> {
-    let mut uses = HashMap::new();
+    let mut uses = HashMap::default();
     let mut scope = Scope {
         depth: 0,
-        bound_at: HashMap::new(),
-        measured: HashSet::new(),
-        quotients: HashSet::new(),
+        bound_at: HashMap::default(),
+        measured: HashSet::default(),
+        quotients: HashSet::default(),
     };
     count(prog, e, &mut uses, &mut scope, false, false);
     uses
@@ -189,10 +189,10 @@ fn uses_of(prog: &Program, e: ExprId) -> HashMap<Rc<str>, Uses> {
 /// them is returned unchanged.
 pub fn uniquify(prog: &mut Program, e: ExprId) -> ExprId {
     // Every name of the arena (a superset of `e`'s): new names avoid them.
-    let mut taken = prog.all_names();
-    let mut bound: HashSet<Rc<str>> = HashSet::new();
+    let mut taken: HashSet<Rc<str>> = prog.all_names().into_iter().collect();
+    let mut bound: HashSet<Rc<str>> = HashSet::default();
     free_vars(prog, e, &mut Vec::new(), &mut bound);
-    let mut env: HashMap<Rc<str>, Rc<str>> = HashMap::new();
+    let mut env: HashMap<Rc<str>, Rc<str>> = HashMap::default();
     rename(prog, e, &mut env, &mut bound, &mut taken)
 }
 
@@ -329,7 +329,7 @@ fn restore(env: &mut HashMap<Rc<str>, Rc<str>>, x: &Rc<str>, saved: Option<Rc<st
 pub fn inline_lets(prog: &mut Program, e: ExprId) -> ExprId {
     let e = uniquify(prog, e);
     let uses = uses_of(prog, e);
-    let mut env: HashMap<Rc<str>, ExprId> = HashMap::new();
+    let mut env: HashMap<Rc<str>, ExprId> = HashMap::default();
     subst(prog, e, &uses, &mut env, true)
 }
 
@@ -338,7 +338,7 @@ pub fn inline_lets(prog: &mut Program, e: ExprId) -> ExprId {
 pub fn inline_single_uses(prog: &mut Program, e: ExprId) -> ExprId {
     let e = uniquify(prog, e);
     let uses = uses_of(prog, e);
-    let mut env: HashMap<Rc<str>, ExprId> = HashMap::new();
+    let mut env: HashMap<Rc<str>, ExprId> = HashMap::default();
     subst(prog, e, &uses, &mut env, false)
 }
 

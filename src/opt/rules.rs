@@ -12,7 +12,8 @@
 //!   tags: phase=fusion
 //! ```
 
-use std::collections::{BTreeMap, HashSet};
+use rustc_hash::FxHashSet as HashSet;
+use std::collections::BTreeMap;
 use std::fmt;
 
 use egg::{

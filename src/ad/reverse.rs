@@ -113,6 +113,12 @@ fn fv_block(b: &Block, bound: &mut Vec<Name>, out: &mut Vec<(Name, Type)>) {
 /// gives the same bits; each restore recomputes it once, so the gradient
 /// stays within a constant factor of the function.
 fn recomputed(bd: &Binding) -> bool {
+    if let Rhs::If(_, t, f) = &bd.rhs {
+        // A conditional whose branches bind only recomputed values: the
+        // condition is in scope wherever it is restored, and the branch
+        // the forward sweep took is taken again.
+        return t.binds.iter().all(recomputed) && f.binds.iter().all(recomputed);
+    }
     matches!(
         &bd.rhs,
         Rhs::Prim(
@@ -696,6 +702,11 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     lets.0.push((bd.name.clone(), v));
                     (!recomputed(bd)).then(|| bd.name.clone())
                 }
+                Rhs::If(..) if recomputed(bd) => {
+                    let v = self.plain_rhs(bd);
+                    lets.0.push((bd.name.clone(), v));
+                    None
+                }
                 _ if self.unrecorded(bd) => {
                     let v = self.plain_rhs(bd);
                     lets.0.push((bd.name.clone(), v));
@@ -821,7 +832,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
             }
             if recomputed(bd) {
                 // Its operands are restored or recomputed already.
-                let v = self.simple_rhs(bd);
+                let v = self.plain_rhs(bd);
                 lets.0.push((bd.name.clone(), v));
                 continue;
             }
@@ -1360,7 +1371,9 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 // R-If: the taken branch's reverse, on its own tape; both
                 // branches take the accumulators they may add into and
                 // return them (R-If-Acc).
-                let st = self.subtapes[&bd.name].clone();
+                // A recomputed conditional (§4.1) has no sub-tape: its
+                // branches restore from nothing.
+                let st = self.subtapes.get(&bd.name).cloned();
                 let stt = Type::pair(self.tape_type(t), self.tape_type(f));
                 let mut fvs = free_vars(t);
                 for v in free_vars(f) {
@@ -1372,8 +1385,13 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 let (threads, fvs) = self.split(&fvs, accs, None);
                 let branch = |me: &mut Self, blk: &Block, first: bool| -> Result<ExprId, AdError> {
                     let mut l = Lets(Vec::new());
-                    let sv = me.b.var(&st, stt.clone());
-                    let tape = if first { me.b.fst(sv) } else { me.b.snd(sv) };
+                    let tape = match &st {
+                        Some(st) => {
+                            let sv = me.b.var(st, stt.clone());
+                            if first { me.b.fst(sv) } else { me.b.snd(sv) }
+                        }
+                        None => me.b.add(Expr::Lit(Lit::Bool(false)), Type::Bool),
+                    };
                     me.restore(blk, tape, &mut l);
                     let r = me.rev_bare(blk, Some(Cot::Value(xb.clone())), &fvs, &[], &threads)?;
                     Ok(l.wrap_live(me.b, r, &me.restored))

@@ -308,8 +308,9 @@ fn linear_folds_run_backwards_as_maps_and_untaped_loops_keep_no_tape() {
 /// tape oracle's and forward mode's; the checkpointed loops' forward
 /// sweep is the plain loop, so the printed reverse program has no forward
 /// `iscan` for them (taped, each had one); the non-linear fold keeps its
-/// forward `iscan`. The inner fold's recomputation is left out: its
-/// backward loop needs no state (`t * 0.5`'s partial is a constant).
+/// forward `iscan`. `inner`'s sum of a map is one fold (R-Defer-Sum),
+/// deferred: the reverse sweep recomputes each row's inner fold (its one
+/// `iscan`) for the row's value as well as its reverse.
 #[test]
 fn checkpointed_loops_recompute_their_iterations() {
     let src = "let rows (w: Vector) (m: Matrix) =\n\
@@ -322,7 +323,7 @@ fn checkpointed_loops_recompute_their_iterations() {
                \x20 ifold (fun s i -> s * 0.5 + vectorSum (build (length w) (fun j -> exp (w[j] * m[i][j])))) 0.0 (length m)\n";
     let input = "[[0.5, -1.25, 2.0], [[1.0, 0.5, -0.25], [-2.0, 1.5, 0.75], [0.125, -0.5, 3.0], [1.5, 2.5, -1.0]]]";
     // (entry, `iscan`s in the reverse program)
-    for (f, scans) in [("rows", 0), ("inner", 0), ("branch", 0), ("scaled", 1)] {
+    for (f, scans) in [("rows", 0), ("inner", 1), ("branch", 0), ("scaled", 1)] {
         for wrt in ["w", "m"] {
             let what = format!("{f} wrt {wrt}");
             let (rev, tape) = rev_columns(src, f, wrt, input);
@@ -351,7 +352,9 @@ fn checkpointed_loops_recompute_their_iterations() {
 /// mode's; the forward sweep of `rows` and `pair` holds no loop at all.
 /// `used` reads the fold's value elsewhere (`t * t`), and `nested`'s fold
 /// reaches the result through a product: neither is deferred, and their
-/// forward sweeps keep the fold.
+/// forward sweeps keep the fold. R-Defer-Sum: `summap`'s sum of a map
+/// becomes one fold, deferred; `twice` reads the map again (`b[0]`), so
+/// its map stays in the forward sweep.
 #[test]
 fn deferred_folds_are_computed_by_the_reverse_sweep() {
     let src = "let rows (w: Vector) (m: Matrix) (c: Double) (m0: Vector) =\n\
@@ -365,7 +368,11 @@ fn deferred_folds_are_computed_by_the_reverse_sweep() {
                \x20 let t = ifold (fun s i -> s + vectorNormSq (vectorEMul w m[i])) 0.0 (length m)\n\
                \x20 t + t * t\n\
                let nested (w: Vector) (m: Matrix) (c: Double) (m0: Vector) =\n\
-               \x20 c * ifold (fun s i -> s + vectorNormSq (vectorEMul w m[i])) 0.0 (length m)\n";
+               \x20 c * ifold (fun s i -> s + vectorNormSq (vectorEMul w m[i])) 0.0 (length m)\n\
+               let summap (w: Vector) (m: Matrix) (c: Double) (m0: Vector) =\n\
+               \x20 vectorSum (build (length m) (fun i -> vectorNormSq (vectorEMul w m[i]) / c)) + c\n\
+               let twice (w: Vector) (m: Matrix) (c: Double) (m0: Vector) =\n\
+               \x20 let b = build (length m) (fun i -> vectorNormSq (vectorEMul w m[i]) / c) in vectorSum b + b[0]\n";
     let input = "[[0.5, -1.25, 2.0], [[1.0, 0.5, -0.25], [-2.0, 1.5, 0.75], [0.125, -0.5, 3.0]], 0.75, [1.0, 2.0]]";
     // (entry, whether its forward sweep holds a loop)
     for (f, loops) in [
@@ -373,6 +380,8 @@ fn deferred_folds_are_computed_by_the_reverse_sweep() {
         ("pair", false),
         ("used", true),
         ("nested", true),
+        ("summap", false),
+        ("twice", true),
     ] {
         for wrt in ["w", "m", "c", "m0"] {
             let what = format!("{f} wrt {wrt}");

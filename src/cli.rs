@@ -127,6 +127,10 @@ enum Command {
         /// (or replacing, by family name) the default rule set.
         #[arg(long)]
         rules: Option<PathBuf>,
+        /// With `--mode rev`: which loops recompute their iterations instead
+        /// of taping them.
+        #[arg(long, value_enum, default_value_t)]
+        checkpoint: CheckpointArg,
     },
 }
 
@@ -229,6 +233,10 @@ struct WorkloadArgs {
     /// `"timings": {…}` with the minimum times and their ratio J/F.
     #[arg(long)]
     repeat: Option<u32>,
+    /// Reverse mode (`--mode rev`): which loops recompute their iterations
+    /// instead of taping them.
+    #[arg(long, value_enum, default_value_t)]
+    checkpoint: CheckpointArg,
 }
 
 /// A property of the differential tests (issue 6).
@@ -245,6 +253,27 @@ enum PropertyArg {
     /// native code = the evaluator: the value and the fwd, fwd-opt and rev
     /// gradients (equal, or ⊥ with the same error code).
     Native,
+}
+
+/// How reverse mode trades time for memory (spec/ad-reverse.md §4.4).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+enum CheckpointArg {
+    /// The entry's own maps and sums whose bodies hold loops keep no tape:
+    /// the reverse sweep computes each iteration again (R-Checkpoint).
+    #[default]
+    Loops,
+    /// Every loop keeps its tape: no recomputation, memory that grows with
+    /// the iterations.
+    Off,
+}
+
+impl From<CheckpointArg> for crate::ad::Checkpointing {
+    fn from(c: CheckpointArg) -> Self {
+        match c {
+            CheckpointArg::Loops => crate::ad::Checkpointing::Loops,
+            CheckpointArg::Off => crate::ad::Checkpointing::Off,
+        }
+    }
 }
 
 /// What runs the program.
@@ -306,6 +335,10 @@ struct DerivArgs {
     /// replacing, by family name) the default rule set.
     #[arg(long)]
     rules: Option<PathBuf>,
+    /// Reverse mode (`--mode rev`): which loops recompute their iterations
+    /// instead of taping them.
+    #[arg(long, value_enum, default_value_t)]
+    checkpoint: CheckpointArg,
 }
 
 /// The program `compile` compiles.
@@ -352,6 +385,10 @@ struct CompileArgs {
     /// and its machine code, to this file.
     #[arg(long)]
     listing: Option<PathBuf>,
+    /// Reverse mode (`--mode rev`): which loops recompute their iterations
+    /// instead of taping them.
+    #[arg(long, value_enum, default_value_t)]
+    checkpoint: CheckpointArg,
 }
 
 #[derive(Args, Debug)]
@@ -644,15 +681,21 @@ fn run(cli: Cli) -> Result<(), Failure> {
             wrt,
             mode,
             rules,
+            checkpoint,
         } => {
             let files = Files::read(&file)?;
             let fail = |d: Diagnostic| Failure(render(&d, &files));
             let prog = match mode {
                 Mode::Rev => {
-                    pipeline::reverse_derivative(&files.main_src, &entry, &wrt)
-                        .map_err(fail)?
-                        .rev
-                        .program
+                    pipeline::reverse_derivative_with(
+                        &files.main_src,
+                        &entry,
+                        &wrt,
+                        checkpoint.into(),
+                    )
+                    .map_err(fail)?
+                    .rev
+                    .program
                 }
                 Mode::Fwd | Mode::FwdVec => {
                     pipeline::derivative_with(&files.main_src, &entry, &wrt, forward_mode(mode))
@@ -859,8 +902,15 @@ fn scalar_workload(
     let fail = |d: Diagnostic| Failure(render_diagnostic(&d, label, src));
     let run_fail = |e: RunError| fail(Diagnostic::from(&e));
     let engine = workload_engine(run)?;
-    let diff = Differentiator::new(src, entry, "theta", adbench_mode(run.mode), &opt_options())
-        .map_err(fail)?;
+    let diff = Differentiator::new(
+        src,
+        entry,
+        "theta",
+        adbench_mode(run.mode),
+        &opt_options(),
+        run.checkpoint.into(),
+    )
+    .map_err(fail)?;
     let (cols, elapsed, timings) =
         timed_columns(&diff, &args, &engine, run, "gradient", &run_fail)?;
     println!(
@@ -894,6 +944,7 @@ fn ba_cmd(input: &crate::adbench::ba::BaInput, run: &WorkloadArgs) -> Result<(),
         "params",
         adbench_mode(run.mode),
         &opt_options(),
+        run.checkpoint.into(),
     )
     .map_err(fail)?;
     let args = input.objective_args();
@@ -972,6 +1023,7 @@ fn hand_cmd(
         input.wrt(),
         adbench_mode(run.mode),
         &opt_options(),
+        run.checkpoint.into(),
     )
     .map_err(fail)?;
     let args = input.args(model);
@@ -1140,7 +1192,13 @@ fn vjp_cmd(args: DerivArgs, cotangent: &str) -> Result<(), Failure> {
     let files = Files::read(&args.file)?;
     let fail = |d: Diagnostic| Failure(render(&d, &files));
     let input = input_text(&args.input, &args.input_file)?;
-    let r = pipeline::reverse_derivative(&files.main_src, &args.entry, &args.wrt).map_err(fail)?;
+    let r = pipeline::reverse_derivative_with(
+        &files.main_src,
+        &args.entry,
+        &args.wrt,
+        args.checkpoint.into(),
+    )
+    .map_err(fail)?;
     let values = r.base.read_input(input.as_deref()).map_err(fail)?;
     let like = values[r.wrt].clone();
     let w = serde_json::from_str::<serde_json::Value>(cotangent)
@@ -1279,8 +1337,13 @@ fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
         Mode::Tape => crate::gradient::tape(&d.base, d.wrt, values, limits)
             .map_err(|e| fail(Diagnostic::from(&e)))?,
         Mode::Rev => {
-            let r = pipeline::reverse_derivative(&files.main_src, &args.entry, &args.wrt)
-                .map_err(fail)?;
+            let r = pipeline::reverse_derivative_with(
+                &files.main_src,
+                &args.entry,
+                &args.wrt,
+                args.checkpoint.into(),
+            )
+            .map_err(fail)?;
             crate::gradient::reverse_on(&r, values, &engine).map_err(run_fail)?
         }
         Mode::FwdOpt => {
@@ -1397,7 +1460,9 @@ fn compile_cmd(args: CompileArgs) -> Result<(), Failure> {
             (d.base.params, d.wrapper, "_fwd_vec")
         }
         CompileMode::Rev => {
-            let r = pipeline::reverse_derivative(src, &args.entry, wrt).map_err(fail)?;
+            let r =
+                pipeline::reverse_derivative_with(src, &args.entry, wrt, args.checkpoint.into())
+                    .map_err(fail)?;
             (r.base.params, r.rev, "_rev")
         }
     };

@@ -503,6 +503,17 @@ pub fn reverse_derivative(
     entry_name: &str,
     wrt: &str,
 ) -> Result<ReverseDerivative, Diagnostic> {
+    reverse_derivative_with(src, entry_name, wrt, crate::ad::Checkpointing::default())
+}
+
+/// [`reverse_derivative`] with the checkpointing policy given
+/// (spec/ad-reverse.md §4.4; `--checkpoint` on the command line).
+pub fn reverse_derivative_with(
+    src: &str,
+    entry_name: &str,
+    wrt: &str,
+    checkpointing: crate::ad::Checkpointing,
+) -> Result<ReverseDerivative, Diagnostic> {
     let loaded = load(src)?;
     let base = entry(&loaded, entry_name)?;
     let Some(k) = base.params.iter().position(|(n, _)| n == wrt) else {
@@ -523,6 +534,7 @@ pub fn reverse_derivative(
         &types,
         k,
         seeded,
+        checkpointing,
     )
     .map_err(|e| Diagnostic::from(&e))?;
     // Reverse mode's output is ordinary code: type-check it like any program.

@@ -116,6 +116,17 @@ pub fn expand_program(
     Ok(())
 }
 
+/// How reverse mode trades time for memory (spec/ad-reverse.md §4.4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Checkpointing {
+    /// R-Checkpoint: the entry's own maps and linear folds whose bodies
+    /// hold loops keep no tape; their iterations are computed again.
+    #[default]
+    Loops,
+    /// Every loop keeps its tape (R-Defer still applies to untaped folds).
+    Off,
+}
+
 /// The reverse-mode program of entry `entry` (monomorphic, `deriv`-free),
 /// with respect to parameter `wrt`: a one-definition program `rev'entry`
 /// (see `reverse::reverse_program`); with `seed`, it takes the result's
@@ -127,12 +138,13 @@ pub fn reverse_program(
     params: &[Type],
     wrt: usize,
     seed: bool,
+    checkpointing: Checkpointing,
 ) -> Result<(Program, SecondaryMap<ExprId, Option<Type>>), AdError> {
     let normal = anf::normalise(prog, types, entry, params)?;
     let mut out = Program::new();
     let mut out_types = SecondaryMap::new();
     let mut b = Builder::new(&mut out, &mut out_types);
-    let def = reverse::reverse_program(&mut b, &normal, wrt, seed, "rev'entry")?;
+    let def = reverse::reverse_program(&mut b, &normal, wrt, seed, "rev'entry", checkpointing)?;
     out.defs.push(def);
     Ok((out, out_types))
 }

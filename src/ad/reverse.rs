@@ -2331,12 +2331,15 @@ pub(super) fn reverse_program(
     wrt: usize,
     seed: bool,
     name: &str,
+    checkpointing: super::Checkpointing,
 ) -> Result<Def, AdError> {
     let mut r = Reverse::new(b);
     let body = &fuse_sums(&normal.body);
     r.active.insert(normal.params[wrt].0.clone());
     activity(body, &mut r.active);
-    r.checkpointed = checkpoints(body);
+    if checkpointing == super::Checkpointing::Loops {
+        r.checkpointed = checkpoints(body);
+    }
     for (x, path) in deferrals(body, &r.checkpointed) {
         r.deferred.insert(x, false);
         r.deferred_path.extend(path);

@@ -51,13 +51,15 @@ pub struct Differentiator {
 
 impl Differentiator {
     /// Builds the programs of `mode` for `entry` with respect to `wrt`.
-    /// `opt` configures the optimiser of mode `fwd-opt`.
+    /// `opt` configures the optimiser of mode `fwd-opt`, `checkpointing`
+    /// reverse mode's tapes.
     pub fn new(
         src: &str,
         entry: &str,
         wrt: &str,
         mode: Mode,
         opt: &OptOptions,
+        checkpointing: crate::ad::Checkpointing,
     ) -> Result<Differentiator, Diagnostic> {
         let forward = if mode == Mode::FwdVec {
             crate::ad::ForwardMode::Vector
@@ -70,7 +72,12 @@ impl Differentiator {
             _ => None,
         };
         let rev = match mode {
-            Mode::Rev => Some(pipeline::reverse_derivative(src, entry, wrt)?),
+            Mode::Rev => Some(pipeline::reverse_derivative_with(
+                src,
+                entry,
+                wrt,
+                checkpointing,
+            )?),
             _ => None,
         };
         Ok(Differentiator {

@@ -445,6 +445,81 @@ fn nnmf_example_gradient_is_the_hand_derived_update_rule() {
     }
 }
 
+/// `--checkpoint off|loops` (spec/ad-reverse.md §4.4, R-Checkpoint): the
+/// same gradient either way, from `grad` (evaluator and native) and from
+/// `adbench gmm` on ADBench's test file; `ad --mode rev` prints the
+/// taped program with `off` (an `iscan` per taped loop) and the
+/// checkpointed one by default; an unknown policy is a usage error.
+#[test]
+fn checkpointing_is_a_choice_with_the_same_gradient() {
+    let p = root().join("examples/nnmf.fsm");
+    let p = p.to_str().unwrap();
+    let input = r#"{"u": [1, 2], "v": [0.5, 1.5, 2], "a": [[1, 2, 3], [4, 5, 6]]}"#;
+    for engine in ["eval", "native"] {
+        let grad = |c: &str| {
+            ok(&cli(&[
+                "grad",
+                p,
+                "--entry",
+                "nnmf",
+                "--wrt",
+                "v",
+                "--mode",
+                "rev",
+                "--input",
+                input,
+                "--engine",
+                engine,
+                "--checkpoint",
+                c,
+            ]))
+        };
+        assert_eq!(grad("off"), grad("loops"), "{engine}");
+    }
+    let ad = |c: &str| {
+        ok(&cli(&[
+            "ad",
+            p,
+            "--entry",
+            "nnmf",
+            "--wrt",
+            "v",
+            "--mode",
+            "rev",
+            "--checkpoint",
+            c,
+        ]))
+    };
+    assert!(ad("off").matches("iscan").count() > ad("loops").matches("iscan").count());
+    let gmm = root().join("tests/data/adbench/data/gmm/test.txt");
+    let gmm = gmm.to_str().unwrap();
+    let run = |c: &str| {
+        ok(&cli(&[
+            "adbench",
+            "gmm",
+            gmm,
+            "--mode",
+            "rev",
+            "--engine",
+            "native",
+            "--checkpoint",
+            c,
+        ]))
+    };
+    assert_eq!(run("off"), run("loops"));
+    let bad = cli(&[
+        "grad",
+        p,
+        "--wrt",
+        "v",
+        "--mode",
+        "rev",
+        "--checkpoint",
+        "some",
+    ]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+}
+
 #[test]
 fn readme_hello_command() {
     // The command README.md shows first.

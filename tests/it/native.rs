@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
+use fsmooth::ad::Checkpointing;
 use fsmooth::adbench::gmm::read_gmm;
 use fsmooth::codegen::{AotOptions, CodegenError, Native, compile_object};
 use fsmooth::diagnostic::Diagnose;
@@ -959,7 +960,8 @@ fn recomputed_conditionals_keep_no_tape() {
 /// stacks, so the arena of a gradient with respect to a short vector does
 /// not grow with the number of rows: the same bytes at 2 000 and 20 000
 /// rows of 8 (a tape of each row's `exp`s would be 1.3 MB more). The fold
-/// that is not linear keeps its tape, whose growth the same measure sees.
+/// that is not linear keeps its tape, whose growth the same measure sees,
+/// as does `rows` with checkpointing off.
 /// Values agree with the evaluator on a small input.
 #[test]
 fn checkpointed_gradients_keep_one_iteration_of_tape() {
@@ -999,6 +1001,12 @@ fn checkpointed_gradients_keep_one_iteration_of_tape() {
             assert_eq!(few, many, "{f}: arena bytes at 2 000 and 20 000 rows");
         }
     }
+    // `--checkpoint off`: the same loop keeps every row's tape.
+    let off = pipeline::reverse_derivative_with(src, "rows", "w", Checkpointing::Off)
+        .expect("reverse mode");
+    let native = compile(&off.rev);
+    let (few, many) = (arena(&native, 2_000), arena(&native, 20_000));
+    assert!(many > few + (1 << 20), "off: {few} and {many} arena bytes");
 }
 
 /// `build n (fun i -> a[i])` of an array bound outside every loop is a

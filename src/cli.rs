@@ -341,6 +341,14 @@ struct DerivArgs {
     checkpoint: CheckpointArg,
 }
 
+impl DerivArgs {
+    /// The reverse-mode program of the entry with respect to `--wrt`, with
+    /// the `--checkpoint` policy.
+    fn reverse(&self, src: &str) -> Result<pipeline::ReverseDerivative, Diagnostic> {
+        pipeline::reverse_derivative_with(src, &self.entry, &self.wrt, self.checkpoint.into())
+    }
+}
+
 /// The program `compile` compiles.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
 enum CompileMode {
@@ -1192,13 +1200,7 @@ fn vjp_cmd(args: DerivArgs, cotangent: &str) -> Result<(), Failure> {
     let files = Files::read(&args.file)?;
     let fail = |d: Diagnostic| Failure(render(&d, &files));
     let input = input_text(&args.input, &args.input_file)?;
-    let r = pipeline::reverse_derivative_with(
-        &files.main_src,
-        &args.entry,
-        &args.wrt,
-        args.checkpoint.into(),
-    )
-    .map_err(fail)?;
+    let r = args.reverse(&files.main_src).map_err(fail)?;
     let values = r.base.read_input(input.as_deref()).map_err(fail)?;
     let like = values[r.wrt].clone();
     let w = serde_json::from_str::<serde_json::Value>(cotangent)
@@ -1337,13 +1339,7 @@ fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
         Mode::Tape => crate::gradient::tape(&d.base, d.wrt, values, limits)
             .map_err(|e| fail(Diagnostic::from(&e)))?,
         Mode::Rev => {
-            let r = pipeline::reverse_derivative_with(
-                &files.main_src,
-                &args.entry,
-                &args.wrt,
-                args.checkpoint.into(),
-            )
-            .map_err(fail)?;
+            let r = args.reverse(&files.main_src).map_err(fail)?;
             crate::gradient::reverse_on(&r, values, &engine).map_err(run_fail)?
         }
         Mode::FwdOpt => {

@@ -28,11 +28,13 @@ build() { # name file entry mode wrt symbol
 }
 build gmm "$root/examples/adbench/gmm.fsm" gmmObjectiveFlat rev theta gmm_rev
 build nnmf "$root/examples/nnmf.fsm" nnmf fwd-opt v nn
+build nnmf_rev "$root/examples/nnmf.fsm" nnmf rev v nn
 build vmax "$out/vmax.fsm" f fwd-opt v vm
 build ba_fwd_vec "$ba" projectAll fwd-vec cam ba_fwd_vec
 gmm1k=$root/tests/data/adbench/data/gmm/1k
 echo "gmm d10_K25: $("$out/gmm" 200 "$gmm1k/gmm_d10_K25.txt")"
 echo "gmm d2_K5:   $("$out/gmm" 1000 "$gmm1k/gmm_d2_K5.txt")"
 echo "nnmf:        $("$out/nnmf" 30)"
+echo "nnmf rev:    $("$out/nnmf_rev" 10)"
 echo "vmax:        $("$out/vmax" 50)"
 echo "ba fwd-vec:  $("$out/ba_fwd_vec" 10)"

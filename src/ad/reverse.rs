@@ -810,128 +810,126 @@ impl<'b, 'a> Reverse<'b, 'a> {
     /// tape entry; the variable holding the entry, or `None` for a
     /// recomputed binding, which has none.
     fn fwd_binding(&mut self, bd: &Binding, lets: &mut Lets) -> Option<Name> {
-        {
-            match &bd.rhs {
-                Rhs::Prim(..) | Rhs::Array(_) => {
-                    let v = self.simple_rhs(bd);
-                    lets.0.push((bd.name.clone(), v));
-                    (!recomputed(bd)).then(|| bd.name.clone())
-                }
-                Rhs::If(..) if recomputed(bd) => {
-                    let v = self.plain_rhs(bd);
-                    lets.0.push((bd.name.clone(), v));
-                    None
-                }
-                _ if self.unrecorded(bd) => {
-                    let v = self.plain_rhs(bd);
-                    lets.0.push((bd.name.clone(), v));
-                    Some(bd.name.clone())
-                }
-                Rhs::If(c, t, f) => {
-                    let (tt, tf) = (self.tape_type(t), self.tape_type(f));
-                    let c = self.atom(c);
-                    let then_ = {
-                        let r = self.fwd(t);
-                        let n = self.b.fresh("r");
-                        let rv = self.b.var(&n, self.b.ty(r));
-                        let res = self.b.fst(rv);
-                        let rv = self.b.var(&n, self.b.ty(r));
-                        let tape = self.b.snd(rv);
-                        let other = self.default_of(&tf);
-                        let tapes = self.b.pair(tape, other);
-                        let p = self.b.pair(res, tapes);
-                        self.b.let_(n, r, p)
-                    };
-                    let else_ = {
-                        let r = self.fwd(f);
-                        let n = self.b.fresh("r");
-                        let rv = self.b.var(&n, self.b.ty(r));
-                        let res = self.b.fst(rv);
-                        let rv = self.b.var(&n, self.b.ty(r));
-                        let tape = self.b.snd(rv);
-                        let other = self.default_of(&tt);
-                        let tapes = self.b.pair(other, tape);
-                        let p = self.b.pair(res, tapes);
-                        self.b.let_(n, r, p)
-                    };
-                    let e = self.b.if_(c, then_, else_);
-                    let (en, et) = self.bind(lets, "e", e);
-                    let ev = self.b.var(&en, et);
-                    let x = self.b.fst(ev);
-                    lets.0.push((bd.name.clone(), x));
-                    Some(en)
-                }
-                Rhs::Loop {
-                    kind,
-                    n,
-                    state,
-                    index,
-                    body,
-                } => {
-                    let nn = self.atom(n);
-                    let fb = self.fwd(body);
-                    let per = self.b.ty(fb);
-                    let tape = match (kind, state) {
-                        (LoopKind::Build, _) => {
-                            let lam = self.b.lam(index.clone(), Type::Index, fb);
-                            self.b
-                                .prim(Prim::Build, vec![nn, lam], Type::array(per.clone()))
-                        }
-                        (_, Some((z, s, st))) => {
-                            // iscan over (state, tape of the previous step).
-                            let acc = self.b.fresh("acc");
-                            let av = self.b.var(&acc, per.clone());
-                            let sv = self.b.fst(av);
-                            let body_ = self.b.let_(s.clone(), sv, fb);
-                            let lam = self.b.lam(index.clone(), Type::Index, body_);
-                            let f = self.b.lam(acc, per.clone(), lam);
-                            let z = self.atom(z);
-                            let tt = self.tape_type(body);
-                            let zt = self.default_of(&tt);
-                            let init = self.b.pair(z, zt);
-                            let _ = st;
-                            self.b
-                                .prim(Prim::IScan, vec![f, init, nn], Type::array(per.clone()))
-                        }
-                        _ => unreachable!("folds have a state"),
-                    };
-                    let (tn, tt) = self.bind(lets, "t", tape);
-                    // The value itself, from the tape.
-                    let x = match kind {
-                        LoopKind::Build => {
-                            let tv = self.b.var(&tn, tt.clone());
-                            let len = self.b.length(tv);
-                            self.b.build(len, |b, k| {
-                                let tv = b.var(&tn, tt.clone());
-                                let kv = b.var(k, Type::Index);
-                                let e = b.get(tv, kv);
-                                b.fst(e)
-                            })
-                        }
-                        LoopKind::IFold => {
-                            let tv = self.b.var(&tn, tt.clone());
-                            let last = self.atom(n);
-                            let e = self.b.get(tv, last);
-                            self.b.fst(e)
-                        }
-                        LoopKind::IScan => {
-                            let tv = self.b.var(&tn, tt.clone());
-                            let len = self.b.length(tv);
-                            self.b.build(len, |b, k| {
-                                let tv = b.var(&tn, tt.clone());
-                                let kv = b.var(k, Type::Index);
-                                let e = b.get(tv, kv);
-                                b.fst(e)
-                            })
-                        }
-                    };
-                    lets.0.push((bd.name.clone(), x));
-                    let xv = self.b.var(&bd.name, bd.ty.clone());
-                    let tv = self.b.var(&tn, tt);
-                    let entry = self.b.pair(xv, tv);
-                    let (en, _) = self.bind(lets, "e", entry);
-                    Some(en)
-                }
+        match &bd.rhs {
+            Rhs::Prim(..) | Rhs::Array(_) => {
+                let v = self.simple_rhs(bd);
+                lets.0.push((bd.name.clone(), v));
+                (!recomputed(bd)).then(|| bd.name.clone())
+            }
+            Rhs::If(..) if recomputed(bd) => {
+                let v = self.plain_rhs(bd);
+                lets.0.push((bd.name.clone(), v));
+                None
+            }
+            _ if self.unrecorded(bd) => {
+                let v = self.plain_rhs(bd);
+                lets.0.push((bd.name.clone(), v));
+                Some(bd.name.clone())
+            }
+            Rhs::If(c, t, f) => {
+                let (tt, tf) = (self.tape_type(t), self.tape_type(f));
+                let c = self.atom(c);
+                let then_ = {
+                    let r = self.fwd(t);
+                    let n = self.b.fresh("r");
+                    let rv = self.b.var(&n, self.b.ty(r));
+                    let res = self.b.fst(rv);
+                    let rv = self.b.var(&n, self.b.ty(r));
+                    let tape = self.b.snd(rv);
+                    let other = self.default_of(&tf);
+                    let tapes = self.b.pair(tape, other);
+                    let p = self.b.pair(res, tapes);
+                    self.b.let_(n, r, p)
+                };
+                let else_ = {
+                    let r = self.fwd(f);
+                    let n = self.b.fresh("r");
+                    let rv = self.b.var(&n, self.b.ty(r));
+                    let res = self.b.fst(rv);
+                    let rv = self.b.var(&n, self.b.ty(r));
+                    let tape = self.b.snd(rv);
+                    let other = self.default_of(&tt);
+                    let tapes = self.b.pair(other, tape);
+                    let p = self.b.pair(res, tapes);
+                    self.b.let_(n, r, p)
+                };
+                let e = self.b.if_(c, then_, else_);
+                let (en, et) = self.bind(lets, "e", e);
+                let ev = self.b.var(&en, et);
+                let x = self.b.fst(ev);
+                lets.0.push((bd.name.clone(), x));
+                Some(en)
+            }
+            Rhs::Loop {
+                kind,
+                n,
+                state,
+                index,
+                body,
+            } => {
+                let nn = self.atom(n);
+                let fb = self.fwd(body);
+                let per = self.b.ty(fb);
+                let tape = match (kind, state) {
+                    (LoopKind::Build, _) => {
+                        let lam = self.b.lam(index.clone(), Type::Index, fb);
+                        self.b
+                            .prim(Prim::Build, vec![nn, lam], Type::array(per.clone()))
+                    }
+                    (_, Some((z, s, st))) => {
+                        // iscan over (state, tape of the previous step).
+                        let acc = self.b.fresh("acc");
+                        let av = self.b.var(&acc, per.clone());
+                        let sv = self.b.fst(av);
+                        let body_ = self.b.let_(s.clone(), sv, fb);
+                        let lam = self.b.lam(index.clone(), Type::Index, body_);
+                        let f = self.b.lam(acc, per.clone(), lam);
+                        let z = self.atom(z);
+                        let tt = self.tape_type(body);
+                        let zt = self.default_of(&tt);
+                        let init = self.b.pair(z, zt);
+                        let _ = st;
+                        self.b
+                            .prim(Prim::IScan, vec![f, init, nn], Type::array(per.clone()))
+                    }
+                    _ => unreachable!("folds have a state"),
+                };
+                let (tn, tt) = self.bind(lets, "t", tape);
+                // The value itself, from the tape.
+                let x = match kind {
+                    LoopKind::Build => {
+                        let tv = self.b.var(&tn, tt.clone());
+                        let len = self.b.length(tv);
+                        self.b.build(len, |b, k| {
+                            let tv = b.var(&tn, tt.clone());
+                            let kv = b.var(k, Type::Index);
+                            let e = b.get(tv, kv);
+                            b.fst(e)
+                        })
+                    }
+                    LoopKind::IFold => {
+                        let tv = self.b.var(&tn, tt.clone());
+                        let last = self.atom(n);
+                        let e = self.b.get(tv, last);
+                        self.b.fst(e)
+                    }
+                    LoopKind::IScan => {
+                        let tv = self.b.var(&tn, tt.clone());
+                        let len = self.b.length(tv);
+                        self.b.build(len, |b, k| {
+                            let tv = b.var(&tn, tt.clone());
+                            let kv = b.var(k, Type::Index);
+                            let e = b.get(tv, kv);
+                            b.fst(e)
+                        })
+                    }
+                };
+                lets.0.push((bd.name.clone(), x));
+                let xv = self.b.var(&bd.name, bd.ty.clone());
+                let tv = self.b.var(&tn, tt);
+                let entry = self.b.pair(xv, tv);
+                let (en, _) = self.bind(lets, "e", entry);
+                Some(en)
             }
         }
     }
@@ -2036,6 +2034,14 @@ impl<'b, 'a> Reverse<'b, 'a> {
         Ok(())
     }
 
+    /// R-Defer: the program's value, the last component of the entry's
+    /// reverse-sweep tuple `adjs` (after its one cotangent or accumulator).
+    fn deferred_value(&mut self, adjs: &Name, t: &Type, lets: &mut Lets) -> (Name, Type) {
+        let av = self.b.var(adjs, t.clone());
+        let v = self.proj(av, 1);
+        self.bind(lets, "value", v)
+    }
+
     /// Iteration `per.index`'s values in `l`, for its reverse: restored
     /// from the loop's sub-tape (§4.3), or, for a checkpointed loop,
     /// computed again (R-Checkpoint).
@@ -2394,9 +2400,7 @@ pub(super) fn reverse_program(
         let adjs = r.rev_bare(body, Some(Cot::Value(sn)), &[], &[], &[(pn.clone(), acc)])?;
         let (an, at) = r.bind(&mut lets, "adjs", adjs);
         if deferred {
-            let av = r.b.var(&an, at.clone());
-            let v = r.proj(av, 1);
-            value_of = Some(r.bind(&mut lets, "value", v));
+            value_of = Some(r.deferred_value(&an, &at, &mut lets));
         }
         let av = r.b.var(&an, at);
         let g = r.proj(av, 0);
@@ -2416,9 +2420,7 @@ pub(super) fn reverse_program(
         let adjs = r.rev(body, Some(sn), &[(pn.clone(), pt.clone())])?;
         let (an, at) = r.bind(&mut lets, "adjs", adjs);
         if deferred {
-            let av = r.b.var(&an, at.clone());
-            let v = r.proj(av, 1);
-            value_of = Some(r.bind(&mut lets, "value", v));
+            value_of = Some(r.deferred_value(&an, &at, &mut lets));
         }
         let av = r.b.var(&an, at);
         let g = r.proj(av, 0);

@@ -418,13 +418,7 @@ impl Lower<'_, '_> {
             .b
             .ins()
             .icmp(IntCC::UnsignedLessThanOrEqual, rounded, room);
-        let (fast, slow, join) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        self.b.append_block_param(join, types::I64);
-        self.b.ins().brif(fits, fast, &[], slow, &[]);
+        let (fast, slow, join) = self.diamond(fits, &[types::I64]);
         self.b.switch_to_block(fast);
         let next = self.b.ins().iadd(cur, rounded);
         self.b.ins().store(flags, next, self.ctx, cur_at);
@@ -797,6 +791,22 @@ impl Lower<'_, '_> {
         }
     }
 
+    /// Ends the current block with a branch on `cond` to two new blocks
+    /// that meet again at a third, with one parameter per type of
+    /// `join_params`: `(then, else, join)`. The builder stays where it was.
+    fn diamond(&mut self, cond: Value, join_params: &[types::Type]) -> (Block, Block, Block) {
+        let (then, els, join) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        for t in join_params {
+            self.b.append_block_param(join, *t);
+        }
+        self.b.ins().brif(cond, then, &[], els, &[]);
+        (then, els, join)
+    }
+
     /// E-If-True / E-If-False: only the chosen branch runs. A
     /// `speculative` conditional (Note [Hoisting], rule 3) continues in
     /// its `else` branch when its `then` branch reaches ⊥.
@@ -809,15 +819,7 @@ impl Lower<'_, '_> {
         speculative: bool,
     ) -> R<Vals> {
         let c = self.scalar(c)?;
-        let (tb, eb, join) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        for t in clif_types(ty)? {
-            self.b.append_block_param(join, t);
-        }
-        self.b.ins().brif(c, tb, &[], eb, &[]);
+        let (tb, eb, join) = self.diamond(c, &clif_types(ty)?);
         let exit = self.fail;
         let caught = speculative.then(|| {
             let blk = self.b.create_block();
@@ -1201,7 +1203,7 @@ impl Lower<'_, '_> {
         }
         let varying = interchange::varying(&body.binds, index);
         let mut paths: HashMap<&Name, Vec<bool>> = HashMap::default();
-        let mut offsets: HashMap<&Name, Option<&Atom>> = HashMap::default();
+        let mut offsets: HashMap<&Name, &Atom> = HashMap::default();
         let mut tuples: HashMap<&Name, (&Atom, &Atom)> = HashMap::default();
         let mut lanes = HashSet::default();
         let mut adds: Vec<PairedAdd> = Vec::new();
@@ -1257,7 +1259,7 @@ impl Lower<'_, '_> {
                         (i, c) | (c, i) if i.var() == Some(index) && outside(c) => c,
                         _ => return None,
                     };
-                    offsets.insert(&b.name, Some(c));
+                    offsets.insert(&b.name, c);
                 }
                 Rhs::Prim(Prim::Pair, args) => {
                     tuples.insert(&b.name, (&args[0], &args[1]));
@@ -1266,7 +1268,7 @@ impl Lower<'_, '_> {
                     let acc = path_of(&paths, &args[0])?;
                     let at = match args[1].var() {
                         Some(i) if i == index => None,
-                        Some(x) => *offsets.get(x)?,
+                        Some(x) => Some(*offsets.get(x)?),
                         None => return None,
                     };
                     let v = &args[2];
@@ -1332,8 +1334,10 @@ impl Lower<'_, '_> {
                 _ => return None,
             }
         }
-        // Every state array the body adds into is in the result.
-        (literals.len() + adds.len() <= slots(st).ok()?).then_some(FoldPairs {
+        // Every `addAt` is in the result at its array's place: that leaf is
+        // an array, so it is that `addAt` (checked above), or else the
+        // array's projection, whose second use was refused above.
+        Some(FoldPairs {
             lanes,
             adds,
             literals,
@@ -1464,13 +1468,7 @@ impl Lower<'_, '_> {
         let zero = self.iconst(0);
         self.fail_if(bad, inner_code, m, zero);
         let ok = self.nest_guard(reads, n, m)?;
-        let (fast_b, slow, join) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        self.b.append_block_param(join, types::I64);
-        self.b.ins().brif(ok, fast_b, &[], slow, &[]);
+        let (fast_b, slow, join) = self.diamond(ok, &[types::I64]);
         self.b.switch_to_block(fast_b);
         // The fast path allocates first: a scratch array's buffer is its.
         let out = fast(self, n, m)?;
@@ -1582,12 +1580,7 @@ impl Lower<'_, '_> {
             .icmp(IntCC::UnsignedGreaterThanOrEqual, mark, base);
         let below = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, mark, cur);
         let here = self.b.ins().band(above, below);
-        let (fast, slow, join) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        self.b.ins().brif(here, fast, &[], slow, &[]);
+        let (fast, slow, join) = self.diamond(here, &[]);
         self.b.switch_to_block(fast);
         self.b.ins().store(flags, mark, self.ctx, cur_at);
         self.b.ins().jump(join, &[]);
@@ -1700,15 +1693,7 @@ impl Lower<'_, '_> {
         let tys: Vec<types::Type> = state
             .map(|(z, _)| z.iter().map(|v| self.b.func.dfg.value_type(*v)).collect())
             .unwrap_or_default();
-        let (fast, slow, join) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        for t in &tys {
-            self.b.append_block_param(join, *t);
-        }
-        self.b.ins().brif(ok, fast, &[], slow, &[]);
+        let (fast, slow, join) = self.diamond(ok, &tys);
         self.b.switch_to_block(fast);
         let before = std::mem::take(&mut self.covered);
         self.covered = plan.covered.clone();
@@ -2261,12 +2246,7 @@ impl Lower<'_, '_> {
             && records_at_index(body, index)
         {
             let same = self.b.ins().icmp(IntCC::Equal, *rn, n);
-            let (fast, general, join) = (
-                self.b.create_block(),
-                self.b.create_block(),
-                self.b.create_block(),
-            );
-            self.b.ins().brif(same, fast, &[], general, &[]);
+            let (fast, general, join) = self.diamond(same, &[]);
             self.b.switch_to_block(fast);
             let zv = z[0];
             self.guarded_loop(*rn, index, |l| {

@@ -30,13 +30,13 @@
 //! `1k/gmm_d10_K25`'s gradient kept 2 MB of them). A fresh
 //! buffer (`build`, `iscan`, literal, `concat`, `accum`) copies what it
 //! receives, so there the edge exists only when its elements hold arrays
-//! (they are pointers to the same buffers). No edge enters a
-//! leaf holds no array. Every name is bound once, at a *place*: the loops
+//! (they are pointers to the same buffers). No edge enters a leaf that
+//! holds no array. Every name is bound once, at a *place*: the loops
 //! around it, innermost last; a loop's own binding and its state variable
 //! are placed outside the loop (they outlive an iteration). The lifetime
 //! of a buffer bound to x is then the longest common prefix of the places
-//! of every name with a leaf reachable from x's: the buffer is dead when an iteration
-//! of that prefix's innermost loop ends, because no name bound outside
+//! of every name with a leaf reachable from x's: the buffer is dead when
+//! an iteration of that prefix's innermost loop ends, because no name bound outside
 //! that iteration can point to it. An empty prefix means the buffer
 //! may outlive every loop (it reaches the result): it stays in the main
 //! arena, as does every buffer bound outside all loops.
@@ -263,15 +263,20 @@ impl Graph {
         }
     }
 
-    /// Leaf by leaf: `x`'s leaves from `from` on flow into `y : ty`'s
-    /// (same shape: a pair's operand, a projection, a branch's result, a
-    /// fold's state).
-    fn flow_leaves(&mut self, x: &Atom, from: usize, y: &Name, ty: &Type) {
+    /// Leaf by leaf, a part of type `part`: `x`'s leaves from `from` on
+    /// flow into `y`'s from `to` on (a pair's operand, a projection, a
+    /// branch's result, a fold's state).
+    fn flow_part(&mut self, x: &Atom, from: usize, y: &Name, to: usize, part: &Type) {
         if let Some(x) = x.var() {
-            for (j, l) in leaves(ty).into_iter().enumerate() {
-                self.edge(x, from + j, y, j, l);
+            for (j, l) in leaves(part).into_iter().enumerate() {
+                self.edge(x, from + j, y, to + j, l);
             }
         }
+    }
+
+    /// [`flow_part`](Self::flow_part) of all of `y : ty`.
+    fn flow_leaves(&mut self, x: &Atom, from: usize, y: &Name, ty: &Type) {
+        self.flow_part(x, from, y, 0, ty);
     }
 
     /// Every leaf of `x` may flow into every leaf of `y : ty` that holds
@@ -321,16 +326,8 @@ impl Graph {
                         Type::Pair(a, b) => (a.as_ref(), b.as_ref()),
                         _ => unreachable!("a pair has a pair type"),
                     };
-                    for (j, l) in leaves(fst_t).into_iter().enumerate() {
-                        if let Some(x) = args[0].var() {
-                            self.edge(x, j, y, j, l);
-                        }
-                    }
-                    for (j, l) in leaves(snd_t).into_iter().enumerate() {
-                        if let Some(x) = args[1].var() {
-                            self.edge(x, j, y, first + j, l);
-                        }
-                    }
+                    self.flow_part(&args[0], 0, y, 0, fst_t);
+                    self.flow_part(&args[1], 0, y, first, snd_t);
                 }
                 Rhs::Prim(Prim::Fst, args) => self.flow_leaves(&args[0], 0, y, ty),
                 Rhs::Prim(Prim::Snd, args) => {

@@ -455,30 +455,11 @@ fn checkpointing_is_a_choice_with_the_same_gradient() {
     let p = root().join("examples/nnmf.fsm");
     let p = p.to_str().unwrap();
     let input = r#"{"u": [1, 2], "v": [0.5, 1.5, 2], "a": [[1, 2, 3], [4, 5, 6]]}"#;
-    for engine in ["eval", "native"] {
-        let grad = |c: &str| {
-            ok(&cli(&[
-                "grad",
-                p,
-                "--entry",
-                "nnmf",
-                "--wrt",
-                "v",
-                "--mode",
-                "rev",
-                "--input",
-                input,
-                "--engine",
-                engine,
-                "--checkpoint",
-                c,
-            ]))
-        };
-        assert_eq!(grad("off"), grad("loops"), "{engine}");
-    }
-    let ad = |c: &str| {
-        ok(&cli(&[
-            "ad",
+    // `cmd` of NNMF's reverse mode with respect to v, then `extra`, with
+    // the policy `c`.
+    let nnmf_rev = |cmd: &str, extra: &[&str], c: &str| {
+        let mut args = vec![
+            cmd,
             p,
             "--entry",
             "nnmf",
@@ -488,8 +469,15 @@ fn checkpointing_is_a_choice_with_the_same_gradient() {
             "rev",
             "--checkpoint",
             c,
-        ]))
+        ];
+        args.extend(extra);
+        ok(&cli(&args))
     };
+    for engine in ["eval", "native"] {
+        let grad = |c: &str| nnmf_rev("grad", &["--input", input, "--engine", engine], c);
+        assert_eq!(grad("off"), grad("loops"), "{engine}");
+    }
+    let ad = |c: &str| nnmf_rev("ad", &[], c);
     assert!(ad("off").matches("iscan").count() > ad("loops").matches("iscan").count());
     let gmm = root().join("tests/data/adbench/data/gmm/test.txt");
     let gmm = gmm.to_str().unwrap();

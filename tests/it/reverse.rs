@@ -17,6 +17,19 @@ fn rev_columns(src: &str, entry: &str, wrt: &str, input: &str) -> (Columns, Colu
     (rev, tape)
 }
 
+/// The reverse-mode gradient of `f` with respect to `wrt` on `input`,
+/// checked equal to the tape oracle's and to forward mode's.
+fn rev_checked(src: &str, f: &str, wrt: &str, input: &str) -> Columns {
+    let what = format!("{f} wrt {wrt}");
+    let (rev, tape) = rev_columns(src, f, wrt, input);
+    assert_columns_close(&format!("rev vs tape: {what}"), &rev, &tape, 1e-12);
+    let d = pipeline::derivative(src, f, wrt).expect("forward");
+    let args = d.base.read_input(Some(input)).expect("input");
+    let fwd = gradient::forward(&d, args, Limits::default()).expect("forward runs");
+    assert_columns_close(&format!("rev vs fwd: {what}"), &rev, &fwd, 1e-12);
+    rev
+}
+
 /// R-* rules on every prelude function: reverse = tape = forward = fd.
 #[test]
 fn reverse_mode_matches_the_tape_forward_mode_and_finite_differences_on_the_prelude() {
@@ -288,12 +301,7 @@ fn linear_folds_run_backwards_as_maps_and_untaped_loops_keep_no_tape() {
         ("twice", "a", a.to_string(), 1),
     ] {
         let what = format!("{f} wrt {wrt}");
-        let (rev, tape) = rev_columns(src, f, wrt, &input);
-        assert_columns_close(&format!("rev vs tape: {what}"), &rev, &tape, 1e-12);
-        let d = pipeline::derivative(src, f, wrt).expect("forward");
-        let args = d.base.read_input(Some(&input)).expect("input");
-        let fwd = gradient::forward(&d, args, Limits::default()).expect("forward runs");
-        assert_columns_close(&format!("rev vs fwd: {what}"), &rev, &fwd, 1e-12);
+        rev_checked(src, f, wrt, &input);
         let r = pipeline::reverse_derivative(src, f, wrt).expect("reverse program");
         let text = fsmooth::syntax::print_program(&r.rev.program);
         assert_eq!(text.matches("iscan").count(), scans, "{what}:\n{text}");
@@ -326,12 +334,7 @@ fn checkpointed_loops_recompute_their_iterations() {
     for (f, scans) in [("rows", 0), ("inner", 1), ("branch", 0), ("scaled", 1)] {
         for wrt in ["w", "m"] {
             let what = format!("{f} wrt {wrt}");
-            let (rev, tape) = rev_columns(src, f, wrt, input);
-            assert_columns_close(&format!("rev vs tape: {what}"), &rev, &tape, 1e-12);
-            let d = pipeline::derivative(src, f, wrt).expect("forward");
-            let args = d.base.read_input(Some(input)).expect("input");
-            let fwd = gradient::forward(&d, args, Limits::default()).expect("forward runs");
-            assert_columns_close(&format!("rev vs fwd: {what}"), &rev, &fwd, 1e-12);
+            rev_checked(src, f, wrt, input);
             let r = pipeline::reverse_derivative(src, f, wrt).expect("reverse program");
             let text = fsmooth::syntax::print_program(&r.rev.program);
             // A Matrix parameter's accumulator offsets add one `iscan`.
@@ -385,13 +388,10 @@ fn deferred_folds_are_computed_by_the_reverse_sweep() {
     ] {
         for wrt in ["w", "m", "c", "m0"] {
             let what = format!("{f} wrt {wrt}");
-            let (rev, tape) = rev_columns(src, f, wrt, input);
-            assert_columns_close(&format!("rev vs tape: {what}"), &rev, &tape, 1e-12);
-            let d = pipeline::derivative(src, f, wrt).expect("forward");
-            let args = d.base.read_input(Some(input)).expect("input");
-            let fwd = gradient::forward(&d, args.clone(), Limits::default()).expect("forward runs");
-            assert_columns_close(&format!("rev vs fwd: {what}"), &rev, &fwd, 1e-12);
-            let (primal, _) = d
+            let rev = rev_checked(src, f, wrt, input);
+            let r = pipeline::reverse_derivative(src, f, wrt).expect("reverse program");
+            let args = r.base.read_input(Some(input)).expect("input");
+            let (primal, _) = r
                 .base
                 .run(args, Limits::default(), &mut |_, _| {})
                 .expect("the primal runs");
@@ -400,7 +400,6 @@ fn deferred_folds_are_computed_by_the_reverse_sweep() {
                 "{what}: value {} against the primal's {primal}",
                 rev.value
             );
-            let r = pipeline::reverse_derivative(src, f, wrt).expect("reverse program");
             let text = fsmooth::syntax::print_program(&r.rev.program);
             let sweep = &text[..text.find("let seed'").expect("the seed")];
             assert_eq!(sweep.contains("ifold"), loops, "{what}:\n{text}");

@@ -829,30 +829,8 @@ impl<'b, 'a> Reverse<'b, 'a> {
             Rhs::If(c, t, f) => {
                 let (tt, tf) = (self.tape_type(t), self.tape_type(f));
                 let c = self.atom(c);
-                let then_ = {
-                    let r = self.fwd(t);
-                    let n = self.b.fresh("r");
-                    let rv = self.b.var(&n, self.b.ty(r));
-                    let res = self.b.fst(rv);
-                    let rv = self.b.var(&n, self.b.ty(r));
-                    let tape = self.b.snd(rv);
-                    let other = self.default_of(&tf);
-                    let tapes = self.b.pair(tape, other);
-                    let p = self.b.pair(res, tapes);
-                    self.b.let_(n, r, p)
-                };
-                let else_ = {
-                    let r = self.fwd(f);
-                    let n = self.b.fresh("r");
-                    let rv = self.b.var(&n, self.b.ty(r));
-                    let res = self.b.fst(rv);
-                    let rv = self.b.var(&n, self.b.ty(r));
-                    let tape = self.b.snd(rv);
-                    let other = self.default_of(&tt);
-                    let tapes = self.b.pair(other, tape);
-                    let p = self.b.pair(res, tapes);
-                    self.b.let_(n, r, p)
-                };
+                let then_ = self.fwd_branch(t, &tf, true);
+                let else_ = self.fwd_branch(f, &tt, false);
                 let e = self.b.if_(c, then_, else_);
                 let (en, et) = self.bind(lets, "e", e);
                 let ev = self.b.var(&en, et);
@@ -932,6 +910,26 @@ impl<'b, 'a> Reverse<'b, 'a> {
                 Some(en)
             }
         }
+    }
+
+    /// One branch of a conditional's forward sweep (§4.2): `(result,
+    /// (its tape, the other's default))` for the `then` branch (`first`),
+    /// `(result, (the other's default, its tape))` for the `else` branch.
+    fn fwd_branch(&mut self, blk: &Block, other: &Type, first: bool) -> ExprId {
+        let r = self.fwd(blk);
+        let n = self.b.fresh("r");
+        let rv = self.b.var(&n, self.b.ty(r));
+        let res = self.b.fst(rv);
+        let rv = self.b.var(&n, self.b.ty(r));
+        let tape = self.b.snd(rv);
+        let other = self.default_of(other);
+        let tapes = if first {
+            self.b.pair(tape, other)
+        } else {
+            self.b.pair(other, tape)
+        };
+        let p = self.b.pair(res, tapes);
+        self.b.let_(n, r, p)
     }
 
     /// Lets that rebind a block's variables (and sub-tapes) from its tape.

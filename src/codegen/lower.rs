@@ -28,7 +28,7 @@ use super::layout::{Leaf, SLOT, clif_types, elem_bytes, leaves, slots};
 use super::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH, ctx_window};
 use super::version;
 use super::{
-    CodegenError, compile_error, guard, inplace, interchange, scratch, unroll, unsupported,
+    CodegenError, compile_error, guard, inplace, interchange, jam, scratch, unroll, unsupported,
     vertical,
 };
 use crate::ad::anf::{Atom, Binding, Block as AnfBlock, LoopKind, Normal, Rhs};
@@ -129,6 +129,7 @@ pub fn lower_function(
         interchanged: Vec::new(),
         guarded: Vec::new(),
         paired: Vec::new(),
+        jammed: Vec::new(),
         covered: Default::default(),
         unchecked: false,
         outlives_loops: normal
@@ -161,6 +162,7 @@ pub fn lower_function(
         interchanged: l.interchanged,
         guarded: l.guarded,
         paired: l.paired,
+        jammed: l.jammed,
     })
 }
 
@@ -180,6 +182,9 @@ pub struct Lowered {
     /// The indices of the folds of `addAt`s run two iterations at a time
     /// (Note [Bounds guards], pairs of `addAt`s).
     pub paired: Vec<Name>,
+    /// The indices of the loops run two iterations at a time with their
+    /// inner folds jammed (Note [Jamming] in `codegen/jam.rs`).
+    pub jammed: Vec<Name>,
 }
 
 fn offset(bytes: i64) -> R<i32> {
@@ -233,6 +238,9 @@ struct Lower<'a, 'f> {
     unchecked: bool,
     /// The indices of the folds of `addAt`s run two iterations at a time.
     paired: Vec<Name>,
+    /// The indices of the loops run two iterations at a time with their
+    /// inner folds jammed (Note [Jamming] in `codegen/jam.rs`).
+    jammed: Vec<Name>,
     /// The parameters and the names bound outside every loop: their
     /// buffers live as long as the call.
     outlives_loops: HashSet<Name>,
@@ -936,6 +944,16 @@ impl Lower<'_, '_> {
             })?;
             return Ok(vec![p, n]);
         }
+        if guard.is_none()
+            && let Some(plan) = self.jam_plan(index, None, body)
+        {
+            self.jammed(n, &[], (index, None), body, &plan, |l, i, v| {
+                let at = l.element(p, i, size);
+                l.store(el, v, at, 0)?;
+                Ok(Vec::new())
+            })?;
+            return Ok(vec![p, n]);
+        }
         let scalar = |l: &mut Self, n: Value, i0: Value| {
             l.counted_loop(n, &[], |l, i, _| {
                 let i = l.b.ins().iadd(i, i0);
@@ -1613,6 +1631,12 @@ impl Lower<'_, '_> {
         let n = self.scalar(n)?;
         self.check_count(n, rt::NEGATIVE_COUNT);
         let z = self.atom(z)?;
+        if guard.is_none()
+            && let Some(plan) = self.jam_plan(index, Some(s), body)
+        {
+            let keep = |_: &mut Self, _: Value, v: &[Value]| Ok(v.to_vec());
+            return self.jammed(n, &z, (index, Some(s)), body, &plan, keep);
+        }
         let run = |l: &mut Self| {
             // Two iterations at a time where only in-place `addAt`s change
             // the state (Note [Bounds guards], pairs of `addAt`s).
@@ -1644,20 +1668,15 @@ impl Lower<'_, '_> {
         Some(plan)
     }
 
-    /// The loop `run` over `m ≥ 0` iterations behind its bounds guard
-    /// (Note [Bounds guards]): without the tests the guard covers when it
-    /// holds, as written (and bound to fail, so cold) when not. `state` is
-    /// a fold's initial state and its type.
-    fn versions(
+    /// Whether the guard `plan` of a loop of `m ≥ 0` iterations holds
+    /// (Note [Bounds guards]): `m = 0`, or every check. `state` is a fold's
+    /// initial state and its type.
+    fn guard_holds(
         &mut self,
         m: Value,
-        guard: Option<&guard::Plan>,
+        plan: &guard::Plan,
         state: Option<(&[Value], &Type)>,
-        run: impl Fn(&mut Self) -> R<Vals>,
-    ) -> R<Vals> {
-        let Some(plan) = guard else {
-            return run(self);
-        };
+    ) -> R<Value> {
         let mut ok = self.b.ins().iconst(types::I8, 1);
         for check in &plan.checks {
             let len = match &check.length {
@@ -1689,7 +1708,24 @@ impl Lower<'_, '_> {
             ok = self.b.ins().band(ok, fits);
         }
         let none = self.b.ins().icmp_imm_s(IntCC::Equal, m, 0);
-        let ok = self.b.ins().bor(none, ok);
+        Ok(self.b.ins().bor(none, ok))
+    }
+
+    /// The loop `run` over `m ≥ 0` iterations behind its bounds guard
+    /// (Note [Bounds guards]): without the tests the guard covers when it
+    /// holds, as written (and bound to fail, so cold) when not. `state` is
+    /// a fold's initial state and its type.
+    fn versions(
+        &mut self,
+        m: Value,
+        guard: Option<&guard::Plan>,
+        state: Option<(&[Value], &Type)>,
+        run: impl Fn(&mut Self) -> R<Vals>,
+    ) -> R<Vals> {
+        let Some(plan) = guard else {
+            return run(self);
+        };
+        let ok = self.guard_holds(m, plan, state)?;
         let tys: Vec<types::Type> = state
             .map(|(z, _)| z.iter().map(|v| self.b.func.dfg.value_type(*v)).collect())
             .unwrap_or_default();
@@ -1727,6 +1763,15 @@ impl Lower<'_, '_> {
         let count = self.b.ins().iadd_imm_s(n, 1);
         let p = self.alloc(count, size)?;
         self.store(st_ty, &z, p, 0)?;
+        if let Some(plan) = self.jam_plan(index, Some(s), body) {
+            self.jammed(n, &z, (index, Some(s)), body, &plan, |l, i, v| {
+                let i1 = l.b.ins().iadd_imm_s(i, 1);
+                let at = l.element(p, i1, size);
+                l.store(st_ty, v, at, 0)?;
+                Ok(v.to_vec())
+            })?;
+            return Ok(vec![p, count]);
+        }
         self.counted_loop(n, &z, |l, i, st| {
             l.env.insert(s.clone(), st.to_vec());
             l.env.insert(index.clone(), vec![i]);
@@ -1737,6 +1782,234 @@ impl Lower<'_, '_> {
             Ok(v)
         })?;
         Ok(vec![p, count])
+    }
+
+    // ----- jamming (Note [Jamming] in `codegen/jam.rs`) ------------------------------
+
+    /// The jamming plan of the loop over `index` (Note [Jamming]),
+    /// when its iterations keep nothing on a scratch stack and the fold's
+    /// inputs are not fused.
+    fn jam_plan(
+        &mut self,
+        index: &Name,
+        state: Option<&Name>,
+        body: &AnfBlock,
+    ) -> Option<jam::Plan> {
+        if self.scratch.loops.contains_key(index) {
+            return None;
+        }
+        let plan = jam::plan(state, body)?;
+        if plan
+            .pre
+            .iter()
+            .any(|&k| self.plan.fused.contains_key(&body.binds[k].name))
+        {
+            return None;
+        }
+        self.jammed.push(index.clone());
+        Some(plan)
+    }
+
+    /// The loop over `index < n` with state `init` (none for a `build`)
+    /// two iterations at a time, their inner folds jammed (Note
+    /// [Jamming]). `finish` ends iteration i with the body's value: it
+    /// stores what the loop keeps and returns the next state.
+    fn jammed(
+        &mut self,
+        n: Value,
+        init: &[Value],
+        (index, state): (&Name, Option<&Name>),
+        body: &AnfBlock,
+        plan: &jam::Plan,
+        finish: impl Fn(&mut Self, Value, &[Value]) -> R<Vals>,
+    ) -> R<Vals> {
+        let tys: Vec<types::Type> = init
+            .iter()
+            .map(|v| self.b.func.dfg.value_type(*v))
+            .collect();
+        let (head, exit) = (self.b.create_block(), self.b.create_block());
+        self.b.append_block_param(head, types::I64);
+        for t in &tys {
+            self.b.append_block_param(head, *t);
+            self.b.append_block_param(exit, *t);
+        }
+        let zero = self.iconst(0);
+        let any = self.b.ins().icmp(IntCC::SignedLessThan, zero, n);
+        let mut start = vec![zero];
+        start.extend_from_slice(init);
+        self.b
+            .ins()
+            .brif(any, head, &args_of(&start), exit, &args_of(init));
+        self.b.switch_to_block(head);
+        let params = self.b.block_params(head).to_vec();
+        let (i, st) = (params[0], &params[1..]);
+        let i1 = self.b.ins().iadd_imm_s(i, 1);
+        let two = self.b.ins().icmp(IntCC::SignedLessThan, i1, n);
+        let (both, one) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().brif(two, both, &[], one, &[]);
+        // Iterations i and i + 1: pre[i] as the iteration would start ...
+        self.b.switch_to_block(both);
+        let pre = jam::picked(body, &plan.pre);
+        let enter = |l: &mut Self, at: Value, st: &[Value]| {
+            l.env.insert(index.clone(), vec![at]);
+            if let Some(s) = state {
+                l.env.insert(s.clone(), st.to_vec());
+            }
+        };
+        enter(self, i, st);
+        let lane0 = self.lane((index, i), &pre)?;
+        // ... then pre[i + 1] and both folds, any ⊥ abandoning the step.
+        let bail = self.b.create_block();
+        for _ in 0..3 {
+            self.b.append_block_param(bail, types::I64);
+        }
+        self.b.set_cold_block(bail);
+        let exit_fail = std::mem::replace(&mut self.fail, bail);
+        enter(self, i1, st);
+        let folds = self.lane((index, i1), &pre).and_then(|lane1| {
+            Ok((
+                self.jam_folds(&body.binds[plan.fold], [&lane0, &lane1])?,
+                lane1,
+            ))
+        });
+        self.fail = exit_fail;
+        let (xs, lane1) = folds?;
+        // post[i], then post[i + 1].
+        let fold = &body.binds[plan.fold].name;
+        let mut next = st.to_vec();
+        for ((at, lane), x) in [(i, &lane0), (i1, &lane1)].into_iter().zip(xs) {
+            enter(self, at, &next);
+            self.restore(lane);
+            self.env.insert(fold.clone(), x);
+            for k in &plan.post {
+                self.bind(&body.binds[*k])?;
+            }
+            let v = self.atom(&body.result)?;
+            next = finish(self, at, &v)?;
+        }
+        let i2 = self.b.ins().iadd_imm_s(i, 2);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, i2, n);
+        let mut back = vec![i2];
+        back.extend_from_slice(&next);
+        self.b
+            .ins()
+            .brif(more, head, &args_of(&back), exit, &args_of(&next));
+        self.b.switch_to_block(bail);
+        self.b.ins().jump(one, &[]);
+        // Iteration i alone, as written.
+        self.b.switch_to_block(one);
+        enter(self, i, st);
+        let v = self.iteration(index, body)?;
+        let next = finish(self, i, &v)?;
+        let i1 = self.b.ins().iadd_imm_s(i, 1);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, i1, n);
+        let mut back = vec![i1];
+        back.extend_from_slice(&next);
+        self.b
+            .ins()
+            .brif(more, head, &args_of(&back), exit, &args_of(&next));
+        self.b.switch_to_block(exit);
+        Ok(self.b.block_params(exit).to_vec())
+    }
+
+    /// One iteration's index and bindings `pre`, and their values (the
+    /// inner fold may read both).
+    fn lane(&mut self, (index, at): (&Name, Value), pre: &[&Binding]) -> R<Vec<(Name, Vals)>> {
+        let mut out = vec![(index.clone(), vec![at])];
+        for b in pre {
+            self.bind(b)?;
+            out.push((b.name.clone(), self.env[&b.name].clone()));
+        }
+        Ok(out)
+    }
+
+    /// One iteration's values back in the environment.
+    fn restore(&mut self, lane: &[(Name, Vals)]) {
+        for (x, v) in lane {
+            self.env.insert(x.clone(), v.clone());
+        }
+    }
+
+    /// The inner folds of two iterations (Note [Jamming]), each with its
+    /// iteration's values `lanes`: E-IFold-Bot's test and the bounds guard
+    /// of each (failing to `self.fail`), then one loop over both up to the
+    /// shorter count, then the rest of the longer one. Their final states.
+    fn jam_folds(&mut self, fold: &Binding, lanes: [&[(Name, Vals)]; 2]) -> R<[Vals; 2]> {
+        let Rhs::Loop {
+            n: m,
+            state: Some((z, t, st)),
+            index: j,
+            body: inner,
+            ..
+        } = &fold.rhs
+        else {
+            return Err(compile_error("a jammed loop without its fold"));
+        };
+        let over = m.var().and_then(|x| self.length_of.get(x)).cloned();
+        let pushed = over.map(|a| self.in_bounds.push((j.clone(), a))).is_some();
+        let known = |a: &Name| self.in_bounds.iter().any(|(k, b)| k == j && b == a);
+        let guard = guard::plan(j, Some(t), inner, |a| self.fused.contains_key(a), known);
+        let mut counts = [self.iconst(0); 2];
+        let mut inits: [Vals; 2] = Default::default();
+        for (k, lane) in lanes.iter().enumerate() {
+            self.restore(lane);
+            let mk = self.scalar(m)?;
+            self.check_count(mk, rt::NEGATIVE_COUNT);
+            let zk = self.atom(z)?;
+            if let Some(g) = &guard {
+                let ok = self.guard_holds(mk, g, Some((&zk, st)))?;
+                let fails = self.b.ins().icmp_imm_s(IntCC::Equal, ok, 0);
+                let none = self.iconst(0);
+                self.fail_if(fails, rt::INDEX_OUT_OF_BOUNDS, none, none);
+            }
+            counts[k] = mk;
+            inits[k] = zk;
+        }
+        let before = std::mem::take(&mut self.covered);
+        if let Some(g) = &guard {
+            self.covered = g.covered.clone();
+        }
+        let r = self.jam_loops(lanes, counts, inits, (t, j, inner));
+        self.covered = before;
+        if pushed {
+            self.in_bounds.pop();
+        }
+        r
+    }
+
+    /// [`jam_folds`]' loops, inside the guards.
+    ///
+    /// [`jam_folds`]: Self::jam_folds
+    fn jam_loops(
+        &mut self,
+        lanes: [&[(Name, Vals)]; 2],
+        [m0, m1]: [Value; 2],
+        [z0, z1]: [Vals; 2],
+        (t, j, inner): (&Name, &Name, &AnfBlock),
+    ) -> R<[Vals; 2]> {
+        let iterate = |l: &mut Self, lane: &[(Name, Vals)], at: Value, st: &[Value]| {
+            l.restore(lane);
+            l.env.insert(t.clone(), st.to_vec());
+            l.env.insert(j.clone(), vec![at]);
+            l.block(inner)
+        };
+        let shorter = self.b.ins().smin(m0, m1);
+        let width = z0.len();
+        let init = [z0, z1].concat();
+        let both = self.counted_loop(shorter, &init, |l, at, st| {
+            let mut next = iterate(l, lanes[0], at, &st[..width])?;
+            next.extend(iterate(l, lanes[1], at, &st[width..])?);
+            Ok(next)
+        })?;
+        let mut out: [Vals; 2] = [both[..width].to_vec(), both[width..].to_vec()];
+        for (k, m) in [m0, m1].into_iter().enumerate() {
+            let rest = self.b.ins().isub(m, shorter);
+            out[k] = self.counted_loop(rest, &out[k], |l, at, st| {
+                let at = l.b.ins().iadd(at, shorter);
+                iterate(l, lanes[k], at, st)
+            })?;
+        }
+        Ok(out)
     }
 
     // ----- primitives -------------------------------------------------------------

@@ -93,6 +93,7 @@ mod header;
 mod hoist;
 mod inplace;
 mod interchange;
+mod jam;
 mod jit;
 mod layout;
 mod lower;

@@ -181,6 +181,10 @@ pub fn define_entry<M: Module>(
             names(&lowered.paired)
         ));
         out.push_str(&format!(
+            ";; loops two iterations at a time, their inner folds jammed (Note [Jamming]), over: {}\n",
+            names(&lowered.jammed)
+        ));
+        out.push_str(&format!(
             ";; Cranelift IR of `{name}`, as lowered\n{ir}\n;; machine code of `{name}`\n{code}"
         ));
     }

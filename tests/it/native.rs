@@ -2837,3 +2837,111 @@ fn small_loops_are_unrolled_exactly() {
     assert_eq!(releases("local"), 0);
     assert_eq!(releases("dynamic"), 1);
 }
+
+/// Note [Jamming]: a loop whose iterations each run an inner scalar fold
+/// runs two iterations at a time, the two folds in one loop (then the
+/// longer one's rest): `build`, `ifold` and `iscan` over triangular and
+/// ragged rows (either lane longer), a pair state, an inner fold that
+/// reads the outer index; n odd, even, 0, 1. Every bit is the
+/// evaluator's, and so is the first ⊥ when iteration r fails after its
+/// fold while r + 1 would fail before its own: a read past a short row in
+/// the second fold, a row past the end in the second `pre`, a negative
+/// count — each with a division by zero in iteration r's `post`.
+#[test]
+fn inner_folds_of_two_iterations_run_jammed_exactly() {
+    let src = "let tri (q: Matrix) (y: Vector) =\n\
+               \x20 ifold (fun acc r -> let row = q[r] in let qy = ifold (fun t s -> t + row[s] * y[s]) 0.0 (r + 1) in acc + qy * qy) 0.0 (length q)\n\
+               let rows (a: Matrix) (y: Vector) (d: Vector) =\n\
+               \x20 build (length a) (fun r -> let q = ifold (fun t s -> t + a[r][s] * y[s]) 0.0 (length a[r]) in q / d[r])\n\
+               let scan (a: Matrix) (y: Vector) =\n\
+               \x20 iscan (fun acc r -> let row = a[r] in let p = ifold (fun t s -> (fst t + row[s], snd t * y[s])) (0.0, 1.0) (length row) in (fst acc * 0.5 + fst p, snd p)) (0.0, 1.0) (length a)\n\
+               let idx (a: Matrix) (n: Index) (d: Vector) =\n\
+               \x20 build n (fun r -> let k = r + 1 in let q = ifold (fun t s -> t + a[r][s] * toDouble k) 0.0 (length a[0]) in q / d[r])\n\
+               let neg (y: Vector) (m: Index) (d: Vector) =\n\
+               \x20 build (length d) (fun r -> let q = ifold (fun t s -> t + y[s]) 0.0 (m - r) in q / d[r])\n";
+    let ix = Value::Index;
+    let row = |len: usize, seed: f64| {
+        vector(
+            &(0..len)
+                .map(|k| seed - 0.375 * k as f64)
+                .collect::<Vec<_>>(),
+        )
+    };
+    let matrix = |lens: &[usize]| {
+        Value::array(
+            lens.iter()
+                .enumerate()
+                .map(|(r, &len)| row(len, 1.25 + r as f64))
+                .collect(),
+        )
+    };
+    let tri = |n: usize| matrix(&(1..=n).collect::<Vec<_>>());
+    let ones = |n: usize| vector(&vec![1.5; n]);
+    let mut cases: Vec<(&str, Vec<Value>, Outcome)> = Vec::new();
+    for n in [0, 1, 2, 5, 6] {
+        cases.push(("tri", vec![tri(n), row(n, 0.5)], Outcome::Value));
+        cases.push((
+            "idx",
+            vec![matrix(&vec![3; n]), ix(n as i64), ones(n)],
+            Outcome::Value,
+        ));
+    }
+    // Ragged rows: the first lane longer, the second, equal, empty.
+    let ragged = [4, 2, 0, 3, 3, 1, 5];
+    cases.push((
+        "rows",
+        vec![matrix(&ragged), row(5, 2.0), ones(7)],
+        Outcome::Value,
+    ));
+    cases.push(("scan", vec![matrix(&ragged), row(5, 2.0)], Outcome::Value));
+    cases.push(("scan", vec![matrix(&[]), row(5, 2.0)], Outcome::Value));
+    cases.push(("neg", vec![row(4, 1.0), ix(4), ones(4)], Outcome::Value));
+    // Iteration 2 divides by zero; iteration 3's fold reads past the
+    // end of y, its `pre` past the matrix, its count is negative.
+    let d = vector(&[1.5, 1.5, 0.0, 1.5]);
+    let (short, three) = (matrix(&[2, 2, 2, 5]), matrix(&[3, 3, 3]));
+    cases.push((
+        "rows",
+        vec![short.clone(), row(3, 2.0), d.clone()],
+        Outcome::Bottom,
+    ));
+    cases.push((
+        "idx",
+        vec![three.clone(), ix(4), d.clone()],
+        Outcome::Bottom,
+    ));
+    cases.push(("neg", vec![row(4, 1.0), ix(2), d], Outcome::Bottom));
+    // Without the zero, those are the ⊥s.
+    cases.push(("rows", vec![short, row(3, 2.0), ones(4)], Outcome::Bottom));
+    cases.push(("idx", vec![three, ix(4), ones(4)], Outcome::Bottom));
+    cases.push(("neg", vec![row(4, 1.0), ix(2), ones(4)], Outcome::Bottom));
+    exactly_all(src, &cases);
+    let prefix =
+        ";; loops two iterations at a time, their inner folds jammed (Note [Jamming]), over: ";
+    for f in ["tri", "rows", "scan", "idx", "neg"] {
+        assert_ne!(listing_says(src, f, prefix), "none", "{f}");
+    }
+}
+
+/// Note [Jamming]'s conditions: an inner fold that reads the outer
+/// state, one with an array state, and one after a conditional are not
+/// jammed.
+#[test]
+fn loops_that_cannot_jam_run_one_iteration_at_a_time() {
+    let src = "let state (y: Vector) (n: Index) = ifold (fun acc r -> acc + ifold (fun t s -> t + acc * y[s]) 0.0 (length y)) 0.0 n\n\
+               let arrays (y: Vector) (n: Index) = build n (fun r -> ifold (fun t s -> addAt t s y[s]) (build 2 (fun i -> 0.0)) (length y))\n\
+               let branch (a: Matrix) = build (length a) (fun r -> let v = a[r] in let w = if v[0] > 0.0 then v else a[0] in ifold (fun t s -> t + w[s]) 0.0 (length w))\n";
+    let prefix =
+        ";; loops two iterations at a time, their inner folds jammed (Note [Jamming]), over: ";
+    for f in ["state", "arrays", "branch"] {
+        assert_eq!(listing_says(src, f, prefix), "none", "{f}");
+    }
+    let m = Value::array(
+        (0..3)
+            .map(|r| vector(&[1.0 + r as f64, 2.0, -0.5]))
+            .collect(),
+    );
+    exactly(src, "state", &[vector(&[0.5, 1.5]), Value::Index(5)]);
+    exactly(src, "arrays", &[vector(&[0.5, 1.5]), Value::Index(3)]);
+    exactly(src, "branch", &[m]);
+}

@@ -818,6 +818,19 @@ impl Lower<'_, '_> {
     /// E-If-True / E-If-False: only the chosen branch runs. A
     /// `speculative` conditional (Note [Hoisting], rule 3) continues in
     /// its `else` branch when its `then` branch reaches ⊥.
+    ///
+    /// # Note [Selects]
+    ///
+    /// A conditional of scalars whose branches only pair, project, compare
+    /// and do at most [`SELECT_OPS`] total Double operations (`+ - *`,
+    /// negation: no ⊥, no effect) computes both branches and picks with
+    /// `select`: nothing a branch does is observable but its value, so
+    /// this is E-If-True / E-If-False exactly, without a branch to
+    /// mispredict. A running maximum `if x > s then x else s` (compared
+    /// as `s < x`, the same test) becomes one `maxsd` (and `x < s`,
+    /// `minsd`): Cranelift's patterns for `select (fcmp lt y x) x y`,
+    /// whose IEEE behaviour (the second operand on NaN and on equal
+    /// zeros) is the conditional's.
     fn if_(
         &mut self,
         c: &Atom,
@@ -827,6 +840,15 @@ impl Lower<'_, '_> {
         speculative: bool,
     ) -> R<Vals> {
         let c = self.scalar(c)?;
+        if !speculative && jam::scalars(ty) && selectable(t) && selectable(e) {
+            // Note [Selects].
+            let (tv, ev) = (self.block(t)?, self.block(e)?);
+            return Ok(tv
+                .iter()
+                .zip(&ev)
+                .map(|(a, b)| self.b.ins().select(c, *a, *b))
+                .collect());
+        }
         let (tb, eb, join) = self.diamond(c, &clif_types(ty)?);
         let exit = self.fail;
         let caught = speculative.then(|| {
@@ -2212,13 +2234,15 @@ impl Lower<'_, '_> {
     /// E-Cmp: IEEE comparisons (false on NaN except `<>`), integer order.
     fn compare(&mut self, op: Prim, x: Value, y: Value, ty: &Type) -> Value {
         if *ty == Type::Double {
-            let cc = match op {
-                Prim::Lt => FloatCC::LessThan,
-                Prim::Gt => FloatCC::GreaterThan,
-                Prim::Le => FloatCC::LessThanOrEqual,
-                Prim::Ge => FloatCC::GreaterThanOrEqual,
-                Prim::Eq => FloatCC::Equal,
-                _ => FloatCC::NotEqual,
+            // `x > y` as `y < x` (the same IEEE test, false on NaN), the
+            // form of Cranelift's `maxsd` pattern (Note [Selects]).
+            let (cc, x, y) = match op {
+                Prim::Lt => (FloatCC::LessThan, x, y),
+                Prim::Gt => (FloatCC::LessThan, y, x),
+                Prim::Le => (FloatCC::LessThanOrEqual, x, y),
+                Prim::Ge => (FloatCC::LessThanOrEqual, y, x),
+                Prim::Eq => (FloatCC::Equal, x, y),
+                _ => (FloatCC::NotEqual, x, y),
             };
             return self.b.ins().fcmp(cc, x, y);
         }
@@ -2693,6 +2717,34 @@ fn one_hot<'b>(body: &'b AnfBlock, index: &Name) -> Option<(&'b Atom, &'b Atom, 
 /// The first slot of the component at `path` (`false` for `fst`, `true`
 /// for `snd`) of a value of type `ty`.
 /// The type of the state component at `path` (false: `fst`).
+/// The most Double operations a branch of a conditional lowered as a
+/// `select` may hold (Note [Selects]).
+const SELECT_OPS: usize = 4;
+
+/// Whether a branch can run unconditionally (Note [Selects]): pairs,
+/// projections, comparisons, `not`, and at most [`SELECT_OPS`] Double
+/// `+ - *` and negations, of scalars only: none of which is ⊥ or has an
+/// effect.
+fn selectable(b: &AnfBlock) -> bool {
+    let mut ops = 0;
+    b.binds.iter().all(|bind| {
+        jam::scalars(&bind.ty)
+            && match &bind.rhs {
+                Rhs::Prim(Prim::Pair | Prim::Fst | Prim::Snd | Prim::Not, _) => true,
+                Rhs::Prim(Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne, _) => {
+                    true
+                }
+                Rhs::Prim(Prim::Add | Prim::Sub | Prim::Mul | Prim::Neg, _)
+                    if bind.ty == Type::Double =>
+                {
+                    ops += 1;
+                    ops <= SELECT_OPS
+                }
+                _ => false,
+            }
+    }) && jam::scalars(b.result.ty())
+}
+
 fn state_type<'t>(ty: &'t Type, path: &[bool]) -> Option<&'t Type> {
     let mut ty = ty;
     for &second in path {

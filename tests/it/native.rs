@@ -2945,3 +2945,51 @@ fn loops_that_cannot_jam_run_one_iteration_at_a_time() {
     exactly(src, "arrays", &[vector(&[0.5, 1.5]), Value::Index(3)]);
     exactly(src, "branch", &[m]);
 }
+
+/// Note [Selects]: a conditional of scalars with cheap, total branches is
+/// a `select`; a running maximum `if x > s then x else s` is `maxsd` and
+/// a minimum `minsd`, whose IEEE behaviour (the second operand on NaN and
+/// on equal zeros) is the conditional's. The evaluator's bits on NaNs
+/// anywhere (first, middle, last), signed zeros in either order,
+/// infinities, and an argmax whose branch pairs the element with its
+/// index; a branch that can be ⊥ keeps its branch.
+#[test]
+fn conditionals_of_cheap_branches_are_selects() {
+    let src = "let mx (v: Vector) = ifold (fun s i -> if v[i] > s then v[i] else s) v[0] (length v)\n\
+               let mn (v: Vector) = ifold (fun s i -> if v[i] < s then v[i] else s) v[0] (length v)\n\
+               let ge (v: Vector) = ifold (fun s i -> if v[i] >= s then v[i] else s) v[0] (length v)\n\
+               let arg (v: Vector) = ifold (fun s i -> if v[i] > fst s then (v[i], i) else s) (v[0], 0) (length v)\n\
+               let ops (v: Vector) = ifold (fun s i -> if v[i] > s then s * 0.5 + v[i] else s - 1.0) 0.0 (length v)\n\
+               let div (v: Vector) = ifold (fun s i -> if v[i] > s then s / v[i] else s) 1.0 (length v)\n";
+    let nan = f64::NAN;
+    let inputs: Vec<Vec<f64>> = vec![
+        vec![1.0, 3.0, -2.0, 3.0, 0.5],
+        vec![nan, 1.0, 2.0],
+        vec![1.0, nan, 2.0, nan],
+        vec![-0.0, 0.0, -0.0],
+        vec![0.0, -0.0, 0.0],
+        vec![f64::NEG_INFINITY, -1.0, f64::INFINITY, 2.0],
+        (0..9).map(|k| k as f64 * 0.25).collect(),
+        (0..9).map(|k| -(k as f64) * 0.25).collect(),
+        vec![0.0, 0.0, 1.5, 0.0],
+    ];
+    for v in &inputs {
+        for f in ["mx", "mn", "ge", "arg", "ops", "div"] {
+            exactly(src, f, &[vector(v)]);
+        }
+    }
+    assert!(listing_of(src, "mx").contains("maxsd"), "mx");
+    assert!(listing_of(src, "mn").contains("minsd"), "mn");
+    // The division can be ⊥ (a zero divisor): it keeps its branch.
+    let ir = |f: &str| {
+        let listing = listing_of(src, f);
+        let ir = listing.split(";; Cranelift IR").nth(1).expect("the IR");
+        ir.split(";; machine code")
+            .next()
+            .expect("the IR")
+            .to_string()
+    };
+    for (f, select) in [("arg", true), ("ops", true), ("div", false)] {
+        assert_eq!(ir(f).contains("select"), select, "{f}");
+    }
+}

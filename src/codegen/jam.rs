@@ -123,7 +123,7 @@ pub fn plan(state: Option<&Name>, body: &Block) -> Option<Plan> {
 }
 
 /// Whether values of `ty` are scalars only.
-pub fn scalars(ty: &Type) -> bool {
+fn scalars(ty: &Type) -> bool {
     match ty {
         Type::Double | Type::Index | Type::Bool => true,
         Type::Pair(a, b) => scalars(a) && scalars(b),

@@ -612,7 +612,7 @@ impl Instance {
         // The e-graph holds the left side where it stands (in the loop, if
         // any), so the loop's size is recorded as the optimiser records it.
         let around = self.in_loop(self.lhs);
-        let (mut egraph, rec) = graph_of(&self.out.expr(around));
+        let (mut egraph, rec) = graph_of(&self.out.expr(around), &Default::default());
         // The left side: the whole term, or the loop's body.
         let mut at = Id::from(rec.as_ref().len() - 1);
         if self.looped

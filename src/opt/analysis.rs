@@ -50,6 +50,26 @@ pub struct Data {
     /// Known to be a Double (merged by OR): for conditions that must not
     /// apply to Index arithmetic (`double ?e`).
     pub double: bool,
+    /// Known to be an array of arrays … of Doubles, this many levels
+    /// deep (0: a Double): from literals, typed operations and the
+    /// [`FsmAnalysis::var_depth`] of variables, so that a read `a[i][j]`
+    /// of a parameter `a: Matrix` is known to be a Double.
+    pub depth: Option<u8>,
+}
+
+/// The [`Data::depth`] of a node, given its children's.
+fn node_depth(egraph: &Graph, n: &Fsm) -> Option<u8> {
+    let depth = |c: &Id| egraph[*c].data.depth;
+    match n {
+        Fsm::Var(x) => {
+            symbol_of(egraph, *x).and_then(|s| egraph.analysis.var_depth.get(&s).copied())
+        }
+        Fsm::Get([a, _]) => depth(a)?.checked_sub(1),
+        Fsm::Build([_, f]) => depth(f)?.checked_add(1),
+        Fsm::Lam([_, b]) | Fsm::Let([_, _, b]) => depth(b),
+        Fsm::If([_, a, b]) => depth(a).or_else(|| depth(b)),
+        _ => is_double(egraph, n).then_some(0),
+    }
 }
 
 /// Whether a node is known to produce a Double, given its children.
@@ -108,6 +128,10 @@ fn total_op(n: &Fsm) -> bool {
 pub struct FsmAnalysis {
     /// Loop index symbol → e-class of its loop's size.
     pub loop_bounds: HashMap<Symbol, Id>,
+    /// Variable → its [`Data::depth`], when known: the entry's parameters
+    /// from their types, and the names `let`-bound to a value of known
+    /// depth (names are unique after normalisation), by [`var_depths`].
+    pub var_depth: HashMap<Symbol, u8>,
     /// Which saturation of one optimisation this is (0, 1, …): part of
     /// every `fresh` symbol, since class ids restart with each e-graph and
     /// a symbol made in one phase must not be made again in a later one.
@@ -349,7 +373,8 @@ impl Analysis<Fsm> for FsmAnalysis {
         egraph.analysis.version += 1;
         let free = node_free(egraph, enode);
         let names = node_free_made(egraph, enode);
-        let double = is_double(egraph, enode);
+        let depth = node_depth(egraph, enode);
+        let double = depth == Some(0) || is_double(egraph, enode);
         let total = node_total(egraph, enode);
         Data {
             free,
@@ -357,6 +382,7 @@ impl Analysis<Fsm> for FsmAnalysis {
             constant: fold(egraph, enode),
             total,
             double,
+            depth,
         }
     }
 
@@ -388,6 +414,12 @@ impl Analysis<Fsm> for FsmAnalysis {
         } else if to.double && !from.double {
             d = d | DidMerge(false, true);
         }
+        if to.depth.is_none() && from.depth.is_some() {
+            to.depth = from.depth;
+            d = d | DidMerge(true, false);
+        } else if to.depth.is_some() && from.depth.is_none() {
+            d = d | DidMerge(false, true);
+        }
         if !to.total && from.total {
             to.total = true;
             d = d | DidMerge(true, false);
@@ -413,5 +445,68 @@ impl Analysis<Fsm> for FsmAnalysis {
         // A named step, so explanations read "const-fold".
         let lit = egraph.add(c);
         egraph.union_trusted(id, lit, "const-fold");
+    }
+}
+
+/// The [`Data::depth`] of the variables of `e`: `seeds` (the entry's
+/// parameters), then every name `let`-bound in `e` to a value whose depth
+/// follows from literals, typed operations and the names known so far,
+/// until nothing changes. A name bound twice (never, after normalisation)
+/// keeps its first depth.
+pub fn var_depths(e: &egg::RecExpr<Fsm>, seeds: &HashMap<Symbol, u8>) -> HashMap<Symbol, u8> {
+    let nodes = e.as_ref();
+    let mut known = seeds.clone();
+    loop {
+        let mut depth: Vec<Option<u8>> = Vec::with_capacity(nodes.len());
+        for n in nodes {
+            let at = |c: &Id| depth[usize::from(*c)];
+            let double = |c: &Id| at(c) == Some(0);
+            let d = match n {
+                Fsm::Var(x) => match &nodes[usize::from(*x)] {
+                    Fsm::Symbol(s) => known.get(s).copied(),
+                    _ => None,
+                },
+                Fsm::Get([a, _]) => at(a).and_then(|d| d.checked_sub(1)),
+                Fsm::Build([_, f]) => at(f).and_then(|d| d.checked_add(1)),
+                Fsm::Lam([_, b]) | Fsm::Let([_, _, b]) => at(b),
+                Fsm::If([_, a, b]) => at(a).or_else(|| at(b)),
+                Fsm::Double(_)
+                | Fsm::Sin(_)
+                | Fsm::Cos(_)
+                | Fsm::Tan(_)
+                | Fsm::Log(_)
+                | Fsm::Exp(_)
+                | Fsm::Sqrt(_)
+                | Fsm::ToDouble(_) => Some(0),
+                Fsm::Add(c) | Fsm::Sub(c) | Fsm::Mul(c) | Fsm::Div(c) | Fsm::Pow(c) => {
+                    c.iter().any(double).then_some(0)
+                }
+                Fsm::Neg([c]) => double(c).then_some(0),
+                _ => None,
+            };
+            depth.push(d);
+        }
+        let before = known.len();
+        for n in nodes {
+            if let Fsm::Let([x, v, _]) = n
+                && let Fsm::Symbol(s) = &nodes[usize::from(*x)]
+                && let Some(d) = depth[usize::from(*v)]
+            {
+                known.entry(*s).or_insert(d);
+            }
+        }
+        if known.len() == before {
+            return known;
+        }
+    }
+}
+
+/// The [`Data::depth`] of a value of type `t`, if it is an array of
+/// arrays … of Doubles (or a Double).
+pub fn type_depth(t: &crate::ir::Type) -> Option<u8> {
+    match t {
+        crate::ir::Type::Double => Some(0),
+        crate::ir::Type::Array(e) => type_depth(e)?.checked_add(1),
+        _ => None,
     }
 }

@@ -81,6 +81,16 @@ impl CheckReport {
 
 /// Verifies every step of a flat explanation.
 pub fn check_chain(flat: &[FlatTerm<Fsm>], rules: &[&RuleDef]) -> CheckReport {
+    check_chain_with(flat, rules, &HashMap::default())
+}
+
+/// [`check_chain`], judging `double` with the engine's depths of the
+/// phase's variables (`analysis::var_depths`).
+pub fn check_chain_with(
+    flat: &[FlatTerm<Fsm>],
+    rules: &[&RuleDef],
+    var_depth: &HashMap<Symbol, u8>,
+) -> CheckReport {
     let mut report = CheckReport::default();
     let mut memo: HashMap<(Symbol, bool, String, String), Result<Conditions, String>> =
         HashMap::default();
@@ -127,7 +137,7 @@ pub fn check_chain(flat: &[FlatTerm<Fsm>], rules: &[&RuleDef]) -> CheckReport {
         let verdict = match (needs_context, memo.get(&key)) {
             (false, Some(v)) => v.clone(),
             _ => {
-                let v = instance_of(def, &whole, &lhs, &rhs);
+                let v = instance_of(def, (&whole, var_depth), &lhs, &rhs);
                 memo.insert(key, v.clone());
                 v
             }
@@ -178,7 +188,7 @@ fn rewritten<'a>(
 /// when there is no clash, and renaming is always sound.
 fn instance_of(
     def: &RuleDef,
-    whole: &RecExpr<Fsm>,
+    (whole, var_depth): (&RecExpr<Fsm>, &HashMap<Symbol, u8>),
     lhs: &RecExpr<Fsm>,
     rhs: &RecExpr<Fsm>,
 ) -> Result<Conditions, String> {
@@ -194,7 +204,7 @@ fn instance_of(
     }
     // The conditions, as the engine judges them, on some match in an
     // e-graph of the term.
-    let (mut egraph, _) = graph_of(whole);
+    let (mut egraph, _) = graph_of(whole, var_depth);
     let at = egraph.add_expr(lhs);
     egraph.rebuild();
     let at = egraph.find(at);
@@ -404,14 +414,18 @@ fn canonical(e: &RecExpr<Fsm>) -> String {
     out
 }
 
-/// An e-graph holding `whole`, with its loop sizes recorded as the engine
-/// records them, and `whole` as the engine converts it (its last node is
-/// the root). The rule checker builds its e-graphs with it too.
-pub fn graph_of(whole: &RecExpr<Fsm>) -> (Graph, RecExpr<Fsm>) {
+/// An e-graph holding `whole`, with its loop sizes and the depths of its
+/// variables (`var_depth`, the engine's) recorded as the engine records
+/// them, and `whole` as the engine converts it (its last node is the
+/// root). The rule checker builds its e-graphs with it too.
+pub fn graph_of(whole: &RecExpr<Fsm>, var_depth: &HashMap<Symbol, u8>) -> (Graph, RecExpr<Fsm>) {
     let mut scratch = Program::new();
     let e = from_recexpr(whole, &mut scratch);
     let (rec, bounds) = to_recexpr(&scratch, e);
-    let mut egraph = Graph::new(FsmAnalysis::default());
+    let mut egraph = Graph::new(FsmAnalysis {
+        var_depth: var_depth.clone(),
+        ..FsmAnalysis::default()
+    });
     egraph.add_expr(&rec);
     for (s, idx) in bounds {
         let id = egraph.add_expr(&subexpr(&rec, idx));

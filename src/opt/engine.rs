@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use egg::{CostFunction, Extractor, Id, Language, RecExpr, Runner, StopReason, TreeTerm};
 
 use super::analysis::{FsmAnalysis, Graph, node_free, node_total};
-use super::check::{CheckReport, check_chain};
+use super::check::{CheckReport, check_chain_with};
 use super::lang::Fsm;
 use super::rules::{RuleDef, rewrite};
 
@@ -114,6 +114,11 @@ impl LoopCost {
 /// The assumed trip count of every loop.
 pub const TRIP: f64 = 100.0;
 
+/// The cost of a division node besides its operands: a double division's
+/// throughput is about a quarter of a multiplication's (x86-64: `divsd`
+/// one per 4–5 cycles, `mulsd` two per cycle).
+pub const DIV: f64 = 4.0;
+
 impl CostFunction<Fsm> for LoopCost {
     type Cost = f64;
     fn cost<C>(&mut self, enode: &Fsm, mut costs: C) -> f64
@@ -135,6 +140,8 @@ impl CostFunction<Fsm> for LoopCost {
             }
             // Calls are inlined away when possible.
             Fsm::App([f, a]) => 2.0 + costs(*f) + costs(*a),
+            // A division costs several multiplications (spec/rules-format.md §9.2).
+            Fsm::Div([a, b]) => DIV + costs(*a) + costs(*b),
             _ => enode.fold(1.0, |acc, c| acc + costs(c)),
         }
     }
@@ -169,11 +176,14 @@ fn flat_steps(proof: &[Rc<TreeTerm<Fsm>>], memo: &mut HashMap<*const TreeTerm<Fs
 /// How one phase runs: with explanations (`--explain`), with every step
 /// verified (`--check`), and its ordinal among the phase runs of one
 /// optimisation (part of `fresh` names).
-#[derive(Copy, Clone, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct PhaseRun {
     pub explain: bool,
     pub check: bool,
     pub nonce: u32,
+    /// The [`Data::depth`](super::analysis::Data::depth) of the entry's
+    /// parameters (`analysis::var_depths` adds the `let`-bound names).
+    pub seeds: HashMap<egg::Symbol, u8>,
 }
 
 /// One phase: saturate `expr` with `rules` and extract the best term.
@@ -189,11 +199,14 @@ pub fn run_phase(
         explain,
         check,
         nonce,
+        seeds,
     } = run;
+    let var_depth = super::analysis::var_depths(expr, &seeds);
     let start = Instant::now();
     let rewrites: Vec<_> = rules.iter().map(|r| rewrite(r)).collect();
     let mut egraph = Graph::new(FsmAnalysis {
         nonce,
+        var_depth: var_depth.clone(),
         ..FsmAnalysis::default()
     });
     if explain || check {
@@ -271,7 +284,7 @@ pub fn run_phase(
                 steps = ex.get_flat_strings();
             }
             if check {
-                checked = check_chain(ex.make_flat_explanation(), rules);
+                checked = check_chain_with(ex.make_flat_explanation(), rules, &var_depth);
             }
         }
     }

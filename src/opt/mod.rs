@@ -135,6 +135,11 @@ pub fn optimise(
         .map(|(s, id)| (s, usize::from(id)))
         .collect();
     bounds.sort_by_key(|(s, _)| s.to_string());
+    // What the parameters' types say about their reads (`double ?e`).
+    let seeds: rustc_hash::FxHashMap<egg::Symbol, u8> = params
+        .iter()
+        .filter_map(|(p, t)| Some((egg::Symbol::from(&**p), analysis::type_depth(t.as_ref()?)?)))
+        .collect();
     let mut phases = Vec::new();
     let mut explanation = Vec::new();
     let mut report = check::CheckReport::default();
@@ -182,6 +187,7 @@ pub fn optimise(
                 explain,
                 check,
                 nonce: nonce as u32,
+                seeds: seeds.clone(),
             },
         );
         for f in checked

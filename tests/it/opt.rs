@@ -123,10 +123,12 @@ const DERIVATIONS: [(&str, &str, &str, &str); 7] = [
         // Σ_i u_i (1/w − A_ij/w²), w = u_i v_j. One pass over A, the tangent
         // of the one-hot seed gone (`if-div`, `sub-if`, `zero-div`, …, then
         // `ifold-single-guarded` and `in-bounds-lt`), and one division
-        // fewer per term (`div-sub`): (u_i − u_i (A_ij / w)) / w.
+        // per term (`div-sub`, then `mul-div`, `sub-div`, `div-div`, with
+        // reads of the typed parameters known to be Doubles): (u_i w −
+        // u_i A_ij) / (w w).
         "let f = fun (u: Vector) (v: Vector) (a: Matrix) -> vectorMap (deriv (vectorSum (build (length u) (fun i -> vectorSum (build (length v) (fun j -> let w = u[i] * v[j] in log w + a[i][j] / w))))) v) snd",
         "f",
-        "let anf'entry = fun (u'1: Array<Double>) (v'1: Array<Double>) (a'1: Array<Array<Double>>) -> build (length v'1) (fun j'1 -> ifold (fun s'1 i'1 -> let w'1 = u'1[i'1] * v'1[j'1] in s'1 + (u'1[i'1] - u'1[i'1] * (a'1[i'1][j'1] / w'1)) / w'1) 0.0 (length u'1))",
+        "let anf'entry = fun (u'1: Array<Double>) (v'1: Array<Double>) (a'1: Array<Array<Double>>) -> build (length v'1) (fun j'1 -> ifold (fun s'1 i'1 -> let w'1 = u'1[i'1] * v'1[j'1] in s'1 + (u'1[i'1] * w'1 - u'1[i'1] * a'1[i'1][j'1]) / (w'1 * w'1)) 0.0 (length u'1))",
         "[[1.0, 2.0], [0.5, 1.5, 2.0], [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]]",
     ),
 ];
@@ -1020,5 +1022,38 @@ fn refining_phases_are_short_and_change_nothing_on_ba() {
     assert_eq!(
         fsmooth::syntax::print_program(&o.entry.program),
         fsmooth::syntax::print_program(&f.entry.program)
+    );
+}
+
+/// `double` knows the types of the entry's parameters and of `let`-bound
+/// names (spec/rules-format.md §6.1, depth): reads of a `Vector` are
+/// Doubles, so `mul-div`, `sub-div` and `div-div` leave one division where
+/// there were two — as in NNMF's gradient, where only reads and a `let`
+/// name the operands. Over `Array<Index>`, where truncating division does
+/// not reassociate, the same term keeps both; and a division still costs
+/// more than a multiplication (`DIV`), so one is not traded for several.
+#[test]
+fn typed_reads_are_doubles_and_divisions_merge() {
+    let src = "let f = fun (x: Vector) -> let w = x[1] * x[2] in (x[0] - x[0] * (x[3] / w)) / w\n\
+               let g = fun (x: Array<Index>) -> (x[0] - x[0] * (x[1] / x[2])) / x[2]\n\
+               let h = fun (x: Vector) -> x[0] / x[1]\n";
+    let divisions = |entry: &str| {
+        let (_, o) = optimised(src, entry);
+        print_program(&o.entry.program).matches(" / ").count()
+    };
+    assert_eq!(divisions("f"), 1);
+    assert_eq!(divisions("g"), 2);
+    assert_eq!(divisions("h"), 1);
+    let (e, o) = optimised(src, "f");
+    let input = "[1.5, 2.0, -0.75, 3.25]";
+    let (Value::Double(a), _) = run(&e, input) else {
+        panic!("a Double")
+    };
+    let (Value::Double(b), _) = run(&o.entry, input) else {
+        panic!("a Double")
+    };
+    assert!(
+        (a - b).abs() / 1f64.max(a.abs() + b.abs()) < 1e-14,
+        "{a} vs {b}"
     );
 }

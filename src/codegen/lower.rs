@@ -130,6 +130,7 @@ pub fn lower_function(
         guarded: Vec::new(),
         paired: Vec::new(),
         jammed: Vec::new(),
+        cold: false,
         covered: Default::default(),
         unchecked: false,
         outlives_loops: normal
@@ -239,8 +240,11 @@ struct Lower<'a, 'f> {
     /// The indices of the folds of `addAt`s run two iterations at a time.
     paired: Vec<Name>,
     /// The indices of the loops run two iterations at a time with their
-    /// inner folds jammed (Note [Jamming] in `codegen/jam.rs`).
+    /// inner folds jammed (Note [Jamming] in `codegen/jam.rs`) ...
     jammed: Vec<Name>,
+    /// ... except in the cold version of an interchanged nest, kept as
+    /// written.
+    cold: bool,
     /// The parameters and the names bound outside every loop: their
     /// buffers live as long as the call.
     outlives_loops: HashSet<Name>,
@@ -1515,7 +1519,10 @@ impl Lower<'_, '_> {
         self.b.ins().jump(join, &args_of(&[out]));
         self.b.switch_to_block(slow);
         self.b.set_cold_block(slow);
-        let built = self.build(n_atom, j, outer, ty, None)?;
+        let was = std::mem::replace(&mut self.cold, true);
+        let built = self.build(n_atom, j, outer, ty, None);
+        self.cold = was;
+        let built = built?;
         self.b.ins().jump(join, &args_of(&built[..1]));
         self.b.switch_to_block(join);
         let p = self.b.block_params(join)[0];
@@ -1809,15 +1816,15 @@ impl Lower<'_, '_> {
     // ----- jamming (Note [Jamming] in `codegen/jam.rs`) ------------------------------
 
     /// The jamming plan of the loop over `index` (Note [Jamming]),
-    /// when its iterations keep nothing on a scratch stack and the fold's
-    /// inputs are not fused.
+    /// when its iterations keep nothing on a scratch stack, the fold's
+    /// inputs are not fused, and the code is not a cold version.
     fn jam_plan(
         &mut self,
         index: &Name,
         state: Option<&Name>,
         body: &AnfBlock,
     ) -> Option<jam::Plan> {
-        if self.scratch.loops.contains_key(index) {
+        if self.cold || self.scratch.loops.contains_key(index) {
             return None;
         }
         let plan = jam::plan(state, body)?;

@@ -2925,15 +2925,17 @@ fn inner_folds_of_two_iterations_run_jammed_exactly() {
 
 /// Note [Jamming]'s conditions: an inner fold that reads the outer
 /// state, one with an array state, and one after a conditional are not
-/// jammed.
+/// jammed; nor is the cold version of an interchanged build of sums
+/// (Note [Interchange]), kept as written.
 #[test]
 fn loops_that_cannot_jam_run_one_iteration_at_a_time() {
     let src = "let state (y: Vector) (n: Index) = ifold (fun acc r -> acc + ifold (fun t s -> t + acc * y[s]) 0.0 (length y)) 0.0 n\n\
                let arrays (y: Vector) (n: Index) = build n (fun r -> ifold (fun t s -> addAt t s y[s]) (build 2 (fun i -> 0.0)) (length y))\n\
-               let branch (a: Matrix) = build (length a) (fun r -> let v = a[r] in let w = if v[0] > 0.0 then v else a[0] in ifold (fun t s -> t + w[s]) 0.0 (length w))\n";
+               let branch (a: Matrix) = build (length a) (fun r -> let v = a[r] in let w = if v[0] > 0.0 then v else a[0] in ifold (fun t s -> t + w[s]) 0.0 (length w))\n\
+               let sums (a: Matrix) (n: Index) = build n (fun j -> ifold (fun s i -> s + a[i][j]) 0.0 (length a))\n";
     let prefix =
         ";; loops two iterations at a time, their inner folds jammed (Note [Jamming]), over: ";
-    for f in ["state", "arrays", "branch"] {
+    for f in ["state", "arrays", "branch", "sums"] {
         assert_eq!(listing_says(src, f, prefix), "none", "{f}");
     }
     let m = Value::array(
@@ -2943,7 +2945,10 @@ fn loops_that_cannot_jam_run_one_iteration_at_a_time() {
     );
     exactly(src, "state", &[vector(&[0.5, 1.5]), Value::Index(5)]);
     exactly(src, "arrays", &[vector(&[0.5, 1.5]), Value::Index(3)]);
-    exactly(src, "branch", &[m]);
+    exactly(src, "branch", std::slice::from_ref(&m));
+    exactly(src, "sums", &[m, Value::Index(3)]);
+    let interchanged = ";; loop nests interchanged (Note [Interchange]): ";
+    assert_ne!(listing_says(src, "sums", interchanged), "none");
 }
 
 /// Note [Selects]: a Double conditional of two atoms is a `select`; a

@@ -464,14 +464,28 @@ impl Lower<'_, '_> {
         init: &[Value],
         body: impl FnOnce(&mut Self, Value, &[Value]) -> R<Vals>,
     ) -> R<Vals> {
+        let (head, exit) = self.loop_entry(n, init);
+        let params = self.b.block_params(head).to_vec();
+        let (i, state) = (params[0], &params[1..]);
+        let next = body(self, i, state)?;
+        let i1 = self.b.ins().iadd_imm_s(i, 1);
+        self.loop_back((i1, n), &next, (head, exit));
+        self.b.switch_to_block(exit);
+        Ok(self.b.block_params(exit).to_vec())
+    }
+
+    /// A loop over `i < n` with state `init`: its header (parameters `i`
+    /// and the state, current on return) and exit (the state), entered
+    /// at `i = 0` when `0 < n`.
+    fn loop_entry(&mut self, n: Value, init: &[Value]) -> (Block, Block) {
         let tys: Vec<types::Type> = init
             .iter()
             .map(|v| self.b.func.dfg.value_type(*v))
             .collect();
-        let (body_b, exit) = (self.b.create_block(), self.b.create_block());
-        self.b.append_block_param(body_b, types::I64);
+        let (head, exit) = (self.b.create_block(), self.b.create_block());
+        self.b.append_block_param(head, types::I64);
         for t in &tys {
-            self.b.append_block_param(body_b, *t);
+            self.b.append_block_param(head, *t);
             self.b.append_block_param(exit, *t);
         }
         let zero = self.iconst(0);
@@ -480,20 +494,22 @@ impl Lower<'_, '_> {
         let any = self.b.ins().icmp(IntCC::SignedLessThan, zero, n);
         self.b
             .ins()
-            .brif(any, body_b, &args_of(&start), exit, &args_of(init));
-        self.b.switch_to_block(body_b);
-        let params = self.b.block_params(body_b).to_vec();
-        let (i, state) = (params[0], &params[1..]);
-        let next = body(self, i, state)?;
-        let i1 = self.b.ins().iadd_imm_s(i, 1);
-        let more = self.b.ins().icmp(IntCC::SignedLessThan, i1, n);
-        let mut back = vec![i1];
-        back.extend(next.iter().copied());
+            .brif(any, head, &args_of(&start), exit, &args_of(init));
+        self.b.switch_to_block(head);
+        (head, exit)
+    }
+
+    /// The back edge of a [`loop_entry`] loop: to the header with index
+    /// `next` and state `st` while `next < n`, else to the exit.
+    ///
+    /// [`loop_entry`]: Self::loop_entry
+    fn loop_back(&mut self, (next, n): (Value, Value), st: &[Value], (head, exit): (Block, Block)) {
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, n);
+        let mut back = vec![next];
+        back.extend_from_slice(st);
         self.b
             .ins()
-            .brif(more, body_b, &args_of(&back), exit, &args_of(&next));
-        self.b.switch_to_block(exit);
-        Ok(self.b.block_params(exit).to_vec())
+            .brif(more, head, &args_of(&back), exit, &args_of(st));
     }
 
     // ----- the normal form ------------------------------------------------------
@@ -1852,24 +1868,7 @@ impl Lower<'_, '_> {
         plan: &jam::Plan,
         finish: impl Fn(&mut Self, Value, &[Value]) -> R<Vals>,
     ) -> R<Vals> {
-        let tys: Vec<types::Type> = init
-            .iter()
-            .map(|v| self.b.func.dfg.value_type(*v))
-            .collect();
-        let (head, exit) = (self.b.create_block(), self.b.create_block());
-        self.b.append_block_param(head, types::I64);
-        for t in &tys {
-            self.b.append_block_param(head, *t);
-            self.b.append_block_param(exit, *t);
-        }
-        let zero = self.iconst(0);
-        let any = self.b.ins().icmp(IntCC::SignedLessThan, zero, n);
-        let mut start = vec![zero];
-        start.extend_from_slice(init);
-        self.b
-            .ins()
-            .brif(any, head, &args_of(&start), exit, &args_of(init));
-        self.b.switch_to_block(head);
+        let (head, exit) = self.loop_entry(n, init);
         let params = self.b.block_params(head).to_vec();
         let (i, st) = (params[0], &params[1..]);
         let i1 = self.b.ins().iadd_imm_s(i, 1);
@@ -1917,12 +1916,7 @@ impl Lower<'_, '_> {
             next = finish(self, at, &v)?;
         }
         let i2 = self.b.ins().iadd_imm_s(i, 2);
-        let more = self.b.ins().icmp(IntCC::SignedLessThan, i2, n);
-        let mut back = vec![i2];
-        back.extend_from_slice(&next);
-        self.b
-            .ins()
-            .brif(more, head, &args_of(&back), exit, &args_of(&next));
+        self.loop_back((i2, n), &next, (head, exit));
         self.b.switch_to_block(bail);
         self.b.ins().jump(one, &[]);
         // Iteration i alone, as written.
@@ -1931,12 +1925,7 @@ impl Lower<'_, '_> {
         let v = self.iteration(index, body)?;
         let next = finish(self, i, &v)?;
         let i1 = self.b.ins().iadd_imm_s(i, 1);
-        let more = self.b.ins().icmp(IntCC::SignedLessThan, i1, n);
-        let mut back = vec![i1];
-        back.extend_from_slice(&next);
-        self.b
-            .ins()
-            .brif(more, head, &args_of(&back), exit, &args_of(&next));
+        self.loop_back((i1, n), &next, (head, exit));
         self.b.switch_to_block(exit);
         Ok(self.b.block_params(exit).to_vec())
     }

@@ -59,16 +59,42 @@ pub struct Data {
 
 /// The [`Data::depth`] of a node, given its children's.
 fn node_depth(egraph: &Graph, n: &Fsm) -> Option<u8> {
-    let depth = |c: &Id| egraph[*c].data.depth;
+    let at = |c: &Id| {
+        let d = &egraph[*c].data;
+        d.depth.or(d.double.then_some(0))
+    };
+    let var =
+        |x: &Id| symbol_of(egraph, *x).and_then(|s| egraph.analysis.var_depth.get(&s).copied());
+    depth_rule(n, at, var)
+}
+
+/// The depth rules of spec/rules-format.md §6.1 for one node, given the
+/// depths of its children (`at`) and of the variable a `var` node names.
+fn depth_rule(
+    n: &Fsm,
+    at: impl Fn(&Id) -> Option<u8>,
+    var: impl FnOnce(&Id) -> Option<u8>,
+) -> Option<u8> {
+    let double = |c: &Id| at(c) == Some(0);
     match n {
-        Fsm::Var(x) => {
-            symbol_of(egraph, *x).and_then(|s| egraph.analysis.var_depth.get(&s).copied())
+        Fsm::Var(x) => var(x),
+        Fsm::Get([a, _]) => at(a)?.checked_sub(1),
+        Fsm::Build([_, f]) => at(f)?.checked_add(1),
+        Fsm::Lam([_, b]) | Fsm::Let([_, _, b]) => at(b),
+        Fsm::If([_, a, b]) => at(a).or_else(|| at(b)),
+        Fsm::Double(_)
+        | Fsm::Sin(_)
+        | Fsm::Cos(_)
+        | Fsm::Tan(_)
+        | Fsm::Log(_)
+        | Fsm::Exp(_)
+        | Fsm::Sqrt(_)
+        | Fsm::ToDouble(_) => Some(0),
+        Fsm::Add(c) | Fsm::Sub(c) | Fsm::Mul(c) | Fsm::Div(c) | Fsm::Pow(c) => {
+            c.iter().any(double).then_some(0)
         }
-        Fsm::Get([a, _]) => depth(a)?.checked_sub(1),
-        Fsm::Build([_, f]) => depth(f)?.checked_add(1),
-        Fsm::Lam([_, b]) | Fsm::Let([_, _, b]) => depth(b),
-        Fsm::If([_, a, b]) => depth(a).or_else(|| depth(b)),
-        _ => is_double(egraph, n).then_some(0),
+        Fsm::Neg([c]) => double(c).then_some(0),
+        _ => None,
     }
 }
 
@@ -459,31 +485,11 @@ pub fn var_depths(e: &egg::RecExpr<Fsm>, seeds: &HashMap<Symbol, u8>) -> HashMap
     loop {
         let mut depth: Vec<Option<u8>> = Vec::with_capacity(nodes.len());
         for n in nodes {
-            let at = |c: &Id| depth[usize::from(*c)];
-            let double = |c: &Id| at(c) == Some(0);
-            let d = match n {
-                Fsm::Var(x) => match &nodes[usize::from(*x)] {
-                    Fsm::Symbol(s) => known.get(s).copied(),
-                    _ => None,
-                },
-                Fsm::Get([a, _]) => at(a).and_then(|d| d.checked_sub(1)),
-                Fsm::Build([_, f]) => at(f).and_then(|d| d.checked_add(1)),
-                Fsm::Lam([_, b]) | Fsm::Let([_, _, b]) => at(b),
-                Fsm::If([_, a, b]) => at(a).or_else(|| at(b)),
-                Fsm::Double(_)
-                | Fsm::Sin(_)
-                | Fsm::Cos(_)
-                | Fsm::Tan(_)
-                | Fsm::Log(_)
-                | Fsm::Exp(_)
-                | Fsm::Sqrt(_)
-                | Fsm::ToDouble(_) => Some(0),
-                Fsm::Add(c) | Fsm::Sub(c) | Fsm::Mul(c) | Fsm::Div(c) | Fsm::Pow(c) => {
-                    c.iter().any(double).then_some(0)
-                }
-                Fsm::Neg([c]) => double(c).then_some(0),
+            let var = |x: &Id| match &nodes[usize::from(*x)] {
+                Fsm::Symbol(s) => known.get(s).copied(),
                 _ => None,
             };
+            let d = depth_rule(n, |c| depth[usize::from(*c)], var);
             depth.push(d);
         }
         let before = known.len();

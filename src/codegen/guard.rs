@@ -43,13 +43,15 @@
 //! ## Pairs
 //!
 //! An innermost `build` whose bindings all depend on its index, each
-//! Double `+ - * /` or negation or a read at the index of an array of
+//! Double `+ - * /` or negation, a read at the index of an array of
 //! Doubles that needs no test (covered by the guard, or the loop runs
-//! over its length), with a Double element, runs two elements at a time
-//! in the lanes of an `f64x2` (the last alone when `n` is odd). A lane
-//! operation is the scalar IEEE operation, so every bit is the same; the
-//! only ⊥ left is a division by zero (both lanes tested), the same ⊥ from
-//! any element. Vector forward mode's tangent maps and the Jacobians of
+//! over its length), an order comparison of Doubles (a lane mask), or a
+//! Double conditional of two atoms on such a comparison (a lane-wise
+//! `bitselect`, Note [Selects] in `lower.rs`), with a Double element,
+//! runs two elements at a time in the lanes of an `f64x2` (the last
+//! alone when `n` is odd). A lane operation is the scalar IEEE
+//! operation, so every bit is the same; the only ⊥ left is a division by
+//! zero (both lanes tested), the same ⊥ from any element. Vector forward mode's tangent maps and the Jacobians of
 //! elementwise maps are such loops.
 //!
 //! ## Pairs of `addAt`s

@@ -206,18 +206,32 @@ pub fn varying(terms: &[Binding], j: &Name) -> HashSet<Name> {
 }
 
 /// Whether the terms that depend on j can run two elements at a time
-/// (Note [Interchange], pairs): each is Double `+ - * /` or negation, or a
-/// read at j of an array of Doubles, and the term added is a Double.
+/// (Note [Interchange], pairs): each is Double `+ - * /` or negation, a
+/// read at j of an array of Doubles, an order comparison of Doubles, or a
+/// Double conditional of two atoms on such a comparison (a lane-wise
+/// select, Note [Selects]), and the term added is a Double.
 pub fn pairs(terms: &[Binding], term: &Atom, varying: &HashSet<Name>) -> bool {
+    let doubles = |args: &[Atom]| args.iter().all(|a| *a.ty() == Type::Double);
+    let mut masks: HashSet<&Name> = HashSet::default();
     *term.ty() == Type::Double
         && terms
             .iter()
             .filter(|b| varying.contains(&b.name))
             .all(|b| match &b.rhs {
                 Rhs::Prim(Prim::Add | Prim::Sub | Prim::Mul | Prim::Div | Prim::Neg, args) => {
-                    b.ty == Type::Double && args.iter().all(|a| *a.ty() == Type::Double)
+                    b.ty == Type::Double && doubles(args)
                 }
                 Rhs::Prim(Prim::Get, args) => b.ty == Type::Double && args[0].var().is_some(),
+                Rhs::Prim(Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge, args) if doubles(args) => {
+                    masks.insert(&b.name);
+                    true
+                }
+                Rhs::If(c, t, e) => {
+                    b.ty == Type::Double
+                        && c.var().is_some_and(|c| masks.contains(c))
+                        && t.binds.is_empty()
+                        && e.binds.is_empty()
+                }
                 _ => false,
             })
 }

@@ -851,7 +851,10 @@ impl Lower<'_, '_> {
     /// zeros) is the conditional's. A ReLU `build n (fun i -> if v[i] >
     /// 0.0 then v[i] else 0.0)` of random signs, whose branch was
     /// mispredicted half the time, went from 6.2 to 1.1–1.6 ms at n =
-    /// 10⁶ (AOT, alternating). Wider selects do not pay: the vector
+    /// 10⁶ (AOT, alternating), and 1.65–1.70 → 1.22–1.40 ms once paired
+    /// (Note [Bounds guards], pairs: an order comparison is a lane mask
+    /// and the conditional a `bitselect`, `maxpd` for the ReLU). Wider
+    /// selects do not pay: the vector
     /// maximum's argmax, `if x > fst s then (x, i) else s`, as a `maxsd`
     /// and a `cmov` ran 15–20% slower than its branch, which is taken
     /// O(log n) times on random data and so predicted.
@@ -1175,6 +1178,23 @@ impl Lower<'_, '_> {
         let mut vals: HashMap<&Name, Value> = HashMap::default();
         let vector = |l: &mut Self, vals: &HashMap<&Name, Value>, a: &Atom| l.vector(vals, a);
         for bind in terms.iter().filter(|b| varying.contains(&b.name)) {
+            if let Rhs::If(c, t, e) = &bind.rhs {
+                // A lane-wise select (Note [Selects]): the comparison's
+                // lanes are all ones or all zeros.
+                let c = c
+                    .var()
+                    .and_then(|c| vals.get(c))
+                    .copied()
+                    .ok_or_else(|| compile_error("a paired select without its comparison"))?;
+                let (t, e) = (
+                    vector(self, &vals, &t.result)?,
+                    vector(self, &vals, &e.result)?,
+                );
+                let mask = self.b.ins().bitcast(lanes, MemFlagsData::new(), c);
+                let v = self.b.ins().bitselect(mask, t, e);
+                vals.insert(&bind.name, v);
+                continue;
+            }
             let Rhs::Prim(op, args) = &bind.rhs else {
                 return Err(compile_error("a paired term that is not a primitive"));
             };
@@ -1193,6 +1213,14 @@ impl Lower<'_, '_> {
                 Prim::Neg => {
                     let x = vector(self, &vals, &args[0])?;
                     self.b.ins().fneg(x)
+                }
+                Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge => {
+                    // As the scalar comparison (Note [Selects]).
+                    let x = vector(self, &vals, &args[0])?;
+                    let y = vector(self, &vals, &args[1])?;
+                    let (cc, swap) = float_cc(*op);
+                    let (x, y) = if swap { (y, x) } else { (x, y) };
+                    self.b.ins().fcmp(cc, x, y)
                 }
                 Prim::Add | Prim::Sub | Prim::Mul | Prim::Div => {
                     let x = vector(self, &vals, &args[0])?;
@@ -2230,16 +2258,8 @@ impl Lower<'_, '_> {
     /// E-Cmp: IEEE comparisons (false on NaN except `<>`), integer order.
     fn compare(&mut self, op: Prim, x: Value, y: Value, ty: &Type) -> Value {
         if *ty == Type::Double {
-            // `x > y` as `y < x` (the same IEEE test, false on NaN), the
-            // form of Cranelift's `maxsd` pattern (Note [Selects]).
-            let (cc, x, y) = match op {
-                Prim::Lt => (FloatCC::LessThan, x, y),
-                Prim::Gt => (FloatCC::LessThan, y, x),
-                Prim::Le => (FloatCC::LessThanOrEqual, x, y),
-                Prim::Ge => (FloatCC::LessThanOrEqual, y, x),
-                Prim::Eq => (FloatCC::Equal, x, y),
-                _ => (FloatCC::NotEqual, x, y),
-            };
+            let (cc, swap) = float_cc(op);
+            let (x, y) = if swap { (y, x) } else { (x, y) };
             return self.b.ins().fcmp(cc, x, y);
         }
         let cc = match op {
@@ -2713,6 +2733,20 @@ fn one_hot<'b>(body: &'b AnfBlock, index: &Name) -> Option<(&'b Atom, &'b Atom, 
 /// The first slot of the component at `path` (`false` for `fst`, `true`
 /// for `snd`) of a value of type `ty`.
 /// The type of the state component at `path` (false: `fst`).
+/// The Double comparison `op` as a Cranelift condition, and whether its
+/// operands swap: `x > y` is `y < x` (the same IEEE test, false on NaN),
+/// the form of Cranelift's `maxsd`/`maxpd` patterns (Note [Selects]).
+fn float_cc(op: Prim) -> (FloatCC, bool) {
+    match op {
+        Prim::Lt => (FloatCC::LessThan, false),
+        Prim::Gt => (FloatCC::LessThan, true),
+        Prim::Le => (FloatCC::LessThanOrEqual, false),
+        Prim::Ge => (FloatCC::LessThanOrEqual, true),
+        Prim::Eq => (FloatCC::Equal, false),
+        _ => (FloatCC::NotEqual, false),
+    }
+}
+
 fn state_type<'t>(ty: &'t Type, path: &[bool]) -> Option<&'t Type> {
     let mut ty = ty;
     for &second in path {

@@ -2957,7 +2957,8 @@ fn loops_that_cannot_jam_run_one_iteration_at_a_time() {
 /// zeros) is the conditional's. The evaluator's bits on NaNs anywhere
 /// (first, middle, last), signed zeros in either order, infinities; an
 /// argmax (a pair), branches that compute, and a branch that can be ⊥
-/// keep their branches.
+/// keep their branches. In a paired `build` the select is lane-wise
+/// (a ReLU is one `maxpd` per two elements), odd and even lengths.
 #[test]
 fn double_conditionals_of_atoms_are_selects() {
     let src = "let mx (v: Vector) = ifold (fun s i -> if v[i] > s then v[i] else s) v[0] (length v)\n\
@@ -2965,7 +2966,10 @@ fn double_conditionals_of_atoms_are_selects() {
                let ge (v: Vector) = ifold (fun s i -> if v[i] >= s then v[i] else s) v[0] (length v)\n\
                let arg (v: Vector) = ifold (fun s i -> if v[i] > fst s then (v[i], i) else s) (v[0], 0) (length v)\n\
                let ops (v: Vector) = ifold (fun s i -> if v[i] > s then s * 0.5 + v[i] else s - 1.0) 0.0 (length v)\n\
-               let div (v: Vector) = ifold (fun s i -> if v[i] > s then s / v[i] else s) 1.0 (length v)\n";
+               let div (v: Vector) = ifold (fun s i -> if v[i] > s then s / v[i] else s) 1.0 (length v)\n\
+               let relu (v: Vector) = build (length v) (fun i -> if v[i] > 0.0 then v[i] else 0.0)\n\
+               let clip (v: Vector) (w: Vector) = build (length v) (fun i -> let x = v[i] * 2.0 in let c = w[i] <= x in if c then w[i] else x)\n\
+               let lo (v: Vector) = build (length v) (fun i -> if v[i] < 1.0 then 1.0 else v[i])\n";
     let nan = f64::NAN;
     let inputs: Vec<Vec<f64>> = vec![
         vec![1.0, 3.0, -2.0, 3.0, 0.5],
@@ -2979,12 +2983,19 @@ fn double_conditionals_of_atoms_are_selects() {
         vec![0.0, 0.0, 1.5, 0.0],
     ];
     for v in &inputs {
-        for f in ["mx", "mn", "ge", "arg", "ops", "div"] {
+        for f in ["mx", "mn", "ge", "arg", "ops", "div", "relu", "lo"] {
             exactly(src, f, &[vector(v)]);
         }
+        let w: Vec<f64> = v.iter().rev().copied().collect();
+        exactly(src, "clip", &[vector(v), vector(&w)]);
     }
     assert!(listing_of(src, "mx").contains("maxsd"), "mx");
     assert!(listing_of(src, "mn").contains("minsd"), "mn");
+    // Paired (Note [Bounds guards], pairs): two elements per `maxpd`.
+    assert!(listing_of(src, "relu").contains("maxpd"), "relu");
+    for f in ["clip", "lo"] {
+        assert!(listing_of(src, f).contains("bitselect"), "{f}");
+    }
     // The division can be ⊥ (a zero divisor): it keeps its branch.
     let ir = |f: &str| {
         let listing = listing_of(src, f);

@@ -85,7 +85,7 @@ pub fn check_chain(flat: &[FlatTerm<Fsm>], rules: &[&RuleDef]) -> CheckReport {
 }
 
 /// [`check_chain`], judging `double` with the engine's depths of the
-/// phase's variables (`analysis::var_depths`).
+/// entry's parameters.
 pub fn check_chain_with(
     flat: &[FlatTerm<Fsm>],
     rules: &[&RuleDef],

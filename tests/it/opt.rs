@@ -123,7 +123,7 @@ const DERIVATIONS: [(&str, &str, &str, &str); 7] = [
         // Σ_i u_i (1/w − A_ij/w²), w = u_i v_j. One pass over A, the tangent
         // of the one-hot seed gone (`if-div`, `sub-if`, `zero-div`, …, then
         // `ifold-single-guarded` and `in-bounds-lt`), and one division
-        // per term (`div-sub`, then `mul-div`, `sub-div`, `div-div`, with
+        // per term (`div-sub`, then `sub-mul-div` and `div-div`, with
         // reads of the typed parameters known to be Doubles): (u_i w −
         // u_i A_ij) / (w w).
         "let f = fun (u: Vector) (v: Vector) (a: Matrix) -> vectorMap (deriv (vectorSum (build (length u) (fun i -> vectorSum (build (length v) (fun j -> let w = u[i] * v[j] in log w + a[i][j] / w))))) v) snd",
@@ -1025,11 +1025,10 @@ fn refining_phases_are_short_and_change_nothing_on_ba() {
     );
 }
 
-/// `double` knows the types of the entry's parameters and of `let`-bound
-/// names (spec/rules-format.md §6.1, depth): reads of a `Vector` are
-/// Doubles, so `mul-div`, `sub-div` and `div-div` leave one division where
-/// there were two — as in NNMF's gradient, where only reads and a `let`
-/// name the operands. Over `Array<Index>`, where truncating division does
+/// `double` knows the types of the entry's parameters (spec/rules-format.md
+/// §6.1, depth): reads of a `Vector` are Doubles, so `sub-mul-div` and
+/// `div-div` leave one division where there were two — as in NNMF's
+/// gradient, where only reads and a `let` name the operands. Over `Array<Index>`, where truncating division does
 /// not reassociate, the same term keeps both; and a division still costs
 /// more than a multiplication (`DIV`), so one is not traded for several.
 #[test]

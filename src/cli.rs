@@ -1110,6 +1110,12 @@ fn opt_cmd(
         for why in &c.skipped {
             eprintln!("// note: not verified: {why}");
         }
+        if !c.inexact_folds.is_empty() {
+            eprintln!(
+                "// note: {} constant fold(s) hold over the reals only (a literal equal to the term's value but for the sign of zero; its class was merged by an `ieee-inexact` rule)",
+                c.inexact_folds.len()
+            );
+        }
         if !c.class_conditions.is_empty() {
             eprintln!(
                 "// note: {} verified step(s) have side conditions that hold only as judged on e-classes, not on the explained terms",

@@ -50,6 +50,11 @@ pub struct CheckReport {
     /// Constant-folding steps of open terms (the analysis folded them from
     /// constant children; not re-evaluated).
     pub trusted_folds: usize,
+    /// Constant-folding steps whose literal equals the term's value as a
+    /// real but not bit for bit (`0.0` for `-0.0`): the class also holds a
+    /// term of the literal's value, merged by an `ieee-inexact` rule, so
+    /// the step holds in the reals reading only (spec/rules-format.md §13).
+    pub inexact_folds: Vec<String>,
     /// Verified steps that use a `refines` rule right to left. Each is an
     /// instance of its rule, but this chain does not show that the output
     /// refines the input (spec/rules-format.md §7.3): egg's explanation is
@@ -72,6 +77,7 @@ impl CheckReport {
         self.verified += other.verified;
         self.folds += other.folds;
         self.trusted_folds += other.trusted_folds;
+        self.inexact_folds.extend(other.inexact_folds);
         self.backward_refines.extend(other.backward_refines);
         self.class_conditions.extend(other.class_conditions);
         self.skipped.extend(other.skipped);
@@ -94,6 +100,8 @@ pub fn check_chain_with(
     let mut report = CheckReport::default();
     let mut memo: HashMap<(Symbol, bool, String, String), Result<Conditions, String>> =
         HashMap::default();
+    // Whether a class may hold terms equal only as reals.
+    let inexact = rules.iter().any(|r| r.has_tag("ieee-inexact"));
     for k in 1..flat.len() {
         let Some((old, new, rule, forward)) = rewritten(&flat[k - 1], &flat[k]) else {
             report.failures.push(format!(
@@ -106,7 +114,14 @@ pub fn check_chain_with(
         let (a, b) = (old.get_recexpr(), new.get_recexpr());
         if rule.as_str() == "const-fold" {
             match check_fold(&a, &b, forward) {
-                Some(Ok(())) => report.folds += 1,
+                Some(Ok(Fold::Exact)) => report.folds += 1,
+                Some(Ok(Fold::Reals)) if inexact => {
+                    report.folds += 1;
+                    report.inexact_folds.push(format!("step {k}: const-fold {a} = {b}"));
+                }
+                Some(Ok(Fold::Reals)) => report.failures.push(format!(
+                    "step {k}: const-fold {a} = {b} holds over the reals only, and no rule of the set is `ieee-inexact`"
+                )),
                 Some(Err(why)) => report.failures.push(format!("step {k}: const-fold {why}")),
                 None => report.trusted_folds += 1,
             }
@@ -446,7 +461,16 @@ fn symbols(e: &RecExpr<Fsm>) -> Vec<Symbol> {
 
 /// Checks a constant-folding step by evaluating the non-literal side
 /// (None when it is not closed).
-fn check_fold(a: &RecExpr<Fsm>, b: &RecExpr<Fsm>, forward: bool) -> Option<Result<(), String>> {
+/// How a re-evaluated constant fold holds.
+enum Fold {
+    /// Bit for bit.
+    Exact,
+    /// As a real: a Double literal equal to the value under `==` with other
+    /// bits (the two zeros).
+    Reals,
+}
+
+fn check_fold(a: &RecExpr<Fsm>, b: &RecExpr<Fsm>, forward: bool) -> Option<Result<Fold, String>> {
     let (term, lit) = if forward { (a, b) } else { (b, a) };
     let root = |e: &RecExpr<Fsm>| e.as_ref().last().cloned();
     let lit = root(lit)?;
@@ -465,14 +489,13 @@ fn check_fold(a: &RecExpr<Fsm>, b: &RecExpr<Fsm>, forward: bool) -> Option<Resul
     let mut ev = crate::eval::Evaluator::new(&p, Limits { fuel: 100_000 });
     let v = ev.call("fold", Vec::new(), &mut |_, _| {}).ok()?;
     let ok = match (&lit, &v) {
-        (Fsm::Double(d), crate::eval::Value::Double(x)) => d.get().to_bits() == x.to_bits(),
-        (Fsm::Int(i), crate::eval::Value::Index(j)) => i == j,
-        (Fsm::Bool(b), crate::eval::Value::Bool(c)) => b == c,
-        _ => false,
+        (Fsm::Double(d), crate::eval::Value::Double(x)) if d.get().to_bits() == x.to_bits() => {
+            Some(Fold::Exact)
+        }
+        (Fsm::Double(d), crate::eval::Value::Double(x)) => (d.get() == *x).then_some(Fold::Reals),
+        (Fsm::Int(i), crate::eval::Value::Index(j)) => (i == j).then_some(Fold::Exact),
+        (Fsm::Bool(b), crate::eval::Value::Bool(c)) => (b == c).then_some(Fold::Exact),
+        _ => None,
     };
-    Some(if ok {
-        Ok(())
-    } else {
-        Err(format!("{term} evaluates to {v}, not {lit}"))
-    })
+    Some(ok.ok_or_else(|| format!("{term} evaluates to {v}, not {lit}")))
 }

@@ -61,7 +61,7 @@ pub struct Data {
 fn node_depth(egraph: &Graph, n: &Fsm) -> Option<u8> {
     let at = |c: &Id| {
         let d = &egraph[*c].data;
-        d.depth.or(d.double.then_some(0))
+        if d.double { Some(0) } else { d.depth }
     };
     let var =
         |x: &Id| symbol_of(egraph, *x).and_then(|s| egraph.analysis.var_depth.get(&s).copied());
@@ -95,26 +95,6 @@ fn depth_rule(
         }
         Fsm::Neg([c]) => double(c).then_some(0),
         _ => None,
-    }
-}
-
-/// Whether a node is known to produce a Double, given its children.
-fn is_double(egraph: &Graph, n: &Fsm) -> bool {
-    let d = |c: &Id| egraph[*c].data.double;
-    match n {
-        Fsm::Double(_) => true,
-        Fsm::Sin(_)
-        | Fsm::Cos(_)
-        | Fsm::Tan(_)
-        | Fsm::Log(_)
-        | Fsm::Exp(_)
-        | Fsm::Sqrt(_)
-        | Fsm::ToDouble(_) => true,
-        Fsm::Add(c) | Fsm::Sub(c) | Fsm::Mul(c) | Fsm::Div(c) | Fsm::Pow(c) => c.iter().any(d),
-        Fsm::Neg([c]) => d(c),
-        Fsm::If([_, a, b]) => d(a) || d(b),
-        Fsm::Let([_, _, b]) => d(b),
-        _ => false,
     }
 }
 
@@ -302,7 +282,7 @@ fn fold(egraph: &Graph, enode: &Fsm) -> Option<Fsm> {
 /// overflow; Double `+ - *` and negation cannot fail (IEEE overflow gives
 /// infinities, not ⊥).
 pub fn node_total(egraph: &Graph, enode: &Fsm) -> bool {
-    let double_arith = is_double(egraph, enode)
+    let double_arith = node_depth(egraph, enode) == Some(0)
         && matches!(enode, Fsm::Add(_) | Fsm::Sub(_) | Fsm::Mul(_) | Fsm::Neg(_));
     (total_op(enode) || double_arith || fold(egraph, enode).is_some())
         && enode.children().iter().all(|c| egraph[*c].data.total)
@@ -402,7 +382,7 @@ impl Analysis<Fsm> for FsmAnalysis {
         let free = node_free(egraph, enode);
         let names = node_free_made(egraph, enode);
         let depth = node_depth(egraph, enode);
-        let double = depth == Some(0) || is_double(egraph, enode);
+        let double = depth == Some(0);
         let total = node_total(egraph, enode);
         Data {
             free,

@@ -141,7 +141,10 @@ pub fn lower_function(
             .filter(|x| !fused_names.contains(x))
             .collect(),
         windows: MemFlagsData::trusted().with_alias_region(Some(windows)),
+        loop_indices: loop_indices(&normal.body),
+        nonneg: HashSet::default(),
     };
+    l.nonneg = l.loop_indices.clone();
     let mut off = 0i64;
     for (name, ty) in &normal.params {
         let v = l.load(ty, args, offset(off)?)?;
@@ -186,6 +189,40 @@ pub struct Lowered {
     /// The indices of the loops run two iterations at a time with their
     /// inner folds jammed (Note [Jamming] in `codegen/jam.rs`).
     pub jammed: Vec<Name>,
+}
+
+/// # Note [Known counts]
+///
+/// A loop's index is in `0 .. n` for a count `n` that E-Build-Bot /
+/// E-IFold-Bot have let through, so `n ≤ i64::MAX` and `i ≤ i64::MAX −
+/// 1`: `i + 1` cannot overflow (E-Arith-Bot never fires), and it is at
+/// least 1. Lengths and Index literals are at least 0 too. A `build`,
+/// `ifold` or `iscan` whose count is one of these skips its E-Build-Bot /
+/// E-IFold-Bot test, and such an `i + 1` is a plain addition: the tests
+/// could not fire, so every value and every ⊥ is the same. The rows of a
+/// triangle, `ifold … (r + 1)` inside a loop over `r` (GMM's `(Q y)_r`
+/// and its reverse), are such counts.
+///
+/// Every loop index of `b`, nested blocks included.
+fn loop_indices(b: &AnfBlock) -> HashSet<Name> {
+    fn walk(b: &AnfBlock, out: &mut HashSet<Name>) {
+        for bind in &b.binds {
+            match &bind.rhs {
+                Rhs::Loop { index, body, .. } => {
+                    out.insert(index.clone());
+                    walk(body, out);
+                }
+                Rhs::If(_, t, e) => {
+                    walk(t, out);
+                    walk(e, out);
+                }
+                Rhs::Prim(..) | Rhs::Array(_) => {}
+            }
+        }
+    }
+    let mut out = HashSet::default();
+    walk(b, &mut out);
+    out
 }
 
 fn offset(bytes: i64) -> R<i32> {
@@ -248,6 +285,12 @@ struct Lower<'a, 'f> {
     /// The parameters and the names bound outside every loop: their
     /// buffers live as long as the call.
     outlives_loops: HashSet<Name>,
+    /// Every loop's index, which is in `0 .. n` for a count `n ≤
+    /// i64::MAX` (Note [Known counts]).
+    loop_indices: HashSet<Name>,
+    /// Index values known to be at least 0: loop indices, lengths, and
+    /// successors `i + 1` of loop indices (Note [Known counts]).
+    nonneg: HashSet<Name>,
     /// The alias region of the scratch windows in the call context: no
     /// array element is there, so moving a window does not keep Cranelift
     /// from reusing loads of array elements across it.
@@ -530,6 +573,16 @@ impl Lower<'_, '_> {
             && !self.fused.contains_key(a)
         {
             self.length_of.insert(bind.name.clone(), a.clone());
+        }
+        // Note [Known counts]
+        match &bind.rhs {
+            Rhs::Prim(Prim::Length, _) => {
+                self.nonneg.insert(bind.name.clone());
+            }
+            Rhs::Prim(Prim::Add, args) if self.successor(args) => {
+                self.nonneg.insert(bind.name.clone());
+            }
+            _ => {}
         }
         let v = self.binding(bind)?;
         self.env.insert(bind.name.clone(), v);
@@ -925,8 +978,9 @@ impl Lower<'_, '_> {
         ty: &Type,
         guard: Option<&guard::Plan>,
     ) -> R<Vals> {
-        let n = self.scalar(n)?;
-        self.check_count(n, rt::NEGATIVE_SIZE);
+        let count = self.scalar(n)?;
+        self.check_count_of(n, count, rt::NEGATIVE_SIZE);
+        let n = count;
         let el = array_elem(ty)?;
         let size = elem_bytes(el)?;
         if let Some(src) = copied(body, index)
@@ -1548,7 +1602,7 @@ impl Lower<'_, '_> {
         fast: impl FnOnce(&mut Self, Value, Value) -> R<Value>,
     ) -> R<Vals> {
         let n = self.scalar(n_atom)?;
-        self.check_count(n, rt::NEGATIVE_SIZE);
+        self.check_count_of(n_atom, n, rt::NEGATIVE_SIZE);
         let m = self.scalar(m_atom)?;
         let some = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
         let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, m, 0);
@@ -1684,6 +1738,34 @@ impl Lower<'_, '_> {
         Ok(())
     }
 
+    /// Whether the Index `a` is known to be at least 0 (Note [Known
+    /// counts]): a literal, a loop index, a length, or a successor.
+    fn known_nonneg(&self, a: &Atom) -> bool {
+        match a {
+            Atom::Lit(Lit::Int(c), _) => *c >= 0,
+            Atom::Var(x, _) => self.nonneg.contains(x),
+            _ => false,
+        }
+    }
+
+    /// Whether `args` of an Index `+` are a loop index and 1, in either
+    /// order: `i ≤ n − 1` for a count `n ≤ i64::MAX`, so `i + 1` cannot
+    /// overflow (Note [Known counts]).
+    fn successor(&self, args: &[Atom]) -> bool {
+        let index = |a: &Atom| a.var().is_some_and(|x| self.loop_indices.contains(x));
+        let one = |a: &Atom| matches!(a, Atom::Lit(Lit::Int(1), _));
+        matches!(args, [a, b] if (index(a) && one(b)) || (one(a) && index(b)))
+    }
+
+    /// E-Build-Bot, E-IFold-Bot, E-Accum-Bot: `n < 0` is ⊥ with `code`,
+    /// tested unless the count `a` is known to be at least 0 (Note [Known
+    /// counts]).
+    fn check_count_of(&mut self, a: &Atom, n: Value, code: i64) {
+        if !self.known_nonneg(a) {
+            self.check_count(n, code);
+        }
+    }
+
     /// E-Build-Bot, E-IFold-Bot, E-Accum-Bot: `n < 0` is ⊥ with `code`.
     fn check_count(&mut self, n: Value, code: i64) {
         let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, n, 0);
@@ -1701,8 +1783,9 @@ impl Lower<'_, '_> {
         body: &AnfBlock,
         guard: Option<&guard::Plan>,
     ) -> R<Vals> {
-        let n = self.scalar(n)?;
-        self.check_count(n, rt::NEGATIVE_COUNT);
+        let count = self.scalar(n)?;
+        self.check_count_of(n, count, rt::NEGATIVE_COUNT);
+        let n = count;
         let z = self.atom(z)?;
         if guard.is_none()
             && let Some(plan) = self.jam_plan(index, Some(s), body)
@@ -1829,8 +1912,9 @@ impl Lower<'_, '_> {
         index: &Name,
         body: &AnfBlock,
     ) -> R<Vals> {
-        let n = self.scalar(n)?;
-        self.check_count(n, rt::NEGATIVE_COUNT);
+        let count = self.scalar(n)?;
+        self.check_count_of(n, count, rt::NEGATIVE_COUNT);
+        let n = count;
         let z = self.atom(z)?;
         let size = elem_bytes(st_ty)?;
         let count = self.b.ins().iadd_imm_s(n, 1);
@@ -2000,7 +2084,7 @@ impl Lower<'_, '_> {
         for (k, lane) in lanes.iter().enumerate() {
             self.restore(lane);
             let mk = self.scalar(m)?;
-            self.check_count(mk, rt::NEGATIVE_COUNT);
+            self.check_count_of(m, mk, rt::NEGATIVE_COUNT);
             let zk = self.atom(z)?;
             if let Some(g) = &guard {
                 let ok = self.guard_holds(mk, g, Some((&zk, st)))?;
@@ -2078,6 +2162,10 @@ impl Lower<'_, '_> {
                     Type::Double => self.arith_double(op, x, y)?,
                     // `i + c` where the guard proved `c + m ≤ length a`.
                     Type::Index if unchecked && op == Prim::Add => self.b.ins().iadd(x, y),
+                    // `i + 1` of a loop index (Note [Known counts]).
+                    Type::Index if op == Prim::Add && self.successor(args) => {
+                        self.b.ins().iadd(x, y)
+                    }
                     Type::Index => self.arith_index(op, x, y)?,
                     _ => return Err(compile_error(format!("`{}` on {at}", op.name()))),
                 };

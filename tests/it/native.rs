@@ -3009,3 +3009,64 @@ fn double_conditionals_of_atoms_are_selects() {
         assert_eq!(ir(f).contains("select"), select, "{f}");
     }
 }
+
+/// Note [Known counts]: a count that is a loop index's successor, a
+/// length or a literal needs no E-IFold-Bot / E-Build-Bot test, and `i +
+/// 1` of a loop index no overflow test; other counts and sums keep
+/// theirs, with the evaluator's ⊥.
+#[test]
+fn known_counts_skip_their_tests() {
+    let src = "let tri (v: Vector) = build (length v) (fun r -> ifold (fun t s -> t + v[s] * v[r]) 0.0 (r + 1))\n\
+               let tri2 (v: Vector) = ifold (fun a r -> a + ifold (fun t s -> t + v[s]) 0.0 (1 + r)) 0.0 (length v)\n\
+               let rows (v: Vector) = build (length v) (fun r -> build (r + 1) (fun s -> v[s] - v[r]))\n\
+               let past (v: Vector) = build (length v) (fun r -> v[r + 1])\n\
+               let back (v: Vector) (k: Index) = build (length v) (fun r -> ifold (fun t s -> t + v[s]) 0.0 (r + k))\n\
+               let big (k: Index) = ifold (fun t s -> t + (s + k)) 0 3\n";
+    for n in [0usize, 1, 2, 5] {
+        let v: Vec<f64> = (0..n).map(|k| 0.5 + k as f64 * 1.25).collect();
+        for f in ["tri", "tri2", "rows", "past"] {
+            exactly(src, f, &[vector(&v)]);
+        }
+        for k in [-3, -1, 0, 2] {
+            exactly(src, "back", &[vector(&v), Value::Index(k)]);
+        }
+    }
+    // Overflow of `s + k` (not a successor) stays a ⊥.
+    for k in [0, i64::MAX - 1, i64::MAX] {
+        exactly(src, "big", &[Value::Index(k)]);
+    }
+    let ir = |f: &str| {
+        let listing = listing_of(src, f);
+        let ir = listing.split(";; Cranelift IR").nth(1).expect("the IR");
+        ir.split(";; machine code")
+            .next()
+            .expect("the IR")
+            .to_string()
+    };
+    // `n < 0` as lowered: `icmp slt n, z ; z = 0`.
+    let negative_tests = |ir: &str| {
+        ir.lines()
+            .filter(|l| {
+                let Some((ins, note)) = l.split_once(';') else {
+                    return false;
+                };
+                let Some((_, ops)) = ins.split_once(" slt ") else {
+                    return false;
+                };
+                let second = ops.split(',').nth(1).map(str::trim);
+                second.is_some_and(|z| note.trim() == format!("{z} = 0"))
+            })
+            .count()
+    };
+    // `r + 1` is a plain addition; `(length v)` and `r + 1` are counts
+    // known to be at least 0: no test compares them with 0.
+    for f in ["tri", "tri2", "rows"] {
+        let ir = ir(f);
+        assert!(!ir.contains("sadd_overflow"), "{f}:\n{ir}");
+        assert_eq!(negative_tests(&ir), 0, "{f}:\n{ir}");
+    }
+    // `r + k` may overflow and be negative: both tests stay.
+    let back = ir("back");
+    assert!(back.contains("sadd_overflow"), "{back}");
+    assert!(negative_tests(&back) > 0, "{back}");
+}

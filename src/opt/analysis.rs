@@ -151,6 +151,41 @@ pub struct FsmAnalysis {
     /// `parent_index` by (parent operator, child position), built lazily
     /// at `version`.
     pub parent_index: RefCell<HashMap<(FsmOp, usize), ParentIndex>>,
+    /// The first merge of two classes whose constants differ as reals
+    /// (Note [Conflicting constants]): the two literals.
+    pub conflict: Option<(Fsm, Fsm)>,
+}
+
+/// # Note [Conflicting constants]
+///
+/// An e-graph reads every rewrite as an equation, and a `refines` rule
+/// only holds one way: where `L` is ⊥, both `L => R₁` and `L => R₂`
+/// (two refinements, or a refinement and a chain of equivalences over
+/// the reals) put `R₁` and `R₂` into one class although they are
+/// different values (spec/rules-format.md §7.3). A dead branch that
+/// divides by `0.0` is such an `L`: `a − 0 · (p / 0)` is `a` by
+/// `zero-mul` and `sub-zero`, and `(a · 0 − 0 · p) / 0 = 0` by
+/// `sub-mul-div`, `mul-zero` and `zero-div`; so `a = 0` for every `a` that
+/// stands there, and the merge spreads to the live code
+/// (`tests/difftest/fwd-opt-seed3101-case656.fsm`). Such a merge shows
+/// when two classes with constants that differ as reals meet (`1.0` and
+/// `0.0`; not `0.0` and `-0.0`, nor a NaN or an infinity, which
+/// `ieee-inexact` rules may turn into a finite value). The analysis
+/// records the first such merge, and the phase that made it keeps its
+/// input (`engine::run_phase`): its e-graph is known to equate different
+/// values, so no term extracted from it is trusted.
+///
+/// Whether two constants are different values in the reals reading.
+pub fn conflicting(a: &Fsm, b: &Fsm) -> bool {
+    match (a, b) {
+        (Fsm::Double(x), Fsm::Double(y)) => {
+            let (x, y) = (x.get(), y.get());
+            x.is_finite() && y.is_finite() && x != y
+        }
+        (Fsm::Int(x), Fsm::Int(y)) => x != y,
+        (Fsm::Bool(x), Fsm::Bool(y)) => x != y,
+        _ => false,
+    }
 }
 
 /// The operator of an e-node, without its operands.
@@ -433,6 +468,13 @@ impl Analysis<Fsm> for FsmAnalysis {
             d = d | DidMerge(true, false);
         } else if to.total && !from.total {
             d = d | DidMerge(false, true);
+        }
+        // Note [Conflicting constants]
+        if let (Some(a), Some(b)) = (&to.constant, &from.constant)
+            && self.conflict.is_none()
+            && conflicting(a, b)
+        {
+            self.conflict = Some((a.clone(), b.clone()));
         }
         if to.constant.is_none() && from.constant.is_some() {
             to.constant = from.constant;

@@ -256,7 +256,15 @@ pub fn run_phase(
         None => "not run".to_string(),
     };
     // No eligible member (see `LoopCost`) cheaper than the input: keep it.
-    let (cost_after, best) = if cost_after.is_finite() && cost_after <= cost_before {
+    // Nor when the e-graph equated two different constants (Note
+    // [Conflicting constants] in `analysis.rs`).
+    let conflict = runner.egraph.analysis.conflict.clone();
+    let (cost_after, best) = if let Some((a, b)) = &conflict {
+        stop.push_str(&format!(
+            " (input kept: the e-graph equated the constants {a} and {b}, a ⊥ refined to two values)"
+        ));
+        (cost_before, expr.clone())
+    } else if cost_after.is_finite() && cost_after <= cost_before {
         (cost_after, best)
     } else {
         stop.push_str(" (input kept: no eligible term as cheap)");

@@ -48,6 +48,9 @@ pub enum Cond {
     Const(Var),
     /// `nonzero ?e`: ?e is a literal other than 0.
     Nonzero(Var),
+    /// `not-known-zero ?e`: ?e is not known to be the literal 0 (Note
+    /// [Conflicting constants] in `analysis.rs`).
+    NotKnownZero(Var),
     /// `in-bounds ?i ?n`: 0 ≤ ?i < ?n (constants, or ?i is the index of a
     /// loop over ?n).
     InBounds(Var, Var),
@@ -74,6 +77,7 @@ impl Cond {
         "distinct",
         "const",
         "nonzero",
+        "not-known-zero",
         "in-bounds",
         "index",
         "only-fst",
@@ -95,6 +99,7 @@ impl Cond {
             Cond::Const(a)
             | Cond::Index(a)
             | Cond::Nonzero(a)
+            | Cond::NotKnownZero(a)
             | Cond::Fresh(a)
             | Cond::Total(a)
             | Cond::Double(a) => vec![*a],
@@ -109,6 +114,7 @@ impl fmt::Display for Cond {
             Cond::Distinct(a, b) => write!(f, "distinct {a} {b}"),
             Cond::Const(a) => write!(f, "const {a}"),
             Cond::Nonzero(a) => write!(f, "nonzero {a}"),
+            Cond::NotKnownZero(a) => write!(f, "not-known-zero {a}"),
             Cond::InBounds(a, b) => write!(f, "in-bounds {a} {b}"),
             Cond::Index(a) => write!(f, "index {a}"),
             Cond::OnlyFst(a, b) => write!(f, "only-fst {a} {b}"),
@@ -439,6 +445,7 @@ fn condition(words: &[&str]) -> Result<Cond, (&'static str, String)> {
         "distinct" => Cond::Distinct(var(1)?, var(2)?),
         "const" => Cond::Const(var(1)?),
         "nonzero" => Cond::Nonzero(var(1)?),
+        "not-known-zero" => Cond::NotKnownZero(var(1)?),
         "in-bounds" => Cond::InBounds(var(1)?, var(2)?),
         "index" => Cond::Index(var(1)?),
         "only-fst" => Cond::OnlyFst(var(1)?, var(2)?),
@@ -572,6 +579,11 @@ pub fn holds(
                 Some(Fsm::Double(d)) => d.get() != 0.0,
                 Some(Fsm::Int(i)) => *i != 0,
                 _ => false,
+            },
+            Cond::NotKnownZero(e) => match &egraph[subst[*e]].data.constant {
+                Some(Fsm::Double(d)) => d.get() != 0.0,
+                Some(Fsm::Int(i)) => *i != 0,
+                _ => true,
             },
             Cond::InBounds(i, n) => {
                 let (ci, cn) = (

@@ -1056,3 +1056,54 @@ fn typed_reads_are_doubles_and_divisions_merge() {
         "{a} vs {b}"
     );
 }
+
+/// Note [Conflicting constants]: two `refines` rules that refine the same
+/// ⊥ (a division by a known `0.0`) to two values make the e-graph equate
+/// `0.0` and `1.0`; the phase keeps its input and says so, and the output
+/// is still the program's value on the live branch.
+#[test]
+fn a_phase_that_equates_two_constants_keeps_its_input() {
+    let dir = rules_dir(
+        "conflict",
+        "bad.rules",
+        "## x / 0 = 0 (a refinement of ⊥)\nrule by-zero-zero : (/ ?a 0.0) => 0.0\n  tags: refines, phase=simplify\n\n\
+         ## x / 0 = 1 (another)\nrule by-zero-one : (/ ?a 0.0) => 1.0\n  tags: refines, phase=simplify\n",
+    );
+    let p = temp_file(
+        "conflict.fsm",
+        "let main = fun (p: Double) -> if p < 0.0 then p / 0.0 else p + 1.0\n",
+    );
+    let o = cli(&[
+        "opt",
+        p.to_str().expect("path"),
+        "--rules",
+        dir.to_str().expect("dir"),
+        "--stats",
+    ]);
+    let (text, stats) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{stats}");
+    assert!(
+        stats.contains("the e-graph equated the constants"),
+        "{stats}"
+    );
+    // The live branch is intact: not `0.0` or `1.0` for `p + 1.0`.
+    assert!(canon(&text).contains("v1 + 1.0"), "{text}");
+    // The same rules, and a program with no division by zero: no conflict.
+    let q = temp_file(
+        "noconflict.fsm",
+        "let main = fun (p: Double) -> if p < 0.0 then p / 2.0 else p + 1.0\n",
+    );
+    let o = cli(&[
+        "opt",
+        q.to_str().expect("path"),
+        "--rules",
+        dir.to_str().expect("dir"),
+        "--stats",
+    ]);
+    let stats = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stats}");
+    assert!(!stats.contains("equated"), "{stats}");
+}

@@ -53,7 +53,13 @@
 //! more lists of blocks of at least 64 KiB, the scratch stacks, which the
 //! loops release as they go (a stack keeps one block between iterations
 //! and between calls); what a ⊥ leaves there is freed by
-//! `fsmooth_ctx_release` too.
+//! `fsmooth_ctx_release` too. A released scratch block joins the spares,
+//! and a new one is a spare when one fits, as the arena's blocks are: a
+//! loop whose iterations each need more than one block takes no memory
+//! from the system after its first iteration. (Freed and allocated again,
+//! such blocks — glibc maps the large ones — faulted their pages in at
+//! every iteration: BA's `fwd-opt` Jacobian took 8 000 page faults and 88
+//! ms a call, 58 ms with spares.)
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
@@ -284,10 +290,11 @@ fn barg(v: cranelift_codegen::ir::Value) -> BlockArg {
     BlockArg::from(v)
 }
 
-/// `fsmooth_temp_block(ctx, bytes, head)`: a block of `16 + bytes` from
-/// `malloc`, linked in front of the list whose head is at the address
-/// `head` (a scratch stack's, for `fsmooth_scratch`); null past
-/// `ctx.limit` (when non-zero) or when `malloc` fails.
+/// `fsmooth_temp_block(ctx, bytes, head)`: a block of at least `bytes`, a
+/// spare or `16 + bytes` from `malloc`, linked in front of the list whose
+/// head is at the address `head` (a scratch stack's, for
+/// `fsmooth_scratch`); null past `ctx.limit` (when non-zero) or when
+/// `malloc` fails.
 fn define_alloc(m: &mut ObjectModule, name: &str) -> Result<FuncId, CodegenError> {
     use types::I64;
     let malloc = import(m, "malloc", &[I64], &[I64])?;
@@ -302,19 +309,65 @@ fn define_alloc(m: &mut ObjectModule, name: &str) -> Result<FuncId, CodegenError
         let check = b.create_block();
         b.ins().brif(neg, null, &[], check, &[]);
         b.switch_to_block(check);
-        let total = within_limit(b, ctx, bytes, BLOCK_HEADER, null, get);
+        within_limit(b, ctx, bytes, BLOCK_HEADER, null, get);
         b.switch_to_block(get);
+        // A spare that holds `bytes`, at most twice as many and within the
+        // limit (the first such, as `fsmooth_alloc` takes them); its
+        // capacity as a block of this list is the arena's plus the chunk
+        // header's extra words. Else `malloc`.
+        let link = b.create_block();
+        b.append_block_param(link, I64); // the block
+        b.append_block_param(link, I64); // its capacity
+        let [walk, look, take, skip, new] = [(); 5].map(|_| b.create_block());
+        b.append_block_param(walk, I64); // the address of the link to `blk`
+        let used = b.ins().load(I64, flags, ctx, CTX_USED);
+        let limit = b.ins().load(I64, flags, ctx, CTX_LIMIT);
+        let left = b.ins().isub(limit, used);
+        let unlimited = b.ins().icmp_imm_s(IntCC::Equal, limit, 0);
+        let most = b.ins().iconst(I64, i64::MAX);
+        let room = b.ins().select(unlimited, most, left);
+        let spare_at = b.ins().iadd_imm_s(ctx, i64::from(CTX_SPARE));
+        b.ins().jump(walk, &[barg(spare_at)]);
+        b.switch_to_block(walk);
+        let at = b.block_params(walk)[0];
+        let blk = b.ins().load(I64, flags, at, 0);
+        let end = b.ins().icmp_imm_s(IntCC::Equal, blk, 0);
+        b.ins().brif(end, new, &[], look, &[]);
+        b.switch_to_block(look);
+        let cap = b.ins().load(I64, flags, blk, 8);
+        let have = b.ins().iadd_imm_s(cap, CHUNK_HEADER - BLOCK_HEADER);
+        let enough = b.ins().icmp(IntCC::SignedGreaterThanOrEqual, have, bytes);
+        let twice = b.ins().ishl_imm_u(bytes, 1);
+        let not_more = b.ins().icmp(IntCC::SignedLessThanOrEqual, have, twice);
+        let allowed = b.ins().icmp(IntCC::SignedLessThanOrEqual, have, room);
+        let fit = b.ins().band(enough, not_more);
+        let fit = b.ins().band(fit, allowed);
+        b.ins().brif(fit, take, &[], skip, &[]);
+        b.switch_to_block(skip);
+        b.ins().jump(walk, &[barg(blk)]);
+        b.switch_to_block(take);
+        let after = b.ins().load(I64, flags, blk, 0);
+        b.ins().store(flags, after, at, 0);
+        b.ins().jump(link, &[barg(blk), barg(have)]);
+        b.switch_to_block(new);
         let size = b.ins().iadd_imm_s(bytes, BLOCK_HEADER);
         let call = b.ins().call(malloc, &[size]);
         let blk = b.inst_results(call)[0];
         let failed = b.ins().icmp_imm_s(IntCC::Equal, blk, 0);
-        let link = b.create_block();
-        b.ins().brif(failed, null, &[], link, &[]);
+        b.ins()
+            .brif(failed, null, &[], link, &[barg(blk), barg(bytes)]);
         b.switch_to_block(link);
+        let (blk, cap) = {
+            let ps = b.block_params(link);
+            (ps[0], ps[1])
+        };
         let head = b.ins().load(I64, flags, head_at, 0);
         b.ins().store(flags, head, blk, 0);
-        b.ins().store(flags, bytes, blk, 8);
+        b.ins().store(flags, cap, blk, 8);
         b.ins().store(flags, blk, head_at, 0);
+        // A spare may hold more than asked for: count what it holds.
+        let used = b.ins().load(I64, flags, ctx, CTX_USED);
+        let total = b.ins().iadd(used, cap);
         b.ins().store(flags, total, ctx, CTX_USED);
         let data = b.ins().iadd_imm_s(blk, BLOCK_HEADER);
         b.ins().return_(&[data]);
@@ -562,19 +615,18 @@ fn define_scratch(m: &mut ObjectModule, name: &str, block: FuncId) -> Result<Fun
     })
 }
 
-/// `fsmooth_release(ctx, mark, k)`: frees the blocks of scratch stack `k`
-/// allocated after `mark`, taking their bytes off `ctx.used`, and sets the
+/// `fsmooth_release(ctx, mark, k)`: moves the blocks of scratch stack `k`
+/// allocated after `mark` to the context's spares (Note [AOT memory]),
+/// taking their bytes off `ctx.used`, and sets the
 /// window as `Arena::release_scratch` does: the block that holds `mark`
 /// (its end included) from `mark` on; all of the block after one that ends
 /// at `mark`; all of the oldest block when none holds it (`mark` is 0).
 fn define_release_to(m: &mut ObjectModule, name: &str) -> Result<FuncId, CodegenError> {
     use types::I64;
-    let free = import(m, "free", &[I64], &[])?;
     let sig = signature(m, &[I64, I64, I64], &[]);
-    define_fn(m, name, Linkage::Local, sig, |m, b, p| {
+    define_fn(m, name, Linkage::Local, sig, |_, b, p| {
         let (ctx, mark, k) = (p[0], p[1], p[2]);
         let (head_at, win) = stack_fields(b, ctx, k);
-        let free = m.declare_func_in_func(free, b.func);
         let flags = MemFlagsData::trusted();
         let [header, test, older, prev, drop, keep, done] = [(); 7].map(|_| b.create_block());
         b.append_block_param(keep, I64);
@@ -608,12 +660,18 @@ fn define_release_to(m: &mut ObjectModule, name: &str) -> Result<FuncId, Codegen
         let after = b.ins().icmp(IntCC::Equal, prev_end, mark);
         b.ins()
             .brif(after, keep, &[barg(blk), barg(base)], drop, &[]);
+        // The dropped block becomes a spare (Note [AOT memory]), in the
+        // arena's format: its capacity counted after a chunk's header.
         b.switch_to_block(drop);
         let used = b.ins().load(I64, flags, ctx, CTX_USED);
         let left = b.ins().isub(used, size);
         b.ins().store(flags, left, ctx, CTX_USED);
         b.ins().store(flags, next, head_at, 0);
-        b.ins().call(free, &[blk]);
+        let cap = b.ins().iadd_imm_s(size, BLOCK_HEADER - CHUNK_HEADER);
+        b.ins().store(flags, cap, blk, 8);
+        let spare = b.ins().load(I64, flags, ctx, CTX_SPARE);
+        b.ins().store(flags, spare, blk, 0);
+        b.ins().store(flags, blk, ctx, CTX_SPARE);
         b.ins().jump(header, &[barg(next)]);
         b.switch_to_block(keep);
         let (blk, cur) = {

@@ -1599,7 +1599,7 @@ fn difftest_cmd(c: crate::difftest::Campaign, save: &std::path::Path) -> Result<
     let start = Instant::now();
     let s = crate::difftest::run(c);
     println!(
-        "{{\"property\": \"{}\", \"programs\": {}, \"seed\": {}, \"max_size\": {}, \"defined_points\": {}, \"compared\": {}, \"finite_differences\": {}, \"ieee_overflow\": {}, \"bottom_agreements\": {}, \"failures\": {}, \"seconds\": {:.3}}}",
+        "{{\"property\": \"{}\", \"programs\": {}, \"seed\": {}, \"max_size\": {}, \"defined_points\": {}, \"compared\": {}, \"finite_differences\": {}, \"ieee_overflow\": {}, \"ieee_rounding\": {}, \"bottom_agreements\": {}, \"failures\": {}, \"seconds\": {:.3}}}",
         c.property.name(),
         s.programs,
         c.seed,
@@ -1608,6 +1608,7 @@ fn difftest_cmd(c: crate::difftest::Campaign, save: &std::path::Path) -> Result<
         s.counts.compared,
         s.counts.fd,
         s.counts.ieee,
+        s.counts.rounding,
         s.counts.bottoms,
         usize::from(s.failure.is_some()),
         start.elapsed().as_secs_f64()

@@ -558,6 +558,10 @@ pub struct OptOptions {
     /// the rules (`opt --check`, spec/rules-format.md §13); a step that
     /// fails is an `opt-check-failed` error.
     pub check: bool,
+    /// Leave out the rules tagged `ieee-inexact`: every rewrite then keeps
+    /// binary64 values bit for bit (or refines a ⊥). Differential testing
+    /// uses it to tell rounding from a wrong rewrite.
+    pub exact_only: bool,
 }
 
 /// An optimised entry, with the optimiser's report.
@@ -570,12 +574,15 @@ pub struct OptimisedEntry {
 /// Normalises `e` to first-order form and optimises it with the rule set
 /// (seed 001 §5): the result is an entry like any other, type-checked again.
 pub fn optimise_entry(e: &Entry, opts: &OptOptions) -> Result<OptimisedEntry, Diagnostic> {
-    let rules = crate::opt::load(opts.rules_dir.as_deref()).map_err(|r| Diagnostic {
+    let mut rules = crate::opt::load(opts.rules_dir.as_deref()).map_err(|r| Diagnostic {
         code: r.code,
         message: r.render(),
         span: Span::generated(),
         notes: Vec::new(),
     })?;
+    if opts.exact_only {
+        rules.retain(|r| !r.has_tag("ieee-inexact"));
+    }
     let types: Vec<Type> = e.params.iter().map(|(_, t)| t.clone()).collect();
     let normal = crate::ad::normal_program(&e.program, &e.types, &e.name_in_program(), &types)
         .map_err(|err| Diagnostic::from(&err))?;

@@ -391,3 +391,20 @@ fn generated_derivs_have_no_free_function_variables() {
         }
     }
 }
+
+/// The `fwd-opt` property tells rounding from a wrong rewrite: `sqrt` of
+/// the derivative of `p / p`, which forward mode computes as exactly 0 and
+/// the optimiser (with `div-div`, exact only over the reals) as 1e-17, is
+/// a difference of 1e-9 after `sqrt`'s tangent — a point counted as
+/// rounding because the optimiser without its `ieee-inexact` rules agrees
+/// there (`tests/difftest/fwd-opt-seed3203-case44.fsm`); other points are
+/// compared as usual.
+#[test]
+fn optimised_derivatives_count_rounding_apart() {
+    let src = "let main = fun (p: Double) -> sqrt (snd (deriv (p / p) p))\n";
+    let k = fsmooth::difftest::check_optimised_counts(src, Limits { fuel: 200_000 })
+        .expect("no failure");
+    assert!(k.rounding >= 1, "{k:?}");
+    assert!(k.compared >= 1, "{k:?}");
+    assert_eq!(k.defined, k.compared + k.rounding, "{k:?}");
+}

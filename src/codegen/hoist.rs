@@ -24,7 +24,9 @@
 //!    runs zero times, which nothing observes; or
 //! 2. it can be ⊥, and every binding before it that stays in the body
 //!    cannot (a read `a[i]` in a loop over `0 .. length a` cannot, which
-//!    lets BA's `cam` work move past the read of the point): then iteration 0 would evaluate it before anything that can
+//!    lets BA's `cam` work move past the read of the point; an invariant
+//!    read that can fail, which would stay as too cheap to move, moves
+//!    with a later failing binding that moves): then iteration 0 would evaluate it before anything that can
 //!    fail, with the same operands, so the first ⊥ of the loop (E-Build's,
 //!    E-IFold-Succ's order) is the same. It is evaluated only when the loop
 //!    runs at all: such bindings, from the first one on, are computed in
@@ -584,17 +586,28 @@ fn invariants(
     for bind in &speculated {
         rhs_names(&bind.rhs, &mut needed);
     }
+    // A binding that can fail stays only if no later one that can fail
+    // moves: rule 2 needs every failing binding before a moved one to be
+    // evaluated before it (a read `[p][1]` left in the body while the
+    // `0.0 ** -p` after it moved made the power's ⊥ come first;
+    // `tests/difftest/native-seed3501-case1184.fsm`).
     let mut back = Vec::new();
     let mut out = Vec::new();
+    let mut failing_moved = false;
     for (bind, fails) in moved.into_iter().rev() {
         let selects = matches!(
             &bind.rhs,
             Rhs::Prim(Prim::Fst | Prim::Snd | Prim::Length, _)
         );
-        if worth_moving(&bind.rhs) || selects || needed.contains(&bind.name) {
+        if worth_moving(&bind.rhs)
+            || selects
+            || needed.contains(&bind.name)
+            || (fails && failing_moved)
+        {
             let mut names = HashSet::default();
             rhs_names(&bind.rhs, &mut names);
             needed.extend(names);
+            failing_moved |= fails;
             out.push((bind, fails));
         } else {
             back.push(bind);

@@ -3070,3 +3070,33 @@ fn known_counts_skip_their_tests() {
     assert!(back.contains("sadd_overflow"), "{back}");
     assert!(negative_tests(&back) > 0, "{back}");
 }
+
+/// Note [Hoisting], rule 2: a loop-invariant binding that can fail moves
+/// before its loop only if every failing binding before it is evaluated
+/// first. A read left in the body (too cheap to move) before a power that
+/// moved made the power's domain error come before the read's
+/// index-out-of-bounds (`tests/difftest/native-seed3501-case1184.fsm`, in
+/// the reverse-mode program); now the read moves with it.
+#[test]
+fn hoisting_keeps_the_order_of_failing_bindings() {
+    let src = "let f (v: Vector) (p: Double) = ifold (fun s i -> let a = v[3] in let b = 0.0 ** (0.0 - p) in s + b + a) 0.0 (length v)\n\
+               let g (v: Vector) (p: Double) = ifold (fun s i -> let a = v[i] in let b = 0.0 ** (0.0 - p) in let c = v[3] in s + b + a + c) 0.0 (length v)\n";
+    let d = Value::Double;
+    for f in ["f", "g"] {
+        for v in [vec![1.0], vec![1.0, 2.0, 3.0, 4.0], vec![]] {
+            for p in [0.7, -0.7] {
+                exactly(src, f, &[vector(&v), d(p)]);
+            }
+        }
+    }
+    // The case that failed: ⊥ of the read, not of the power.
+    let e = load_entry(src, "f");
+    let got = compile(&e).call(&[vector(&[1.0]), d(0.7)]);
+    assert!(
+        matches!(
+            got,
+            Err(CodegenError::IndexOutOfBounds { index: 3, len: 1 })
+        ),
+        "{got:?}"
+    );
+}

@@ -329,7 +329,7 @@ pub fn check_optimised(src: &str, limits: Limits) -> Result<usize, String> {
 /// both optimisations are verified (`opt --check`) either way.
 pub fn check_optimised_counts(src: &str, limits: Limits) -> Result<Counts, String> {
     let fwd = pipeline::derivative(src, "main", "p").map_err(|d| format!("fwd: {}", d.message))?;
-    let optimised = |opts: &pipeline::OptOptions| -> Result<_, String> {
+    let optimise = |opts: &pipeline::OptOptions| -> Result<_, String> {
         let t = pipeline::tangent_derivative(src, "main", "p")
             .map_err(|d| format!("tangent: {}", d.message))?;
         let o = pipeline::optimise_entry(&t.wrapper, opts)
@@ -341,42 +341,29 @@ pub fn check_optimised_counts(src: &str, limits: Limits) -> Result<Counts, Strin
         };
         Ok((d, printed))
     };
-    let (opt, printed) = optimised(&checked())?;
-    let mut exact = None;
-    let mut counts = Counts::default();
-    for x in POINTS {
-        let args = vec![Value::Double(x)];
-        let Ok(a) = crate::gradient::forward(&fwd, args.clone(), limits) else {
-            continue;
-        };
-        let b = crate::gradient::forward(&opt, args.clone(), limits)
-            .map_err(|e| format!("p = {x}: fwd-opt is ⊥ ({e})\noptimised:\n{printed}"))?;
-        let (da, db) = (a.columns[0][0], b.columns[0][0]);
-        let agree = |db: f64| rho(da, db) <= 1e-9 || (da.is_nan() && db.is_nan());
-        counts.defined += 1;
-        if agree(db) {
-            counts.compared += 1;
-            continue;
-        }
-        if exact.is_none() {
-            exact = Some(optimised(&pipeline::OptOptions {
-                exact_only: true,
-                ..checked()
-            })?);
-        }
-        let (exact, exact_printed) = exact.as_ref().expect("just made");
-        let e = crate::gradient::forward(exact, args, limits).map_err(|e| {
-            format!("p = {x}: fwd-opt without ieee-inexact rules is ⊥ ({e})\noptimised:\n{exact_printed}")
-        })?;
-        let de = e.columns[0][0];
-        if !agree(de) {
-            return Err(format!(
-                "p = {x}: fwd {da}, fwd-opt {db} (without ieee-inexact rules {de})\noptimised:\n{printed}"
-            ));
-        }
-        counts.rounding += 1;
-    }
-    Ok(counts)
+    let run = |d: &pipeline::Derivative, args: Vec<Value>| {
+        crate::gradient::forward(d, args, limits)
+            .map(|j| j.columns[0][0])
+            .map_err(|e| e.to_string())
+    };
+    compare_optimised(
+        optimise,
+        |args| run(&fwd, args).ok(),
+        run,
+        |da: &f64, db: &f64| rho(*da, *db) <= 1e-9 || (da.is_nan() && db.is_nan()),
+        Wording {
+            bottom: |x, _, err, exact| {
+                if exact {
+                    format!("p = {x}: fwd-opt without ieee-inexact rules is ⊥ ({err})")
+                } else {
+                    format!("p = {x}: fwd-opt is ⊥ ({err})")
+                }
+            },
+            differ: |x, da, db, de| {
+                format!("p = {x}: fwd {da}, fwd-opt {db} (without ieee-inexact rules {de})")
+            },
+        },
+    )
 }
 
 /// Property (c): where `main` is defined at `p`, the optimised program is
@@ -392,41 +379,95 @@ pub fn check_opt_refines(src: &str, limits: Limits) -> Result<usize, String> {
 pub fn check_opt_refines_counts(src: &str, limits: Limits) -> Result<Counts, String> {
     let loaded = pipeline::load(src).map_err(|d| format!("load: {}", d.message))?;
     let e = pipeline::entry(&loaded, "main").map_err(|d| format!("entry: {}", d.message))?;
-    let optimised = |opts: &pipeline::OptOptions| -> Result<_, String> {
+    let optimise = |opts: &pipeline::OptOptions| -> Result<_, String> {
         let o = pipeline::optimise_entry(&e, opts).map_err(|d| format!("opt: {}", d.message))?;
         let printed = print_program(&o.entry.program);
         Ok((o.entry, printed))
     };
-    let (opt, printed) = optimised(&checked())?;
+    let run = |entry: &pipeline::Entry, args: Vec<Value>| {
+        entry
+            .run(args, limits, &mut |_, _| {})
+            .map(|(v, _)| v)
+            .map_err(|err| err.to_string())
+    };
+    compare_optimised(
+        optimise,
+        |args| run(&e, args).ok(),
+        run,
+        |a: &Value, b: &Value| a.max_rho(b).is_some_and(|r| r <= 1e-9) || a.same(b),
+        Wording {
+            bottom: |x, a, err, exact| {
+                if exact {
+                    format!("p = {x}: {a} became ⊥ without ieee-inexact rules ({err})")
+                } else {
+                    format!("p = {x}: {a} became ⊥ ({err})")
+                }
+            },
+            differ: |x, a, b, c| {
+                format!("p = {x}: {a} became {b} (without ieee-inexact rules {c})")
+            },
+        },
+    )
+}
+
+/// How [`compare_optimised`] words a failure at the point `x` where the
+/// reference gives `a`: the optimised program is ⊥ (`exact`: the one made
+/// without the `ieee-inexact` rules), or both optimised programs give
+/// values that differ from `a`.
+struct Wording<V> {
+    bottom: fn(f64, &V, &str, bool) -> String,
+    differ: fn(f64, &V, &V, &V) -> String,
+}
+
+/// The comparison of the two optimiser properties ((b) and (c)): at each
+/// of [`POINTS`] where `reference` is defined, the program `optimise`
+/// makes with every rule must be defined and `agree` with it; where it
+/// does not agree, the program made without the `ieee-inexact` rules
+/// (once, at the first such point) must, and the point counts as
+/// rounding. Each failure prints the optimised program it concerns.
+fn compare_optimised<P, V: std::fmt::Display>(
+    optimise: impl Fn(&pipeline::OptOptions) -> Result<(P, String), String>,
+    reference: impl Fn(Vec<Value>) -> Option<V>,
+    run: impl Fn(&P, Vec<Value>) -> Result<V, String>,
+    agree: impl Fn(&V, &V) -> bool,
+    words: Wording<V>,
+) -> Result<Counts, String> {
+    let (opt, printed) = optimise(&checked())?;
     let mut exact = None;
     let mut counts = Counts::default();
     for x in POINTS {
         let args = vec![Value::Double(x)];
-        let Ok((a, _)) = e.run(args.clone(), limits, &mut |_, _| {}) else {
+        let Some(a) = reference(args.clone()) else {
             continue;
         };
-        let (b, _) = opt
-            .run(args.clone(), limits, &mut |_, _| {})
-            .map_err(|err| format!("p = {x}: {a} became ⊥ ({err})\noptimised:\n{printed}"))?;
-        let agree = |b: &Value| a.max_rho(b).is_some_and(|r| r <= 1e-9) || a.same(b);
+        let b = run(&opt, args.clone()).map_err(|err| {
+            format!(
+                "{}\noptimised:\n{printed}",
+                (words.bottom)(x, &a, &err, false)
+            )
+        })?;
         counts.defined += 1;
-        if agree(&b) {
+        if agree(&a, &b) {
             counts.compared += 1;
             continue;
         }
         if exact.is_none() {
-            exact = Some(optimised(&pipeline::OptOptions {
+            exact = Some(optimise(&pipeline::OptOptions {
                 exact_only: true,
                 ..checked()
             })?);
         }
         let (exact, exact_printed) = exact.as_ref().expect("just made");
-        let (c, _) = exact.run(args, limits, &mut |_, _| {}).map_err(|err| {
-            format!("p = {x}: {a} became ⊥ without ieee-inexact rules ({err})\noptimised:\n{exact_printed}")
+        let c = run(exact, args).map_err(|err| {
+            format!(
+                "{}\noptimised:\n{exact_printed}",
+                (words.bottom)(x, &a, &err, true)
+            )
         })?;
-        if !agree(&c) {
+        if !agree(&a, &c) {
             return Err(format!(
-                "p = {x}: {a} became {b} (without ieee-inexact rules {c})\noptimised:\n{printed}"
+                "{}\noptimised:\n{printed}",
+                (words.differ)(x, &a, &b, &c)
             ));
         }
         counts.rounding += 1;

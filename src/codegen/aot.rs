@@ -318,37 +318,7 @@ fn define_alloc(m: &mut ObjectModule, name: &str) -> Result<FuncId, CodegenError
         let link = b.create_block();
         b.append_block_param(link, I64); // the block
         b.append_block_param(link, I64); // its capacity
-        let [walk, look, take, skip, new] = [(); 5].map(|_| b.create_block());
-        b.append_block_param(walk, I64); // the address of the link to `blk`
-        let used = b.ins().load(I64, flags, ctx, CTX_USED);
-        let limit = b.ins().load(I64, flags, ctx, CTX_LIMIT);
-        let left = b.ins().isub(limit, used);
-        let unlimited = b.ins().icmp_imm_s(IntCC::Equal, limit, 0);
-        let most = b.ins().iconst(I64, i64::MAX);
-        let room = b.ins().select(unlimited, most, left);
-        let spare_at = b.ins().iadd_imm_s(ctx, i64::from(CTX_SPARE));
-        b.ins().jump(walk, &[barg(spare_at)]);
-        b.switch_to_block(walk);
-        let at = b.block_params(walk)[0];
-        let blk = b.ins().load(I64, flags, at, 0);
-        let end = b.ins().icmp_imm_s(IntCC::Equal, blk, 0);
-        b.ins().brif(end, new, &[], look, &[]);
-        b.switch_to_block(look);
-        let cap = b.ins().load(I64, flags, blk, 8);
-        let have = b.ins().iadd_imm_s(cap, CHUNK_HEADER - BLOCK_HEADER);
-        let enough = b.ins().icmp(IntCC::SignedGreaterThanOrEqual, have, bytes);
-        let twice = b.ins().ishl_imm_u(bytes, 1);
-        let not_more = b.ins().icmp(IntCC::SignedLessThanOrEqual, have, twice);
-        let allowed = b.ins().icmp(IntCC::SignedLessThanOrEqual, have, room);
-        let fit = b.ins().band(enough, not_more);
-        let fit = b.ins().band(fit, allowed);
-        b.ins().brif(fit, take, &[], skip, &[]);
-        b.switch_to_block(skip);
-        b.ins().jump(walk, &[barg(blk)]);
-        b.switch_to_block(take);
-        let after = b.ins().load(I64, flags, blk, 0);
-        b.ins().store(flags, after, at, 0);
-        b.ins().jump(link, &[barg(blk), barg(have)]);
+        let new = take_spare(b, ctx, bytes, CHUNK_HEADER - BLOCK_HEADER, link);
         b.switch_to_block(new);
         let size = b.ins().iadd_imm_s(bytes, BLOCK_HEADER);
         let call = b.ins().call(malloc, &[size]);
@@ -406,6 +376,56 @@ fn within_limit(
     let refuse = b.ins().band(has, over);
     b.ins().brif(refuse, null, &[], ok, &[]);
     total
+}
+
+/// Takes a spare block for `want` bytes (Note [AOT memory]): the first on
+/// the context's spare list whose capacity plus `extra` (the bytes a block
+/// of the caller's list holds beyond an arena block of that capacity)
+/// holds `want`, at most twice as many, and fits under `ctx.limit` (as
+/// `Arena::chunk`). It leaves the list and `link` gets it and that
+/// capacity plus `extra`; the returned block, not yet filled, is where the
+/// walk ends without one.
+fn take_spare(
+    b: &mut FunctionBuilder,
+    ctx: Value,
+    want: Value,
+    extra: i64,
+    link: cranelift_codegen::ir::Block,
+) -> cranelift_codegen::ir::Block {
+    use types::I64;
+    let flags = MemFlagsData::trusted();
+    let [walk, look, take, skip, none] = [(); 5].map(|_| b.create_block());
+    b.append_block_param(walk, I64); // the address of the link to `blk`
+    let used = b.ins().load(I64, flags, ctx, CTX_USED);
+    let limit = b.ins().load(I64, flags, ctx, CTX_LIMIT);
+    let left = b.ins().isub(limit, used);
+    let unlimited = b.ins().icmp_imm_s(IntCC::Equal, limit, 0);
+    let most = b.ins().iconst(I64, i64::MAX);
+    let room = b.ins().select(unlimited, most, left);
+    let spare_at = b.ins().iadd_imm_s(ctx, i64::from(CTX_SPARE));
+    b.ins().jump(walk, &[barg(spare_at)]);
+    b.switch_to_block(walk);
+    let at = b.block_params(walk)[0];
+    let blk = b.ins().load(I64, flags, at, 0);
+    let end = b.ins().icmp_imm_s(IntCC::Equal, blk, 0);
+    b.ins().brif(end, none, &[], look, &[]);
+    b.switch_to_block(look);
+    let cap = b.ins().load(I64, flags, blk, 8);
+    let have = b.ins().iadd_imm_s(cap, extra);
+    let enough = b.ins().icmp(IntCC::SignedGreaterThanOrEqual, have, want);
+    let twice = b.ins().ishl_imm_u(want, 1);
+    let not_more = b.ins().icmp(IntCC::SignedLessThanOrEqual, have, twice);
+    let allowed = b.ins().icmp(IntCC::SignedLessThanOrEqual, have, room);
+    let fit = b.ins().band(enough, not_more);
+    let fit = b.ins().band(fit, allowed);
+    b.ins().brif(fit, take, &[], skip, &[]);
+    b.switch_to_block(skip);
+    b.ins().jump(walk, &[barg(blk)]);
+    b.switch_to_block(take);
+    let after = b.ins().load(I64, flags, blk, 0);
+    b.ins().store(flags, after, at, 0);
+    b.ins().jump(link, &[barg(blk), barg(have)]);
+    none
 }
 
 /// The size of a chunk of the context's arena: arrays up to a quarter of
@@ -486,40 +506,10 @@ fn define_arena_alloc(m: &mut ObjectModule, name: &str) -> Result<FuncId, Codege
         within_limit(b, ctx, cap, CHUNK_HEADER, null, get);
         b.switch_to_block(get);
         // A spare block that holds `cap` bytes, at most twice as many, if
-        // any (the first such on the list, which it leaves); else `malloc`.
-        let [walk, look, take, skip, new] = [(); 5].map(|_| b.create_block());
-        b.append_block_param(walk, I64); // the address of the link to `blk`
+        // any; else `malloc`.
         b.append_block_param(link, I64); // the block
         b.append_block_param(link, I64); // its capacity
-        // The most bytes a block may hold under the limit (as `Arena::chunk`).
-        let used = b.ins().load(I64, flags, ctx, CTX_USED);
-        let limit = b.ins().load(I64, flags, ctx, CTX_LIMIT);
-        let left = b.ins().isub(limit, used);
-        let unlimited = b.ins().icmp_imm_s(IntCC::Equal, limit, 0);
-        let most = b.ins().iconst(I64, i64::MAX);
-        let room = b.ins().select(unlimited, most, left);
-        let spare_at = b.ins().iadd_imm_s(ctx, i64::from(CTX_SPARE));
-        b.ins().jump(walk, &[barg(spare_at)]);
-        b.switch_to_block(walk);
-        let at = b.block_params(walk)[0];
-        let blk = b.ins().load(I64, flags, at, 0);
-        let end = b.ins().icmp_imm_s(IntCC::Equal, blk, 0);
-        b.ins().brif(end, new, &[], look, &[]);
-        b.switch_to_block(look);
-        let have = b.ins().load(I64, flags, blk, 8);
-        let enough = b.ins().icmp(IntCC::SignedGreaterThanOrEqual, have, cap);
-        let twice = b.ins().ishl_imm_u(cap, 1);
-        let not_more = b.ins().icmp(IntCC::SignedLessThanOrEqual, have, twice);
-        let allowed = b.ins().icmp(IntCC::SignedLessThanOrEqual, have, room);
-        let fit = b.ins().band(enough, not_more);
-        let fit = b.ins().band(fit, allowed);
-        b.ins().brif(fit, take, &[], skip, &[]);
-        b.switch_to_block(skip);
-        b.ins().jump(walk, &[barg(blk)]);
-        b.switch_to_block(take);
-        let after = b.ins().load(I64, flags, blk, 0);
-        b.ins().store(flags, after, at, 0);
-        b.ins().jump(link, &[barg(blk), barg(have)]);
+        let new = take_spare(b, ctx, cap, 0, link);
         b.switch_to_block(new);
         let size = b.ins().iadd_imm_s(cap, CHUNK_HEADER);
         let call = b.ins().call(malloc, &[size]);

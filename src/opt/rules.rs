@@ -575,16 +575,11 @@ pub fn holds(
             Cond::Total(e) => egraph[subst[*e]].data.total,
             Cond::Double(e) => egraph[subst[*e]].data.double,
             Cond::Const(e) => egraph[subst[*e]].data.constant.is_some(),
-            Cond::Nonzero(e) => match &egraph[subst[*e]].data.constant {
-                Some(Fsm::Double(d)) => d.get() != 0.0,
-                Some(Fsm::Int(i)) => *i != 0,
-                _ => false,
-            },
-            Cond::NotKnownZero(e) => match &egraph[subst[*e]].data.constant {
-                Some(Fsm::Double(d)) => d.get() != 0.0,
-                Some(Fsm::Int(i)) => *i != 0,
-                _ => true,
-            },
+            Cond::Nonzero(e) => nonzero(&egraph[subst[*e]].data.constant),
+            Cond::NotKnownZero(e) => {
+                let c = &egraph[subst[*e]].data.constant;
+                c.is_none() || nonzero(c)
+            }
             Cond::InBounds(i, n) => {
                 let (ci, cn) = (
                     &egraph[subst[*i]].data.constant,
@@ -756,6 +751,16 @@ impl Applier<Fsm, FsmAnalysis> for RuleApplier {
             .into_iter()
             .filter(|v| !self.conds.contains(&Cond::Fresh(*v)))
             .collect()
+    }
+}
+
+/// `nonzero` of a class's constant: a Double `≠ 0.0` (so `-0.0` counts as
+/// zero and NaN as nonzero) or an Index `≠ 0`; false for a Bool or none.
+fn nonzero(c: &Option<Fsm>) -> bool {
+    match c {
+        Some(Fsm::Double(d)) => d.get() != 0.0,
+        Some(Fsm::Int(i)) => *i != 0,
+        _ => false,
     }
 }
 

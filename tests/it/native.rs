@@ -2620,6 +2620,16 @@ fn lowered_normal_form(src: &str, name: &str) -> String {
         .to_string()
 }
 
+/// The Cranelift IR of `name`, as lowered, from `compile --listing`.
+fn lowered_ir(src: &str, name: &str) -> String {
+    let listing = listing_of(src, name);
+    let ir = listing.split(";; Cranelift IR").nth(1).expect("the IR");
+    ir.split(";; machine code")
+        .next()
+        .expect("the IR")
+        .to_string()
+}
+
 /// Note [Vertical fusion]: a `build` summed by an `ifold` over its length
 /// is merged into the fold when its size is a `length` (never negative,
 /// so E-IFold-Bot and E-Build-Bot cannot differ): NNMF's rows then need
@@ -2997,14 +3007,7 @@ fn double_conditionals_of_atoms_are_selects() {
         assert!(listing_of(src, f).contains("bitselect"), "{f}");
     }
     // The division can be ⊥ (a zero divisor): it keeps its branch.
-    let ir = |f: &str| {
-        let listing = listing_of(src, f);
-        let ir = listing.split(";; Cranelift IR").nth(1).expect("the IR");
-        ir.split(";; machine code")
-            .next()
-            .expect("the IR")
-            .to_string()
-    };
+    let ir = |f: &str| lowered_ir(src, f);
     for (f, select) in [("ge", true), ("arg", false), ("ops", false), ("div", false)] {
         assert_eq!(ir(f).contains("select"), select, "{f}");
     }
@@ -3035,14 +3038,7 @@ fn known_counts_skip_their_tests() {
     for k in [0, i64::MAX - 1, i64::MAX] {
         exactly(src, "big", &[Value::Index(k)]);
     }
-    let ir = |f: &str| {
-        let listing = listing_of(src, f);
-        let ir = listing.split(";; Cranelift IR").nth(1).expect("the IR");
-        ir.split(";; machine code")
-            .next()
-            .expect("the IR")
-            .to_string()
-    };
+    let ir = |f: &str| lowered_ir(src, f);
     // `n < 0` as lowered: `icmp slt n, z ; z = 0`.
     let negative_tests = |ir: &str| {
         ir.lines()

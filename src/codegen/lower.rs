@@ -24,6 +24,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 
 use super::fuse::{self, Fused, Index, Plan};
 use super::hoist;
+use super::horizontal;
 use super::layout::{Leaf, SLOT, clif_types, elem_bytes, leaves, slots};
 use super::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH, ctx_window};
 use super::version;
@@ -130,6 +131,7 @@ pub fn lower_function(
         guarded: Vec::new(),
         paired: Vec::new(),
         jammed: Vec::new(),
+        horizontal_groups: Vec::new(),
         cold: false,
         covered: Default::default(),
         unchecked: false,
@@ -167,6 +169,7 @@ pub fn lower_function(
         guarded: l.guarded,
         paired: l.paired,
         jammed: l.jammed,
+        horizontal: l.horizontal_groups,
     })
 }
 
@@ -189,6 +192,9 @@ pub struct Lowered {
     /// The indices of the loops run two iterations at a time with their
     /// inner folds jammed (Note [Jamming] in `codegen/jam.rs`).
     pub jammed: Vec<Name>,
+    /// The members of each group run as one loop (Note [Horizontal
+    /// fusion] in `codegen/horizontal.rs`).
+    pub horizontal: Vec<Vec<Name>>,
 }
 
 /// # Note [Known counts]
@@ -279,6 +285,9 @@ struct Lower<'a, 'f> {
     /// The indices of the loops run two iterations at a time with their
     /// inner folds jammed (Note [Jamming] in `codegen/jam.rs`) ...
     jammed: Vec<Name>,
+    /// The members of each group run as one loop (Note [Horizontal
+    /// fusion] in `codegen/horizontal.rs`).
+    horizontal_groups: Vec<Vec<Name>>,
     /// ... except in the cold version of an interchanged nest, kept as
     /// written.
     cold: bool,
@@ -558,10 +567,231 @@ impl Lower<'_, '_> {
     // ----- the normal form ------------------------------------------------------
 
     fn block(&mut self, blk: &AnfBlock) -> R<Vals> {
-        for bind in &blk.binds {
-            self.bind(bind)?;
+        // Note [Horizontal fusion].
+        let groups = horizontal::groups(blk, &|x| self.plan.fused.contains_key(x));
+        let mut groups = groups.iter().peekable();
+        let mut p = 0;
+        while let Some(bind) = blk.binds.get(p) {
+            if let Some(g) = groups.next_if(|g| g.start == p) {
+                self.horizontal(blk, g)?;
+                p = g.end;
+            } else {
+                self.bind(bind)?;
+                p += 1;
+            }
         }
         self.atom(&blk.result)
+    }
+
+    // ----- horizontal fusion (Note [Horizontal fusion] in `codegen/horizontal.rs`)
+
+    /// The region of group `g` of `blk`: the fast version (its other
+    /// bindings, the guard, one loop for the members) with a bail exit to
+    /// the slow one (the region as written); the names read after it meet
+    /// at a join.
+    fn horizontal(&mut self, blk: &AnfBlock, g: &horizontal::Group) -> R<()> {
+        let region = &blk.binds[g.start..g.end];
+        let live: Vec<&Binding> = g.live.iter().map(|&p| &blk.binds[p]).collect();
+        let mut tys = Vec::new();
+        for b in &live {
+            tys.extend(clif_types(&b.ty)?);
+        }
+        let (fast, slow, join) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        for t in &tys {
+            self.b.append_block_param(join, *t);
+        }
+        let bail = self.b.create_block();
+        for _ in 0..3 {
+            self.b.append_block_param(bail, types::I64);
+        }
+        self.b.set_cold_block(bail);
+        self.b.set_cold_block(slow);
+        self.b.ins().jump(fast, &[]);
+        let members: Vec<&Binding> = g.members.iter().map(|&p| &blk.binds[p]).collect();
+        // A kept member is built in both versions: the code after the
+        // region reads its buffer (a fused one has none).
+        for (b, &kept) in members.iter().zip(&g.kept) {
+            if kept {
+                self.plan.fused.remove(&b.name);
+            }
+        }
+        self.horizontal_groups
+            .push(members.iter().map(|b| b.name.clone()).collect());
+
+        self.b.switch_to_block(fast);
+        let exit = self.fail;
+        self.fail = bail;
+        let r = self.horizontal_fast(blk, g, bail);
+        self.fail = exit;
+        r?;
+        let vals = self.live_values(&live)?;
+        self.b.ins().jump(join, &args_of(&vals));
+
+        self.b.switch_to_block(bail);
+        self.b.ins().jump(slow, &[]);
+        self.b.switch_to_block(slow);
+        for bind in region {
+            self.bind(bind)?;
+        }
+        let vals = self.live_values(&live)?;
+        self.b.ins().jump(join, &args_of(&vals));
+
+        self.b.switch_to_block(join);
+        let params = self.b.block_params(join).to_vec();
+        let mut at = 0;
+        for b in &live {
+            let k = clif_types(&b.ty)?.len();
+            self.env.insert(b.name.clone(), params[at..at + k].to_vec());
+            at += k;
+        }
+        Ok(())
+    }
+
+    fn live_values(&mut self, live: &[&Binding]) -> R<Vals> {
+        let mut vals = Vec::new();
+        for b in live {
+            vals.extend(self.atom_of(&b.name)?);
+        }
+        Ok(vals)
+    }
+
+    /// The fast version of group `g`'s region: everything but the members
+    /// in order, the guard (to `bail` when it fails), then the members'
+    /// loop, which stores the kept ones.
+    fn horizontal_fast(&mut self, blk: &AnfBlock, g: &horizontal::Group, bail: Block) -> R<()> {
+        for (p, bind) in blk.binds[g.start..g.end].iter().enumerate() {
+            if !g.members.contains(&(g.start + p)) {
+                self.bind(bind)?;
+            }
+        }
+        let f = horizontal::fused_loop(blk, g);
+        // The guard: equal counts, n ≥ 0, every read in bounds, and no
+        // divisor zero when the loop runs.
+        let n = self.scalar(&f.counts[0])?;
+        let mut ok = self.b.ins().iconst(types::I8, 1);
+        for c in &f.counts[1..] {
+            let m = self.scalar(c)?;
+            let same = self.b.ins().icmp(IntCC::Equal, m, n);
+            ok = self.b.ins().band(ok, same);
+        }
+        if !self.known_nonneg(&f.counts[0]) {
+            let nonneg = self
+                .b
+                .ins()
+                .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, n, 0);
+            ok = self.b.ins().band(ok, nonneg);
+        }
+        for a in &f.reads {
+            let len = self.atom_of(a)?[1];
+            let fits = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, n, len);
+            ok = self.b.ins().band(ok, fits);
+        }
+        if !f.divisors.is_empty() {
+            let idle = self.b.ins().icmp_imm_s(IntCC::SignedLessThanOrEqual, n, 0);
+            let zero = self.b.ins().f64const(0.0);
+            for d in &f.divisors {
+                let d = self.scalar(d)?;
+                let nonzero = self.b.ins().fcmp(FloatCC::NotEqual, d, zero);
+                let fine = self.b.ins().bor(nonzero, idle);
+                ok = self.b.ins().band(ok, fine);
+            }
+        }
+        let go = self.b.create_block();
+        let z = self.iconst(0);
+        self.b.ins().brif(ok, go, &[], bail, &args_of(&[z, z, z]));
+        self.b.switch_to_block(go);
+        // The kept members' buffers, each where its binding would put it.
+        let mut bufs = Vec::new();
+        for (&p, &kept) in g.members.iter().zip(&g.kept) {
+            let name = &blk.binds[p].name;
+            bufs.push(if kept {
+                self.into_scratch = self.scratch.arrays.get(name).map(|(_, k)| *k);
+                let buf = self.alloc(n, 8);
+                self.into_scratch = None;
+                Some(buf?)
+            } else {
+                None
+            });
+        }
+        // The reads need no test (the guard), nor do the divisions.
+        let reads: Vec<Name> = f
+            .terms
+            .iter()
+            .filter(|t| matches!(t.rhs, Rhs::Prim(Prim::Get, _)))
+            .map(|t| t.name.clone())
+            .collect();
+        self.covered.extend(reads.iter().cloned());
+        let r = self.horizontal_loop(&f, n, &bufs);
+        for x in &reads {
+            self.covered.remove(x);
+        }
+        r?;
+        for ((&p, &kept), buf) in g.members.iter().zip(&g.kept).zip(bufs) {
+            if let (true, Some(buf)) = (kept, buf) {
+                self.env.insert(blk.binds[p].name.clone(), vec![buf, n]);
+            }
+        }
+        Ok(())
+    }
+
+    /// The members' loop over `k < n`: two elements at a time in `f64x2`
+    /// lanes when every term that depends on `k` can (Note [Bounds
+    /// guards], pairs), the last one (or all) one at a time.
+    fn horizontal_loop(&mut self, f: &horizontal::Loop, n: Value, bufs: &[Option<Value>]) -> R<()> {
+        let index = &f.index;
+        let scalar = |l: &mut Self, count: Value, i0: Value| {
+            l.counted_loop(count, &[], |l, i, _| {
+                let i = l.b.ins().iadd(i, i0);
+                l.env.insert(index.clone(), vec![i]);
+                for t in &f.terms {
+                    l.bind(t)?;
+                }
+                for (e, buf) in f.elements.iter().zip(bufs) {
+                    if let Some(p) = buf {
+                        let v = l.scalar(e)?;
+                        let at = l.element(*p, i, 8);
+                        l.b.ins().store(MemFlagsData::trusted(), v, at, 0);
+                    }
+                }
+                Ok(Vec::new())
+            })
+        };
+        let varying = interchange::varying(&f.terms, index);
+        let pairable = f
+            .elements
+            .iter()
+            .all(|e| interchange::pairs(&f.terms, e, &varying));
+        let zero = self.iconst(0);
+        if !pairable {
+            scalar(self, n, zero)?;
+            return Ok(());
+        }
+        let half = self.b.ins().sshr_imm_u(n, 1);
+        self.counted_loop(half, &[], |l, h, _| {
+            let k = l.b.ins().ishl_imm_u(h, 1);
+            for t in f.terms.iter().filter(|t| !varying.contains(&t.name)) {
+                l.bind(t)?;
+            }
+            let vals = l.lanes(&f.terms, &varying, index, k)?;
+            // Unaligned: an element pair starts at any 8-byte boundary.
+            let flags = MemFlagsData::new().with_notrap();
+            for (e, buf) in f.elements.iter().zip(bufs) {
+                if let Some(p) = buf {
+                    let v = l.vector(&vals, e)?;
+                    let at = l.element(*p, k, 8);
+                    l.b.ins().store(flags, v, at, 0);
+                }
+            }
+            Ok(Vec::new())
+        })?;
+        let odd = self.b.ins().band_imm_u(n, 1);
+        let last = self.b.ins().iadd_imm_s(n, -1);
+        scalar(self, odd, last)?;
+        Ok(())
     }
 
     fn bind(&mut self, bind: &Binding) -> R<()> {

@@ -91,6 +91,7 @@ mod fuse;
 mod guard;
 mod header;
 mod hoist;
+mod horizontal;
 mod inplace;
 mod interchange;
 mod jam;

@@ -184,6 +184,19 @@ pub fn define_entry<M: Module>(
             ";; loops two iterations at a time, their inner folds jammed (Note [Jamming]), over: {}\n",
             names(&lowered.jammed)
         ));
+        let groups: Vec<String> = lowered
+            .horizontal
+            .iter()
+            .map(|g| format!("[{}]", names(g)))
+            .collect();
+        out.push_str(&format!(
+            ";; loops run as one (Note [Horizontal fusion]): {}\n",
+            if groups.is_empty() {
+                "none".to_string()
+            } else {
+                groups.join(", ")
+            }
+        ));
         out.push_str(&format!(
             ";; Cranelift IR of `{name}`, as lowered\n{ir}\n;; machine code of `{name}`\n{code}"
         ));

@@ -3096,3 +3096,87 @@ fn hoisting_keeps_the_order_of_failing_bindings() {
         "{got:?}"
     );
 }
+
+/// Note [Horizontal fusion]: sibling `build`s of one count in a straight
+/// line run as one loop behind a guard, the region's other bindings
+/// first; any ⊥ or a failing guard continues in the region as written,
+/// so values and the first ⊥ are the evaluator's: `a`'s short read (at
+/// 2) comes before `q`'s (at 5) although the fused version reads `q`
+/// first; a zero divisor, counts that differ at run time (`g`), an empty
+/// loop with a zero divisor (no division runs).
+#[test]
+fn sibling_loops_run_as_one_with_the_evaluators_bottoms() {
+    let src = "let f (v: Vector) (w: Vector) (p: Double) (k: Index) =\n\
+               \x20 let a = build (length v) (fun i -> v[i] * p + w[i])\n\
+               \x20 let q = w[k]\n\
+               \x20 let b = build (length v) (fun i -> a[i] / q + w[i])\n\
+               \x20 let c = build (length v) (fun i -> a[i] - b[i] * p)\n\
+               \x20 (b, c)\n\
+               let g (v: Vector) (w: Vector) (p: Double) =\n\
+               \x20 let a = build (length v) (fun i -> v[i] * p)\n\
+               \x20 let b = build (length w) (fun i -> a[i] + w[i])\n\
+               \x20 build (length w) (fun i -> a[i] * b[i] - p)\n";
+    let groups = listing_says(src, "f", ";; loops run as one (Note [Horizontal fusion]): ");
+    assert_eq!(
+        groups.matches(", ").count(),
+        2,
+        "one group of three: {groups}"
+    );
+    assert!(
+        groups.starts_with('[') && !groups.contains("], ["),
+        "{groups}"
+    );
+    let groups = listing_says(src, "g", ";; loops run as one (Note [Horizontal fusion]): ");
+    assert_ne!(groups, "none");
+    let (d, i) = (Value::Double, Value::Index);
+    let v3 = vector(&[1.0, -2.0, 3.5]);
+    let w4 = vector(&[0.5, -1.25, 2.0, 4.0]);
+    let w4z = vector(&[0.5, 0.0, 2.0, 4.0]);
+    let w2 = vector(&[1.0, 2.0]);
+    let v0 = vector(&[]);
+    exactly_all(
+        src,
+        &[
+            (
+                "f",
+                vec![v3.clone(), w4.clone(), d(1.5), i(1)],
+                Outcome::Value,
+            ),
+            (
+                "f",
+                vec![v3.clone(), w4.clone(), d(1.5), i(7)],
+                Outcome::Bottom,
+            ),
+            (
+                "f",
+                vec![v3.clone(), w4.clone(), d(1.5), i(-1)],
+                Outcome::Bottom,
+            ),
+            (
+                "f",
+                vec![v3.clone(), w2.clone(), d(1.5), i(5)],
+                Outcome::Bottom,
+            ),
+            (
+                "f",
+                vec![v3.clone(), w4z.clone(), d(1.5), i(1)],
+                Outcome::Bottom,
+            ),
+            (
+                "f",
+                vec![v0.clone(), w4z.clone(), d(1.5), i(1)],
+                Outcome::Value,
+            ),
+            ("g", vec![v3.clone(), w4.clone(), d(0.5)], Outcome::Bottom),
+            ("g", vec![v3.clone(), w2.clone(), d(0.5)], Outcome::Value),
+            ("g", vec![v3.clone(), v3.clone(), d(0.5)], Outcome::Value),
+            ("g", vec![v0.clone(), v0.clone(), d(0.5)], Outcome::Value),
+        ],
+    );
+    // The first ⊥ of `f` with a short `w` and `k = 5` is `a`'s read at 2.
+    let e = native_error(src, "f", &[v3, w2, d(1.5), i(5)]);
+    assert!(
+        matches!(e, CodegenError::IndexOutOfBounds { index: 2, len: 2 }),
+        "{e:?}"
+    );
+}

@@ -1,0 +1,322 @@
+//! Sibling `build`s of one count, run as one loop (Note [Horizontal
+//! fusion]).
+//!
+//! # Note [Horizontal fusion]
+//!
+//! Vector forward mode (`--mode fwd-vec`, spec/ad-forward.md §4.6) gives
+//! every Double a tangent vector of one element per direction, and every
+//! operation on Doubles a loop over the directions: `t = build nd (fun k
+//! -> a[k] * q + b[k] * r)`. After unrolling and versioning, BA's
+//! `project` is a straight line of about a hundred such loops between the
+//! primal's scalar bindings, each reading earlier ones at `k`. Run one by
+//! one, every tangent is stored and loaded again, and every loop pays its
+//! own entry and exit. The lowering runs such a straight line as one loop
+//! over the directions instead, each tangent a value of the iteration.
+//!
+//! A *member* is a binding `t = build n (fun k -> body)` of Doubles whose
+//! body binds only Double `+ - *` and negation, `/` by an atom bound
+//! outside the body, comparisons of Doubles, Double conditionals of two
+//! atoms (Note [Selects]) and reads `a[k]` of arrays of Doubles bound
+//! outside the body, each built or an earlier member (a fused array, Note
+//! [Fusion], has no buffer to read). A *group* is two
+//! or more members of one block, in order, that no binding between the
+//! first and the last mentions except later members reading them at
+//! their index; the bindings between are the group's *region* with them.
+//! A member that nothing after the region reads is *internal*: it is
+//! never built. The others are *kept*: built in both versions (one that
+//! fusion planned to recompute where it is read is built instead, as the
+//! code after the region reads its buffer).
+//!
+//! The region runs in two versions:
+//!
+//! - the *fast* one runs the region's other bindings in order, then one
+//!   *guard*, then one loop over `k < n` (the first member's count) that
+//!   computes every member's element `k` in order, a read of an earlier
+//!   member at `k` being that member's value in the same iteration; only
+//!   the members read after the region are stored. The guard holds when
+//!   every member's count equals `n`, `n ≥ 0`, every array read at `k` has
+//!   at least `n` elements, and (when `n > 0`) no divisor is zero. Then no
+//!   member can be ⊥ (E-Build-Bot, E-Get-Bot, E-Arith-Bot are the only
+//!   ways, and the rest is total), so when they are computed changes
+//!   nothing but time: each element is the same operations on the same
+//!   values, so every bit is the same.
+//! - the *slow* one is the region as written. The fast version runs with
+//!   a *bail* exit (as Note [Jamming]'s step does): any ⊥ in it, or a
+//!   guard that fails, continues in the slow version, which then meets
+//!   the evaluator's first ⊥ itself. The fast version only allocates (it
+//!   writes no array that exists before it), so running the region again
+//!   computes the same values.
+//!
+//! A member reading another member at `k` may also divide by an atom that
+//! is an earlier member's element only if that atom is bound outside its
+//! body — which a member's element is not: divisors are values bound
+//! before the region or in it, tested by the guard. A non-member in the
+//! region that the lowering fuses (its reads compute values where they
+//! are, Note [Fusion]) ends the group before it, as does one that
+//! mentions a member: the region never moves a binding past one that
+//! reads it. Past [`MAX_REGION`] bindings of other kinds (nested ones
+//! counted) the group ends too, as the fast version holds them twice.
+//!
+//! BA's `fwd-vec` Jacobian at N = 10⁵ (AOT, `benches/aot/ba_fwd_vec.c`):
+//! see benches/README.md, "What this session changed".
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+
+use crate::ad::anf::{Atom, Binding, Block, LoopKind, Rhs};
+use crate::ir::{Lit, Name, Prim, Type};
+
+/// The most bindings (nested ones counted) of a region's non-members: the
+/// fast version holds them a second time.
+pub const MAX_REGION: usize = 4096;
+
+/// One group of a block (Note [Horizontal fusion]): positions in its
+/// bindings.
+#[derive(Debug)]
+pub struct Group {
+    /// The region, `binds[start..end]`: the first member to the last.
+    pub start: usize,
+    pub end: usize,
+    /// The members, in order.
+    pub members: Vec<usize>,
+    /// Per member: whether anything after the region reads it (else it
+    /// is internal, never built).
+    pub kept: Vec<bool>,
+    /// The bindings of the region whose names are read after it.
+    pub live: Vec<usize>,
+}
+
+/// A group's loop: the members' bodies as one, over one index.
+#[derive(Debug)]
+pub struct Loop {
+    pub index: Name,
+    /// Each member's count.
+    pub counts: Vec<Atom>,
+    /// The members' bodies in order, every index renamed to `index`, and
+    /// a read of an earlier member at its index replaced by that member's
+    /// element.
+    pub terms: Vec<Binding>,
+    /// Each member's element.
+    pub elements: Vec<Atom>,
+    /// The arrays read at the index, each once.
+    pub reads: Vec<Name>,
+    /// The divisors, each once (atoms bound outside every body).
+    pub divisors: Vec<Atom>,
+}
+
+/// The groups of `block`, in order; `fused` says which bindings the
+/// lowering fuses (Note [Fusion]).
+pub fn groups(block: &Block, fused: &dyn Fn(&Name) -> bool) -> Vec<Group> {
+    let binds = &block.binds;
+    let mut out = Vec::new();
+    let mut open: Vec<usize> = Vec::new();
+    let mut names: HashSet<&Name> = HashSet::default();
+    let mut size = 0;
+    for (p, b) in binds.iter().enumerate() {
+        let joins = member(b).is_some_and(|(_, index, body)| {
+            reads_only_at_index(b, &names) && built_or_members(index, body, &names, fused)
+        });
+        let breaks = !open.is_empty()
+            && !joins
+            && (member(b).is_some() || {
+                size += weight(&b.rhs);
+                fused(&b.name) || mentions_any(&b.rhs, &names) || size > MAX_REGION
+            });
+        if breaks {
+            close(block, std::mem::take(&mut open), &mut out);
+            names.clear();
+            size = 0;
+        }
+        let starts = open.is_empty()
+            && member(b)
+                .is_some_and(|(_, index, body)| built_or_members(index, body, &names, fused));
+        if joins || starts {
+            open.push(p);
+            names.insert(&b.name);
+        }
+    }
+    close(block, open, &mut out);
+    out
+}
+
+/// Whether every array the member body reads is built or an earlier
+/// member of the group (a fused array has no buffer to read, Note
+/// [Fusion]; a fused member is computed in the loop).
+fn built_or_members(
+    index: &Name,
+    body: &Block,
+    group: &HashSet<&Name>,
+    fused: &dyn Fn(&Name) -> bool,
+) -> bool {
+    body.binds.iter().all(|t| match &t.rhs {
+        Rhs::Prim(Prim::Get, args) if args[1].var() == Some(index) => args[0]
+            .var()
+            .is_some_and(|a| group.contains(a) || !fused(a)),
+        _ => true,
+    })
+}
+
+/// `(count, index, body)` when `b` is a member (Note [Horizontal fusion]).
+fn member(b: &Binding) -> Option<(&Atom, &Name, &Block)> {
+    let Rhs::Loop {
+        kind: LoopKind::Build,
+        n,
+        state: None,
+        index,
+        body,
+    } = &b.rhs
+    else {
+        return None;
+    };
+    if b.ty != Type::array(Type::Double) || *body.result.ty() != Type::Double {
+        return None;
+    }
+    let bound: HashSet<&Name> = body.binds.iter().map(|t| &t.name).collect();
+    let outside = |a: &Atom| a.var().is_none_or(|x| !bound.contains(x) && x != index);
+    let doubles = |args: &[Atom]| args.iter().all(|a| *a.ty() == Type::Double);
+    let ok = body.binds.iter().all(|t| match &t.rhs {
+        Rhs::Prim(Prim::Add | Prim::Sub | Prim::Mul | Prim::Neg, args) => {
+            t.ty == Type::Double && doubles(args)
+        }
+        Rhs::Prim(Prim::Div, args) => t.ty == Type::Double && doubles(args) && outside(&args[1]),
+        Rhs::Prim(Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne, args) => {
+            doubles(args)
+        }
+        Rhs::Prim(Prim::Get, args) => {
+            t.ty == Type::Double
+                && *args[0].ty() == Type::array(Type::Double)
+                && args[0].var().is_some()
+                && outside(&args[0])
+                && args[1].var() == Some(index)
+        }
+        Rhs::If(_, th, el) => t.ty == Type::Double && th.binds.is_empty() && el.binds.is_empty(),
+        _ => false,
+    });
+    ok.then_some((n, index, body))
+}
+
+/// Whether the member `b` mentions the names of `group` only in reads at
+/// its index.
+fn reads_only_at_index(b: &Binding, group: &HashSet<&Name>) -> bool {
+    let Some((n, index, body)) = member(b) else {
+        return false;
+    };
+    let named = |a: &Atom| a.var().is_some_and(|x| group.contains(x));
+    !named(n)
+        && !named(&body.result)
+        && body.binds.iter().all(|t| match &t.rhs {
+            Rhs::Prim(Prim::Get, args) if args[1].var() == Some(index) => true,
+            rhs => !mentions_any(rhs, group),
+        })
+}
+
+fn mentions_any(rhs: &Rhs, names: &HashSet<&Name>) -> bool {
+    let mut found = false;
+    rhs.for_each_atom(&mut |a| found |= a.var().is_some_and(|x| names.contains(x)));
+    found
+}
+
+/// The bindings of `rhs`, nested ones counted, itself included.
+fn weight(rhs: &Rhs) -> usize {
+    let block = |b: &Block| b.binds.iter().map(|t| weight(&t.rhs)).sum::<usize>();
+    1 + match rhs {
+        Rhs::Prim(..) | Rhs::Array(_) => 0,
+        Rhs::If(_, t, e) => block(t) + block(e),
+        Rhs::Loop { body, .. } => block(body),
+    }
+}
+
+/// Ends the group of the members `open`, if it has two or more.
+fn close(block: &Block, open: Vec<usize>, out: &mut Vec<Group>) {
+    let (Some(&start), Some(&last)) = (open.first(), open.last()) else {
+        return;
+    };
+    if open.len() < 2 {
+        return;
+    }
+    let end = last + 1;
+    let mut after: HashSet<Name> = HashSet::default();
+    for b in &block.binds[end..] {
+        b.rhs.for_each_atom(&mut |a| after.extend(a.var().cloned()));
+    }
+    after.extend(block.result.var().cloned());
+    let read_after = |p: &usize| after.contains(&block.binds[*p].name);
+    let kept = open.iter().map(read_after).collect();
+    let live = (start..end).filter(read_after).collect();
+    out.push(Group {
+        start,
+        end,
+        members: open,
+        kept,
+        live,
+    });
+}
+
+/// The loop of `group` in `block` (Note [Horizontal fusion]).
+pub fn fused_loop(block: &Block, group: &Group) -> Loop {
+    let mut subst: HashMap<Name, Atom> = HashMap::default();
+    let mut ordinal: HashMap<&Name, usize> = HashMap::default();
+    let mut index: Option<Name> = None;
+    let mut out = Loop {
+        index: Name::from(""),
+        counts: Vec::new(),
+        terms: Vec::new(),
+        elements: Vec::new(),
+        reads: Vec::new(),
+        divisors: Vec::new(),
+    };
+    let mut read: HashSet<Name> = HashSet::default();
+    for (o, &p) in group.members.iter().enumerate() {
+        let b = &block.binds[p];
+        let Some((n, k, body)) = member(b) else {
+            continue;
+        };
+        let index = index.get_or_insert_with(|| k.clone()).clone();
+        subst.insert(k.clone(), Atom::Var(index, Type::Index));
+        out.counts.push(n.clone());
+        for t in &body.binds {
+            if let Rhs::Prim(Prim::Get, args) = &t.rhs
+                && let Some(&from) = args[0].var().and_then(|a| ordinal.get(a))
+            {
+                subst.insert(t.name.clone(), out.elements[from].clone());
+                continue;
+            }
+            let mut t = t.clone();
+            t.rhs.for_each_atom_mut(&mut |a| {
+                if let Some(v) = a.var().and_then(|x| subst.get(x)) {
+                    *a = v.clone();
+                }
+            });
+            match &t.rhs {
+                Rhs::Prim(Prim::Get, args) => {
+                    if let Some(a) = args[0].var()
+                        && read.insert(a.clone())
+                    {
+                        out.reads.push(a.clone());
+                    }
+                }
+                Rhs::Prim(Prim::Div, args) => {
+                    // A nonzero literal needs no test.
+                    let d = &args[1];
+                    let seen = match d {
+                        Atom::Var(x, _) => out.divisors.iter().any(|y| y.var() == Some(x)),
+                        Atom::Lit(Lit::Double(c), _) => *c != 0.0,
+                        Atom::Lit(..) => false,
+                    };
+                    if !seen {
+                        out.divisors.push(d.clone());
+                    }
+                }
+                _ => {}
+            }
+            out.terms.push(t);
+        }
+        let e = match body.result.var().and_then(|x| subst.get(x)) {
+            Some(v) => v.clone(),
+            None => body.result.clone(),
+        };
+        out.elements.push(e);
+        ordinal.insert(&b.name, o);
+    }
+    out.index = index.unwrap_or_else(|| Name::from(""));
+    out
+}

@@ -132,6 +132,7 @@ pub fn lower_function(
         paired: Vec::new(),
         jammed: Vec::new(),
         horizontal_groups: Vec::new(),
+        nonzero_divisors: false,
         cold: false,
         covered: Default::default(),
         unchecked: false,
@@ -288,6 +289,9 @@ struct Lower<'a, 'f> {
     /// The members of each group run as one loop (Note [Horizontal
     /// fusion] in `codegen/horizontal.rs`).
     horizontal_groups: Vec<Vec<Name>>,
+    /// Whether the divisions being lowered divide by values a guard has
+    /// tested (Note [Horizontal fusion]): no test of their own.
+    nonzero_divisors: bool,
     /// ... except in the cold version of an interchanged nest, kept as
     /// written.
     cold: bool,
@@ -717,7 +721,8 @@ impl Lower<'_, '_> {
                 None
             });
         }
-        // The reads need no test (the guard), nor do the divisions.
+        // The reads need no test (the guard), nor do the divisions: every
+        // divisor is bound outside the members, and the guard tested it.
         let reads: Vec<Name> = f
             .terms
             .iter()
@@ -725,7 +730,9 @@ impl Lower<'_, '_> {
             .map(|t| t.name.clone())
             .collect();
         self.covered.extend(reads.iter().cloned());
+        self.nonzero_divisors = true;
         let r = self.horizontal_loop(&f, n, &bufs);
+        self.nonzero_divisors = false;
         for x in &reads {
             self.covered.remove(x);
         }
@@ -1513,6 +1520,7 @@ impl Lower<'_, '_> {
                         Prim::Add => self.b.ins().fadd(x, y),
                         Prim::Sub => self.b.ins().fsub(x, y),
                         Prim::Mul => self.b.ins().fmul(x, y),
+                        _ if self.nonzero_divisors => self.b.ins().fdiv(x, y),
                         _ => {
                             // Either lane zero: one compare, its lanes'
                             // sign bits (movmskpd).
@@ -1798,14 +1806,31 @@ impl Lower<'_, '_> {
             l.b.ins().store(flags, m, at, SLOT as i32);
             Ok(Vec::new())
         })?;
+        // The terms that do not depend on `j` (reading `a[i]`, projecting
+        // it) once per `i`, when there are rows (`n > 0`): the guard
+        // tested their reads only for elements that exist.
+        let varying = interchange::varying(&plan.body.binds, j);
+        let (per_i, per_ij): (Vec<&Binding>, Vec<&Binding>) = plan
+            .body
+            .binds
+            .iter()
+            .partition(|b| !varying.contains(&b.name));
+        let rows = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
+        let none = self.iconst(0);
+        let m = self.b.ins().select(rows, m, none);
         self.counted_loop(m, &[], |l, i, _| {
             l.env.insert(plan.index.clone(), vec![i]);
+            l.trusted += 1;
+            let r = per_i.iter().try_for_each(|b| l.bind(b));
+            l.trusted -= 1;
+            r?;
             l.counted_loop(n, &[], |l, k, _| {
                 l.env.insert(j.clone(), vec![k]);
                 l.trusted += 1;
-                let r = l.block(plan.body);
+                let r = per_ij.iter().try_for_each(|b| l.bind(b));
                 l.trusted -= 1;
-                let v = r?;
+                r?;
+                let v = l.atom(&plan.body.result)?;
                 let d = l.element(out, k, desc);
                 let row = l.b.ins().load(types::I64, flags, d, 0);
                 let at = l.element(row, i, size);
@@ -2480,6 +2505,7 @@ impl Lower<'_, '_> {
             Prim::Add => self.b.ins().fadd(x, y),
             Prim::Sub => self.b.ins().fsub(x, y),
             Prim::Mul => self.b.ins().fmul(x, y),
+            Prim::Div if self.nonzero_divisors => self.b.ins().fdiv(x, y),
             Prim::Div => {
                 let zero = self.b.ins().f64const(0.0);
                 let is_zero = self.b.ins().fcmp(FloatCC::Equal, y, zero);

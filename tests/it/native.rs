@@ -1524,9 +1524,10 @@ fn one_hot_builds_fill_then_store_once() {
 
 /// Note [Interchange], builds of builds: `build n (fun k -> build m (fun
 /// i -> e))` reading `a[i][k]` (or a row projected from `a[i]`) runs
-/// i-major into rows allocated first; every bit is the evaluator's, and
-/// every ⊥ too: a short row, a negative outer or inner size (the inner
-/// one only with a row to build), a division by zero.
+/// i-major into rows allocated first, what does not depend on `k` once
+/// per `i`; every bit is the evaluator's, and every ⊥ too: a short row, a
+/// negative outer or inner size (the inner one only with a row to build),
+/// a division by zero; with no row, not even `a[i]` runs.
 #[test]
 fn builds_of_builds_run_transposed_exactly() {
     let src = "let t (a: Matrix) (n: Index) = build n (fun k -> build (length a) (fun i -> a[i][k] * 2.0))\n\
@@ -1559,6 +1560,12 @@ fn builds_of_builds_run_transposed_exactly() {
         (
             "w",
             vec![a.clone(), ix(0), ix(-1), Value::Double(0.5)],
+            Outcome::Value,
+        ),
+        // No row: the reads `a[i]` (each once per i) do not run.
+        (
+            "w",
+            vec![a.clone(), ix(0), ix(3), Value::Double(0.5)],
             Outcome::Value,
         ),
         (

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use thiserror::Error;
 
-use crate::codegen::{CodegenError, Native};
+use crate::codegen::{Arg, CodegenError, Native, Out, Outputs};
 use crate::diagnostic::{Diagnose, Span};
 use crate::eval::{EvalError, Limits, Stats, Value};
 use crate::ir::Type;
@@ -50,6 +50,145 @@ impl Engine {
                 Ok((v, Stats::default()))
             }
         }
+    }
+}
+
+/// A parameter of [`Native::call_slices`], owned: a scalar, or the
+/// elements of an array (or the rows of a matrix) of Doubles.
+enum Slices {
+    Scalar(Arg<'static>),
+    Flat(Vec<f64>),
+    Rows(Vec<Vec<f64>>),
+}
+
+/// `v` as a parameter of type `t` for [`Native::call_slices`], when `t`
+/// is a scalar, a vector or a matrix of Doubles.
+fn slices(t: &Type, v: &Value) -> Option<Slices> {
+    let doubles = |xs: &[Value]| -> Option<Vec<f64>> {
+        xs.iter()
+            .map(|x| match x {
+                Value::Double(d) => Some(*d),
+                _ => None,
+            })
+            .collect()
+    };
+    Some(match (t, v) {
+        (Type::Double, Value::Double(x)) => Slices::Scalar(Arg::F64(*x)),
+        (Type::Index, Value::Index(i)) => Slices::Scalar(Arg::I64(*i)),
+        (Type::Bool, Value::Bool(b)) => Slices::Scalar(Arg::Bool(*b)),
+        (Type::Array(e), Value::Array(xs)) if **e == Type::Double => Slices::Flat(doubles(xs)?),
+        (Type::Array(e), Value::Array(rows)) if **e == Type::array(Type::Double) => Slices::Rows(
+            rows.iter()
+                .map(|r| match r {
+                    Value::Array(xs) => doubles(xs),
+                    _ => None,
+                })
+                .collect::<Option<_>>()?,
+        ),
+        _ => return None,
+    })
+}
+
+/// Whether every leaf of `t` is a Double, a vector or a matrix of Doubles
+/// (what [`Native::call_slices`] returns as `F64`, `F64s`, `F64Rows`).
+fn double_leaves(t: &Type) -> bool {
+    match t {
+        Type::Double => true,
+        Type::Array(e) => **e == Type::Double || **e == Type::array(Type::Double),
+        Type::Pair(a, b) => double_leaves(a) && double_leaves(b),
+        _ => false,
+    }
+}
+
+/// The value of type `t` from the result's leaves, from leaf `k` on.
+fn value_of(t: &Type, outs: &Outputs<'_>, k: &mut usize) -> Value {
+    let doubles = |xs: &[f64]| Value::array(xs.iter().map(|&x| Value::Double(x)).collect());
+    if let Type::Pair(a, b) = t {
+        let a = value_of(a, outs, k);
+        return Value::pair(a, value_of(b, outs, k));
+    }
+    let leaf = outs.get(*k);
+    *k += 1;
+    match leaf {
+        Some(Out::F64(x)) => Value::Double(x),
+        Some(Out::F64s(xs)) => doubles(xs),
+        Some(Out::F64Rows(rows)) => Value::array(rows.iter().map(doubles).collect()),
+        // `double_leaves` admits no other leaf.
+        _ => Value::array(Vec::new()),
+    }
+}
+
+/// The result's leaves flattened: Doubles in order, arrays and matrix
+/// rows element by element.
+fn flat_of(outs: &Outputs<'_>) -> Vec<f64> {
+    let mut xs = Vec::new();
+    for k in 0..outs.len() {
+        match outs.get(k) {
+            Some(Out::F64(x)) => xs.push(x),
+            Some(Out::F64s(s)) => xs.extend_from_slice(s),
+            Some(Out::F64Rows(rows)) => rows.iter().for_each(|r| xs.extend_from_slice(r)),
+            _ => {}
+        }
+    }
+    xs
+}
+
+impl Engine {
+    /// Runs `entry` natively through [`Native::call_slices`], without
+    /// converting its arguments and result to and from [`Value`]s, and
+    /// reads the result with `read`: when the engine is native and every
+    /// parameter and leaf of the result is a Double, a vector or a matrix
+    /// of Doubles (a parameter may also be an Index or a Bool). `None`
+    /// otherwise.
+    fn run_slices<T>(
+        &self,
+        entry: &Entry,
+        args: &[Value],
+        read: impl FnOnce(&Outputs<'_>) -> T,
+    ) -> Option<Result<T, RunError>> {
+        let Engine::Native(cache) = self else {
+            return None;
+        };
+        if !double_leaves(&entry.result) || entry.params.len() != args.len() {
+            return None;
+        }
+        let owned: Vec<Slices> = entry
+            .params
+            .iter()
+            .zip(args)
+            .map(|((_, t), v)| slices(t, v))
+            .collect::<Option<_>>()?;
+        let rows: Vec<Vec<&[f64]>> = owned
+            .iter()
+            .map(|o| match o {
+                Slices::Rows(rs) => rs.iter().map(Vec::as_slice).collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        let call: Vec<Arg<'_>> = owned
+            .iter()
+            .zip(&rows)
+            .map(|(o, r)| match o {
+                Slices::Scalar(a) => *a,
+                Slices::Flat(xs) => Arg::F64s(xs),
+                Slices::Rows(_) => Arg::F64Rows(r),
+            })
+            .collect();
+        let key = entry as *const Entry as usize;
+        let mut cache = cache.borrow_mut();
+        let native = match cache.entry(key) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => match Native::compile(entry) {
+                Ok(n) => v.insert(n),
+                Err(e) => return Some(Err(e.into())),
+            },
+        };
+        Some(
+            native
+                .call_slices(&call)
+                .map(|o| read(&o))
+                .map_err(RunError::from),
+        )
     }
 }
 
@@ -184,6 +323,24 @@ pub fn forward(d: &Derivative, args: Vec<Value>, limits: Limits) -> Result<Colum
 pub fn forward_on(d: &Derivative, args: Vec<Value>, engine: &Engine) -> Result<Columns, RunError> {
     let wt = d.base.params[d.wrt].1.clone();
     let rt = d.base.result.clone();
+    if d.tangent_only
+        && let Some(value) = engine.run_slices(&d.base, &args, |o| value_of(&rt, o, &mut 0))
+        && let Some(flat) = engine.run_slices(&d.wrapper, &args, flat_of)
+    {
+        // One tangent shaped like the result per element of the variable,
+        // flattened in order: columns of the result's length.
+        let (value, flat) = (value?, flat?);
+        let mut r = Vec::new();
+        flatten(&value, &mut r);
+        if !r.is_empty() {
+            let columns = flat.chunks(r.len()).map(<[f64]>::to_vec).collect();
+            return Ok(Columns {
+                value,
+                columns,
+                stats: Stats::default(),
+            });
+        }
+    }
     let (res, mut stats) = engine.run(&d.wrapper, args.clone())?;
     if d.tangent_only {
         // One tangent (shaped like the result) per element of the variable.

@@ -3187,3 +3187,48 @@ fn sibling_loops_run_as_one_with_the_evaluators_bottoms() {
         "{e:?}"
     );
 }
+
+/// A tangent-only forward program on native code reads its arguments and
+/// result as slices when they are Doubles, vectors and matrices of
+/// Doubles (`gradient::forward_on`, ADBench BA's `fwd-opt` per
+/// observation): the value and every column equal the evaluator's, bit
+/// for bit, for each shape of variable and result it takes; a pair result
+/// takes the `Value` path and agrees too.
+#[test]
+fn tangent_columns_through_slices_equal_the_evaluators() {
+    use fsmooth::gradient::{Engine, forward_on};
+    let src = "let vv (v: Vector) (s: Double) = build 3 (fun i -> v[i] * v[i] * s + sin s)\n\
+               let vd (v: Vector) (s: Double) = vectorSum v * s\n\
+               let dv (v: Vector) (s: Double) = build (length v) (fun i -> v[i] / s)\n\
+               let dd (v: Vector) (s: Double) = s * s * v[0]\n\
+               let vm (v: Vector) (m: Matrix) = build (length m) (fun i -> vectorDot m[i] v)\n\
+               let vp (v: Vector) (s: Double) = (vectorSum v, v[1] * s)\n";
+    let v = vector(&[0.5, -1.25, 2.0]);
+    let m = Value::array(vec![vector(&[1.0, 2.0, 3.0]), vector(&[-0.5, 0.25, 4.0])]);
+    for (f, wrt, args) in [
+        ("vv", "v", vec![v.clone(), Value::Double(1.5)]),
+        ("vv", "s", vec![v.clone(), Value::Double(1.5)]),
+        ("vd", "v", vec![v.clone(), Value::Double(-0.75)]),
+        ("dv", "s", vec![v.clone(), Value::Double(2.5)]),
+        ("dd", "s", vec![v.clone(), Value::Double(2.5)]),
+        ("vm", "v", vec![v.clone(), m.clone()]),
+        ("vp", "v", vec![v.clone(), Value::Double(3.0)]),
+    ] {
+        let d = pipeline::tangent_derivative(src, f, wrt).expect("derivative");
+        let e = forward_on(&d, args.clone(), &Engine::Eval(FUEL)).expect("evaluator");
+        let n = forward_on(&d, args, &Engine::native()).expect("native");
+        assert!(
+            e.value.same(&n.value),
+            "{f}/{wrt}: {} vs {}",
+            e.value,
+            n.value
+        );
+        let bits = |c: &[Vec<f64>]| -> Vec<Vec<u64>> {
+            c.iter()
+                .map(|x| x.iter().map(|y| y.to_bits()).collect())
+                .collect()
+        };
+        assert_eq!(bits(&e.columns), bits(&n.columns), "{f}/{wrt}");
+        assert!(!e.columns.is_empty(), "{f}/{wrt}");
+    }
+}

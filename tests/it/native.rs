@@ -87,8 +87,13 @@ fn compare_src(src: &str, name: &str, args: &[Value]) -> Outcome {
 /// or the same ⊥ (an index out of bounds with the same index and length).
 fn exactly(src: &str, f: &str, args: &[Value]) {
     let e = load_entry(src, f);
+    exactly_on(&e, &compile(&e), f, args);
+}
+
+/// [`exactly`] for an entry compiled once.
+fn exactly_on(e: &Entry, native: &Native, f: &str, args: &[Value]) {
     let expected = e.run(args.to_vec(), FUEL, &mut |_, _| {});
-    let got = compile(&e).call(args);
+    let got = native.call(args);
     match (&expected, &got) {
         (Ok((a, _)), Ok(b)) => assert!(a.same(b), "{f} {args:?}: {a} vs {b}"),
         (
@@ -3231,4 +3236,110 @@ fn tangent_columns_through_slices_equal_the_evaluators() {
         assert_eq!(bits(&e.columns), bits(&n.columns), "{f}/{wrt}");
         assert!(!e.columns.is_empty(), "{f}/{wrt}");
     }
+}
+
+/// Note [Horizontal fusion] on random straight lines: `build`s over
+/// `length v` or `length w` whose elements are Double arithmetic (with
+/// divisions and selects) on reads at the index of the parameters and of
+/// the earlier `build`s, between scalar bindings that can fail (a read at
+/// `k`, a division, a square root), on vectors of lengths 0 to 4 and
+/// divisors that may be zero. Every value and every first ⊥ (its index
+/// and length for a read) is the evaluator's; most programs do run a
+/// group as one loop.
+#[test]
+fn random_straight_lines_of_builds_agree_with_the_evaluator() {
+    let mut seed = 0x5eed_2026_1126_u64;
+    let mut next = move |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    let mut fused_programs = 0;
+    let programs = 60;
+    for case in 0..programs {
+        let mut lines = Vec::new();
+        let mut arrays: Vec<String> = Vec::new();
+        let mut scalars: Vec<String> = vec!["p".into(), "q".into()];
+        let steps = 3 + next(5);
+        for s in 0..steps {
+            if next(3) == 0 {
+                let x = format!("s{s}");
+                let rhs = match next(4) {
+                    0 => "w[k]".to_string(),
+                    1 => format!("p / {}", scalars[next(scalars.len() as u64) as usize]),
+                    2 => "sqrt q".to_string(),
+                    _ => format!("v[k] * {}", scalars[next(scalars.len() as u64) as usize]),
+                };
+                lines.push(format!("  let {x} = {rhs}"));
+                scalars.push(x);
+            } else {
+                let x = format!("a{s}");
+                let count = if next(4) == 0 { "length w" } else { "length v" };
+                let mut leaf = |next: &mut dyn FnMut(u64) -> u64| -> String {
+                    match next(4) {
+                        0 => "v[i]".to_string(),
+                        1 if !arrays.is_empty() => {
+                            format!("{}[i]", arrays[next(arrays.len() as u64) as usize])
+                        }
+                        2 => scalars[next(scalars.len() as u64) as usize].clone(),
+                        _ => "w[i]".to_string(),
+                    }
+                };
+                let (a, b, c) = (leaf(&mut next), leaf(&mut next), leaf(&mut next));
+                let body = match next(5) {
+                    0 => format!("{a} * {b} + {c}"),
+                    1 => format!("{a} / {b} - {c}"),
+                    2 => format!("if {a} > {b} then {c} else {a}"),
+                    3 => format!("-({a}) * {c}"),
+                    _ => format!("{a} - {b} * {c}"),
+                };
+                lines.push(format!("  let {x} = build ({count}) (fun i -> {body})"));
+                arrays.push(x);
+            }
+        }
+        let result = match arrays.as_slice() {
+            [] => "p".to_string(),
+            [a] => format!("vectorSum {a}"),
+            [.., a, b] => format!("({a}, vectorSum {b})"),
+        };
+        let src = format!(
+            "let f (v: Vector) (w: Vector) (p: Double) (q: Double) (k: Index) =\n{}\n  {result}\n",
+            lines.join("\n")
+        );
+        let groups = listing_says(
+            &src,
+            "f",
+            ";; loops run as one (Note [Horizontal fusion]): ",
+        );
+        if groups != "none" {
+            fused_programs += 1;
+        }
+        let (e, native) = {
+            let e = load_entry(&src, "f");
+            let n = compile(&e);
+            (e, n)
+        };
+        let vs =
+            |n: usize, off: f64| vector(&(0..n).map(|j| off + 0.75 * j as f64).collect::<Vec<_>>());
+        for arg in 0..6 {
+            let (nv, nw) = (next(5) as usize, next(5) as usize);
+            let nw = if arg < 3 { nv.max(nw) } else { nw };
+            let args = vec![
+                vs(nv, -1.0),
+                vs(nw, if next(3) == 0 { 0.0 } else { 0.5 }),
+                Value::Double([1.5, 0.0, -2.0][next(3) as usize]),
+                Value::Double([2.0, 0.0, -0.5][next(3) as usize]),
+                Value::Index([0, 2, 5, -1][next(4) as usize]),
+            ];
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                exactly_on(&e, &native, "f", &args)
+            }));
+            assert!(r.is_ok(), "case {case}: {args:?}\n{src}");
+        }
+    }
+    assert!(
+        fused_programs * 2 > programs,
+        "{fused_programs} of {programs}"
+    );
 }

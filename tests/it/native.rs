@@ -3276,7 +3276,7 @@ fn random_straight_lines_of_builds_agree_with_the_evaluator() {
             } else {
                 let x = format!("a{s}");
                 let count = if next(4) == 0 { "length w" } else { "length v" };
-                let mut leaf = |next: &mut dyn FnMut(u64) -> u64| -> String {
+                let leaf = |next: &mut dyn FnMut(u64) -> u64| -> String {
                     match next(4) {
                         0 => "v[i]".to_string(),
                         1 if !arrays.is_empty() => {

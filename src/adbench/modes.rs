@@ -46,6 +46,9 @@ pub struct Differentiator {
     /// The forward derivative: its `base` is the entry itself.
     fwd: Derivative,
     fwd_opt: Option<Derivative>,
+    /// Mode `fwd-vec` on native code: the tangent-only wrapper, whose
+    /// Doubles, vectors and matrices run through `call_slices`.
+    fwd_vec_tangents: Option<Derivative>,
     rev: Option<ReverseDerivative>,
 }
 
@@ -71,6 +74,15 @@ impl Differentiator {
             Mode::FwdOpt => Some(pipeline::optimised_derivative(src, entry, wrt, opt)?),
             _ => None,
         };
+        let fwd_vec_tangents = match mode {
+            Mode::FwdVec => Some(pipeline::tangent_derivative_with(
+                src,
+                entry,
+                wrt,
+                crate::ad::ForwardMode::Vector,
+            )?),
+            _ => None,
+        };
         let rev = match mode {
             Mode::Rev => Some(pipeline::reverse_derivative_with(
                 src,
@@ -84,6 +96,7 @@ impl Differentiator {
             mode,
             fwd,
             fwd_opt,
+            fwd_vec_tangents,
             rev,
         })
     }
@@ -102,6 +115,10 @@ impl Differentiator {
         let wrt = self.fwd.wrt;
         match (self.mode, &self.fwd_opt, &self.rev) {
             (Mode::FwdOpt, Some(f), _) => gradient::forward_on(f, args, engine),
+            (Mode::FwdVec, ..) if matches!(engine, Engine::Native(_)) => {
+                let d = self.fwd_vec_tangents.as_ref().unwrap_or(&self.fwd);
+                gradient::forward_on(d, args, engine)
+            }
             (Mode::Rev, _, Some(r)) => gradient::reverse_on(r, args, engine),
             (Mode::Tape, ..) => Ok(gradient::tape(&self.fwd.base, wrt, args, limits)?),
             (Mode::Fd, ..) => Ok(gradient::finite_differences(

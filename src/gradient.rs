@@ -323,13 +323,15 @@ pub fn forward(d: &Derivative, args: Vec<Value>, limits: Limits) -> Result<Colum
 pub fn forward_on(d: &Derivative, args: Vec<Value>, engine: &Engine) -> Result<Columns, RunError> {
     let wt = d.base.params[d.wrt].1.clone();
     let rt = d.base.result.clone();
+    // The wrapper first, then the function, as below: the first ⊥ is the
+    // same.
     if d.tangent_only
-        && let Some(value) = engine.run_slices(&d.base, &args, |o| value_of(&rt, o, &mut 0))
         && let Some(flat) = engine.run_slices(&d.wrapper, &args, flat_of)
+        && let Some(value) = engine.run_slices(&d.base, &args, |o| value_of(&rt, o, &mut 0))
     {
         // One tangent shaped like the result per element of the variable,
         // flattened in order: columns of the result's length.
-        let (value, flat) = (value?, flat?);
+        let (flat, value) = (flat?, value?);
         let mut r = Vec::new();
         flatten(&value, &mut r);
         if !r.is_empty() {

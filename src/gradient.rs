@@ -36,21 +36,27 @@ impl Engine {
         match self {
             Engine::Eval(limits) => Ok(entry.run(args, *limits, &mut |_, _| {})?),
             Engine::Native(cache) => {
-                // Keyed by address: the entries of one derivative outlive
-                // the engine's use.
-                let key = entry as *const Entry as usize;
-                let mut cache = cache.borrow_mut();
-                let native = match cache.entry(key) {
-                    std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-                    std::collections::hash_map::Entry::Vacant(v) => {
-                        v.insert(Native::compile(entry)?)
-                    }
-                };
-                let v = native.call(&args)?;
+                let v = compiled(cache, entry, |native| native.call(&args))??;
                 Ok((v, Stats::default()))
             }
         }
     }
+}
+
+/// `f` of `entry` compiled, once per engine: keyed by address, as the
+/// entries of one derivative outlive the engine's use.
+fn compiled<T>(
+    cache: &RefCell<HashMap<usize, Native>>,
+    entry: &Entry,
+    f: impl FnOnce(&Native) -> T,
+) -> Result<T, CodegenError> {
+    let key = entry as *const Entry as usize;
+    let mut cache = cache.borrow_mut();
+    let native = match cache.entry(key) {
+        std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+        std::collections::hash_map::Entry::Vacant(v) => v.insert(Native::compile(entry)?),
+    };
+    Ok(f(native))
 }
 
 /// A parameter of [`Native::call_slices`], owned: a scalar, or the
@@ -174,21 +180,10 @@ impl Engine {
                 Slices::Rows(_) => Arg::F64Rows(r),
             })
             .collect();
-        let key = entry as *const Entry as usize;
-        let mut cache = cache.borrow_mut();
-        let native = match cache.entry(key) {
-            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-            std::collections::hash_map::Entry::Vacant(v) => match Native::compile(entry) {
-                Ok(n) => v.insert(n),
-                Err(e) => return Some(Err(e.into())),
-            },
-        };
-        Some(
-            native
-                .call_slices(&call)
-                .map(|o| read(&o))
-                .map_err(RunError::from),
-        )
+        let r = compiled(cache, entry, |native| {
+            native.call_slices(&call).map(|o| read(&o))
+        });
+        Some(r.and_then(|r| r).map_err(RunError::from))
     }
 }
 

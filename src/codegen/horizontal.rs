@@ -52,14 +52,20 @@
 //! divisions then test nothing. A non-member in the region that the
 //! lowering fuses (its reads compute values where they are, Note
 //! [Fusion]) ends the group before it: its plan holds values of one
-//! version. So does a non-member that mentions a member (the fast version
-//! would run it before the member exists), and past [`MAX_REGION`]
-//! bindings of non-members (nested ones counted), as the fast version
-//! holds them a second time.
+//! version. A non-member that mentions a member is *deferred* when it is
+//! a pair, a projection or an array literal (total but for memory, and
+//! cheap): the fast version runs it after the loop, and the member it
+//! holds is kept; any other such binding ends the group (the fast version
+//! would run it before the member exists), as does one that mentions a
+//! deferred binding, and a member that does. Past [`MAX_REGION`]
+//! bindings of non-members (nested ones counted) the group ends too, as
+//! the fast version holds them a second time.
 //!
 //! BA's `projectAll` Jacobian (`fwd-vec`, tangents only, N = 10⁵, AOT):
 //! 746 → 310 million instructions a call (callgrind), one group of 51
-//! members per point; see benches/README.md, "What this session changed".
+//! members per point (52 since deferral: the pair of an output's value
+//! and tangent no longer ends it); see benches/README.md, "What this
+//! session changed".
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
@@ -79,6 +85,10 @@ pub struct Group {
     pub end: usize,
     /// The members, in order.
     pub members: Vec<usize>,
+    /// The region's pairs, projections and array literals that mention a
+    /// member or another of them: the fast version runs them after the
+    /// loop.
+    pub deferred: Vec<usize>,
     /// Per member: whether anything after the region reads it (else it
     /// is internal, never built).
     pub kept: Vec<bool>,
@@ -111,21 +121,46 @@ pub fn groups(block: &Block, fused: &dyn Fn(&Name) -> bool) -> Vec<Group> {
     let mut out = Vec::new();
     let mut open: Vec<usize> = Vec::new();
     let mut names: HashSet<&Name> = HashSet::default();
+    // The region's bindings that run after the loop, and their names.
+    let mut deferred: Vec<usize> = Vec::new();
+    let mut later: HashSet<&Name> = HashSet::default();
     let mut size = 0;
     for (p, b) in binds.iter().enumerate() {
         let joins = member(b).is_some_and(|(_, index, body)| {
-            reads_only_at_index(b, &names) && built_or_members(index, body, &names, fused)
+            reads_only_at_index(b, &names)
+                && built_or_members(index, body, &names, fused)
+                && !mentions_any(&b.rhs, &later)
         });
+        let defers = !open.is_empty()
+            && !joins
+            && member(b).is_none()
+            && (mentions_any(&b.rhs, &names) || mentions_any(&b.rhs, &later))
+            && deferrable(&b.rhs)
+            && !fused(&b.name);
         let breaks = !open.is_empty()
             && !joins
+            && !defers
             && (member(b).is_some() || {
                 size += weight(&b.rhs);
-                fused(&b.name) || mentions_any(&b.rhs, &names) || size > MAX_REGION
+                fused(&b.name)
+                    || mentions_any(&b.rhs, &names)
+                    || mentions_any(&b.rhs, &later)
+                    || size > MAX_REGION
             });
         if breaks {
-            close(block, std::mem::take(&mut open), &mut out);
+            close(
+                block,
+                std::mem::take(&mut open),
+                std::mem::take(&mut deferred),
+                &mut out,
+            );
             names.clear();
+            later.clear();
             size = 0;
+        }
+        if defers {
+            deferred.push(p);
+            later.insert(&b.name);
         }
         let starts = open.is_empty()
             && member(b)
@@ -135,8 +170,17 @@ pub fn groups(block: &Block, fused: &dyn Fn(&Name) -> bool) -> Vec<Group> {
             names.insert(&b.name);
         }
     }
-    close(block, open, &mut out);
+    close(block, open, deferred, &mut out);
     out
+}
+
+/// Pairs, projections and array literals: total (but for running out of
+/// memory) and cheap, so a region may run them after its loop.
+fn deferrable(rhs: &Rhs) -> bool {
+    matches!(
+        rhs,
+        Rhs::Prim(Prim::Pair | Prim::Fst | Prim::Snd, _) | Rhs::Array(_)
+    )
 }
 
 /// Whether every array the member body reads is built or an earlier
@@ -226,8 +270,9 @@ fn weight(rhs: &Rhs) -> usize {
     }
 }
 
-/// Ends the group of the members `open`, if it has two or more.
-fn close(block: &Block, open: Vec<usize>, out: &mut Vec<Group>) {
+/// Ends the group of the members `open`, if it has two or more, with the
+/// bindings `deferred` that mention them.
+fn close(block: &Block, open: Vec<usize>, deferred: Vec<usize>, out: &mut Vec<Group>) {
     let (Some(&start), Some(&last)) = (open.first(), open.last()) else {
         return;
     };
@@ -235,18 +280,31 @@ fn close(block: &Block, open: Vec<usize>, out: &mut Vec<Group>) {
         return;
     }
     let end = last + 1;
+    // Those past the last member run after the region anyway.
+    let deferred: Vec<usize> = deferred.into_iter().filter(|&p| p < end).collect();
     let mut after: HashSet<Name> = HashSet::default();
     for b in &block.binds[end..] {
         b.rhs.for_each_atom(&mut |a| after.extend(a.var().cloned()));
     }
     after.extend(block.result.var().cloned());
     let read_after = |p: &usize| after.contains(&block.binds[*p].name);
-    let kept = open.iter().map(read_after).collect();
+    // A member that a deferred binding holds has a buffer too.
+    let mut held: HashSet<Name> = HashSet::default();
+    for &p in &deferred {
+        block.binds[p]
+            .rhs
+            .for_each_atom(&mut |a| held.extend(a.var().cloned()));
+    }
+    let kept = open
+        .iter()
+        .map(|p| read_after(p) || held.contains(&block.binds[*p].name))
+        .collect();
     let live = (start..end).filter(read_after).collect();
     out.push(Group {
         start,
         end,
         members: open,
+        deferred,
         kept,
         live,
     });

@@ -664,11 +664,13 @@ impl Lower<'_, '_> {
     }
 
     /// The fast version of group `g`'s region: everything but the members
-    /// in order, the guard (to `bail` when it fails), then the members'
-    /// loop, which stores the kept ones.
+    /// and the deferred bindings in order, the guard (to `bail` when it
+    /// fails), the members' loop, which stores the kept ones, then the
+    /// deferred bindings.
     fn horizontal_fast(&mut self, blk: &AnfBlock, g: &horizontal::Group, bail: Block) -> R<()> {
         for (p, bind) in blk.binds[g.start..g.end].iter().enumerate() {
-            if !g.members.contains(&(g.start + p)) {
+            let p = g.start + p;
+            if !g.members.contains(&p) && !g.deferred.contains(&p) {
                 self.bind(bind)?;
             }
         }
@@ -741,6 +743,9 @@ impl Lower<'_, '_> {
             if let (true, Some(buf)) = (kept, buf) {
                 self.env.insert(blk.binds[p].name.clone(), vec![buf, n]);
             }
+        }
+        for &p in &g.deferred {
+            self.bind(&blk.binds[p])?;
         }
         Ok(())
     }

@@ -3115,7 +3115,8 @@ fn hoisting_keeps_the_order_of_failing_bindings() {
 /// so values and the first ⊥ are the evaluator's: `a`'s short read (at
 /// 2) comes before `q`'s (at 5) although the fused version reads `q`
 /// first; a zero divisor, counts that differ at run time (`g`), an empty
-/// loop with a zero divisor (no division runs).
+/// loop with a zero divisor (no division runs); a pair holding a member
+/// between two members (`h`: run after the loop, the member built).
 #[test]
 fn sibling_loops_run_as_one_with_the_evaluators_bottoms() {
     let src = "let f (v: Vector) (w: Vector) (p: Double) (k: Index) =\n\
@@ -3127,7 +3128,12 @@ fn sibling_loops_run_as_one_with_the_evaluators_bottoms() {
                let g (v: Vector) (w: Vector) (p: Double) =\n\
                \x20 let a = build (length v) (fun i -> v[i] * p)\n\
                \x20 let b = build (length w) (fun i -> a[i] + w[i])\n\
-               \x20 build (length w) (fun i -> a[i] * b[i] - p)\n";
+               \x20 build (length w) (fun i -> a[i] * b[i] - p)\n\
+               let h (v: Vector) (w: Vector) (p: Double) (k: Index) =\n\
+               \x20 let a = build (length v) (fun i -> v[i] * p)\n\
+               \x20 let pr = (a, w[k])\n\
+               \x20 let b = build (length v) (fun i -> a[i] + w[i])\n\
+               \x20 (pr, b)\n";
     let groups = listing_says(src, "f", ";; loops run as one (Note [Horizontal fusion]): ");
     assert_eq!(
         groups.matches(", ").count(),
@@ -3140,6 +3146,13 @@ fn sibling_loops_run_as_one_with_the_evaluators_bottoms() {
     );
     let groups = listing_says(src, "g", ";; loops run as one (Note [Horizontal fusion]): ");
     assert_ne!(groups, "none");
+    // `pr` holds `a` and runs after the loop in the fused version.
+    let groups = listing_says(src, "h", ";; loops run as one (Note [Horizontal fusion]): ");
+    assert_eq!(
+        groups.matches(", ").count(),
+        1,
+        "one group of two: {groups}"
+    );
     let (d, i) = (Value::Double, Value::Index);
     let v3 = vector(&[1.0, -2.0, 3.5]);
     let w4 = vector(&[0.5, -1.25, 2.0, 4.0]);
@@ -3183,6 +3196,21 @@ fn sibling_loops_run_as_one_with_the_evaluators_bottoms() {
             ("g", vec![v3.clone(), w2.clone(), d(0.5)], Outcome::Value),
             ("g", vec![v3.clone(), v3.clone(), d(0.5)], Outcome::Value),
             ("g", vec![v0.clone(), v0.clone(), d(0.5)], Outcome::Value),
+            (
+                "h",
+                vec![v3.clone(), w4.clone(), d(1.5), i(2)],
+                Outcome::Value,
+            ),
+            (
+                "h",
+                vec![v3.clone(), w4.clone(), d(1.5), i(4)],
+                Outcome::Bottom,
+            ),
+            (
+                "h",
+                vec![v3.clone(), w2.clone(), d(1.5), i(0)],
+                Outcome::Bottom,
+            ),
         ],
     );
     // The first ⊥ of `f` with a short `w` and `k = 5` is `a`'s read at 2.

@@ -40,7 +40,9 @@
 //!   ways, and the rest is total), so when they are computed changes
 //!   nothing but time: each element is the same operations on the same
 //!   values, so every bit is the same.
-//! - the *slow* one is the region as written. The fast version runs with
+//! - the *slow* one is the region as written (its loops without the
+//!   versions of their bounds guards, Note [Bounds guards]: it runs only
+//!   after a bail, and is code to compile). The fast version runs with
 //!   a *bail* exit (as Note [Jamming]'s step does): any ⊥ in it, or a
 //!   guard that fails, continues in the slow version, which then meets
 //!   the evaluator's first ⊥ itself. The fast version only allocates (it

@@ -132,6 +132,7 @@ pub fn lower_function(
         paired: Vec::new(),
         jammed: Vec::new(),
         horizontal_groups: Vec::new(),
+        plain: false,
         nonzero_divisors: false,
         cold: false,
         covered: Default::default(),
@@ -289,6 +290,9 @@ struct Lower<'a, 'f> {
     /// The members of each group run as one loop (Note [Horizontal
     /// fusion] in `codegen/horizontal.rs`).
     horizontal_groups: Vec<Vec<Name>>,
+    /// Whether the code being lowered is the slow version of a region
+    /// (Note [Horizontal fusion]): loops without bounds guards.
+    plain: bool,
     /// Whether the divisions being lowered divide by values a guard has
     /// tested (Note [Horizontal fusion]): no test of their own.
     nonzero_divisors: bool,
@@ -638,9 +642,12 @@ impl Lower<'_, '_> {
         self.b.switch_to_block(bail);
         self.b.ins().jump(slow, &[]);
         self.b.switch_to_block(slow);
-        for bind in region {
-            self.bind(bind)?;
-        }
+        // The slow version runs only when the fast one bails: its loops as
+        // written, without their guards' versions (less code to compile).
+        let was = std::mem::replace(&mut self.plain, true);
+        let r = region.iter().try_for_each(|bind| self.bind(bind));
+        self.plain = was;
+        r?;
         let vals = self.live_values(&live)?;
         self.b.ins().jump(join, &args_of(&vals));
 
@@ -2078,6 +2085,9 @@ impl Lower<'_, '_> {
         state: Option<&Name>,
         body: &AnfBlock,
     ) -> Option<guard::Plan> {
+        if self.plain {
+            return None;
+        }
         let known = |a: &Name| self.in_bounds.iter().any(|(k, b)| k == index && b == a);
         let plan = guard::plan(index, state, body, |a| self.fused.contains_key(a), known)?;
         self.guarded.push(name.clone());

@@ -3270,7 +3270,8 @@ fn tangent_columns_through_slices_equal_the_evaluators() {
 /// `length v` or `length w` whose elements are Double arithmetic (with
 /// divisions and selects) on reads at the index of the parameters and of
 /// the earlier `build`s, between scalar bindings that can fail (a read at
-/// `k`, a division, a square root), on vectors of lengths 0 to 4 and
+/// `k`, a division, a square root) and pairs holding one of the arrays
+/// (deferred past the loop), on vectors of lengths 0 to 4 and
 /// divisors that may be zero. Every value and every first ⊥ (its index
 /// and length for a read) is the evaluator's; most programs do run a
 /// group as one loop.
@@ -3290,8 +3291,16 @@ fn random_straight_lines_of_builds_agree_with_the_evaluator() {
         let mut arrays: Vec<String> = Vec::new();
         let mut scalars: Vec<String> = vec!["p".into(), "q".into()];
         let steps = 3 + next(5);
+        let mut pairs: Vec<String> = Vec::new();
         for s in 0..steps {
-            if next(3) == 0 {
+            if !arrays.is_empty() && next(5) == 0 {
+                // A pair holding an array (deferred past the loop).
+                let x = format!("r{s}");
+                let a = &arrays[next(arrays.len() as u64) as usize];
+                let c = &scalars[next(scalars.len() as u64) as usize];
+                lines.push(format!("  let {x} = ({a}, {c})"));
+                pairs.push(x);
+            } else if next(3) == 0 {
                 let x = format!("s{s}");
                 let rhs = match next(4) {
                     0 => "w[k]".to_string(),
@@ -3330,6 +3339,10 @@ fn random_straight_lines_of_builds_agree_with_the_evaluator() {
             [] => "p".to_string(),
             [a] => format!("vectorSum {a}"),
             [.., a, b] => format!("({a}, vectorSum {b})"),
+        };
+        let result = match pairs.last() {
+            Some(r) => format!("({result}, {r})"),
+            None => result,
         };
         let src = format!(
             "let f (v: Vector) (w: Vector) (p: Double) (q: Double) (k: Index) =\n{}\n  {result}\n",

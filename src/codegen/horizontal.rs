@@ -54,7 +54,10 @@
 //! divisions then test nothing. A non-member in the region that the
 //! lowering fuses (its reads compute values where they are, Note
 //! [Fusion]) ends the group before it: its plan holds values of one
-//! version. A non-member that mentions a member is *deferred* when it is
+//! version. So does one that holds an `addAt` (it may update an array
+//! that exists before the region in place, Note [In-place updates]: run
+//! by a fast version that then bails, and again by the slow one, it would
+//! add twice). A non-member that mentions a member is *deferred* when it is
 //! a pair, a projection or an array literal (total but for memory, and
 //! cheap): the fast version runs it after the loop, and the member it
 //! holds is kept; any other such binding ends the group (the fast version
@@ -145,6 +148,7 @@ pub fn groups(block: &Block, fused: &dyn Fn(&Name) -> bool) -> Vec<Group> {
             && (member(b).is_some() || {
                 size += weight(&b.rhs);
                 fused(&b.name)
+                    || writes(&b.rhs)
                     || mentions_any(&b.rhs, &names)
                     || mentions_any(&b.rhs, &later)
                     || size > MAX_REGION
@@ -174,6 +178,18 @@ pub fn groups(block: &Block, fused: &dyn Fn(&Name) -> bool) -> Vec<Group> {
     }
     close(block, open, deferred, &mut out);
     out
+}
+
+/// Whether `rhs` holds an `addAt`, which may update an array that exists
+/// before it in place (Note [In-place updates]).
+fn writes(rhs: &Rhs) -> bool {
+    let block = |b: &Block| b.binds.iter().any(|t| writes(&t.rhs));
+    match rhs {
+        Rhs::Prim(op, _) => *op == Prim::AddAt,
+        Rhs::Array(_) => false,
+        Rhs::If(_, t, e) => block(t) || block(e),
+        Rhs::Loop { body, .. } => block(body),
+    }
 }
 
 /// Pairs, projections and array literals: total (but for running out of

@@ -3384,3 +3384,44 @@ fn random_straight_lines_of_builds_agree_with_the_evaluator() {
         "{fused_programs} of {programs}"
     );
 }
+
+/// Note [Horizontal fusion]: the fused version of a region may be run and
+/// then abandoned (a bail), so it must write no array that exists before
+/// it. An `addAt` that updates its array in place (Note [In-place
+/// updates]) between two members ends the group: here `b`'s count differs
+/// from `a`'s at run time, so a fused version would bail after adding
+/// into `z` once and the region as written would add again.
+#[test]
+fn in_place_updates_end_a_horizontal_group() {
+    let src = "let u (v: Vector) (w: Vector) (k: Index) =\n\
+               \x20 let z = build (length w) (fun i -> toDouble i)\n\
+               \x20 let a = build (length v) (fun i -> v[i] * 2.0)\n\
+               \x20 let z2 = addAt z k 1.0\n\
+               \x20 let b = build (length w) (fun i -> a[i] + w[i])\n\
+               \x20 (z2, b)\n";
+    let (v3, w2) = (vector(&[1.0, 2.0, 3.0]), vector(&[1.0, 2.0]));
+    exactly_all(
+        src,
+        &[
+            (
+                "u",
+                vec![v3.clone(), w2.clone(), Value::Index(1)],
+                Outcome::Value,
+            ),
+            (
+                "u",
+                vec![v3.clone(), v3.clone(), Value::Index(0)],
+                Outcome::Value,
+            ),
+            (
+                "u",
+                vec![v3.clone(), w2.clone(), Value::Index(2)],
+                Outcome::Bottom,
+            ),
+        ],
+    );
+    let updates = listing_says(src, "u", ";; in place: ");
+    assert_ne!(updates, "none", "the addAt updates in place");
+    let groups = listing_says(src, "u", ";; loops run as one (Note [Horizontal fusion]): ");
+    assert_eq!(groups, "none");
+}

@@ -956,6 +956,16 @@ fn ba_cmd(input: &crate::adbench::ba::BaInput, run: &WorkloadArgs) -> Result<(),
     )
     .map_err(fail)?;
     let args = input.objective_args();
+    // Native forward modes with a tangent-only program run every
+    // observation in one call (`pipeline::batched`), not one call each.
+    let batch = match (&engine, diff.tangents()) {
+        (crate::gradient::Engine::Native(_), Some(d)) => Some((
+            pipeline::batched(&d.wrapper).map_err(fail)?,
+            pipeline::batched(&d.base).map_err(fail)?,
+            input.observations_args(),
+        )),
+        _ => None,
+    };
     let residuals = || -> Result<(Value, Value), Failure> {
         match engine.run(&objective, args.clone()).map_err(run_fail)?.0 {
             Value::Pair(p) => Ok((p.0.clone(), p.1.clone())),
@@ -969,13 +979,31 @@ fn ba_cmd(input: &crate::adbench::ba::BaInput, run: &WorkloadArgs) -> Result<(),
     };
     let jacobian = || {
         let mut stats = Stats::default();
-        let r = ba::assemble(input, |i| {
+        if let Some((wrapper, base, obs)) = &batch
+            && let Some(tangents) = engine.run_flat(wrapper, obs)
+            && let Some(values) = engine.run_flat(base, obs)
+        {
+            // Per observation: 3 values, and 15 columns of 3 tangents.
+            let (tangents, values) = (tangents.map_err(run_fail)?, values.map_err(run_fail)?);
+            let (v, t) = (3, 3 * ba::ROW_ENTRIES);
+            let r = ba::assemble(input, |i, value, tangent| {
+                value.extend(values.get(v * i..v * (i + 1)).unwrap_or_default());
+                tangent.extend(tangents.get(t * i..t * (i + 1)).unwrap_or_default());
+                Ok::<_, Failure>(())
+            })?;
+            return Ok::<_, Failure>((r, stats));
+        }
+        let r = ba::assemble(input, |i, value, tangents| {
             let c = diff
                 .columns(input.observation_args(i), &engine)
                 .map_err(run_fail)?;
             stats.steps += c.stats.steps;
             stats.ops += c.stats.ops;
-            Ok::<_, Failure>(c)
+            crate::gradient::flatten(&c.value, value);
+            for col in &c.columns {
+                tangents.extend((0..3).map(|k| col.get(k).copied().unwrap_or(f64::NAN)));
+            }
+            Ok::<_, Failure>(())
         })?;
         Ok::<_, Failure>((r, stats))
     };

@@ -140,6 +140,12 @@ fn flat_of(outs: &Outputs<'_>) -> Vec<f64> {
 }
 
 impl Engine {
+    /// [`Engine::run_slices`] with the result's Doubles flattened in order
+    /// (a matrix row by row).
+    pub fn run_flat(&self, entry: &Entry, args: &[Value]) -> Option<Result<Vec<f64>, RunError>> {
+        self.run_slices(entry, args, flat_of)
+    }
+
     /// Runs `entry` natively through [`Native::call_slices`], without
     /// converting its arguments and result to and from [`Value`]s, and
     /// reads the result with `read`: when the engine is native and every

@@ -281,6 +281,44 @@ pub fn optimised_derivative(
     })
 }
 
+/// The entry run on every element of arrays of its arguments, in one
+/// program: `batch'entry = fun (xs1: Array<T1>) … (xsn: Array<Tn>) ->
+/// build (length xs1) (fun i -> e[i])`, where `e[i]` is the entry on
+/// `xs1[i] … xsn[i]`, its rows concatenated when it is a matrix (so a
+/// batch of scalars, vectors or matrices of Doubles is a vector or a
+/// matrix). Built as source text from the printed program (the printer
+/// round-trips) and checked like any program. Every argument list must
+/// have as many elements as the first: a shorter one is E-Get-Bot.
+pub fn batched(e: &Entry) -> Result<Entry, Diagnostic> {
+    let name = e.name_in_program();
+    let params: Vec<String> = e
+        .params
+        .iter()
+        .enumerate()
+        .map(|(k, (_, t))| format!("(xs{}: {})", k + 1, Type::array(t.clone())))
+        .collect();
+    let args: Vec<String> = (1..=e.params.len()).map(|k| format!("xs{k}[i]")).collect();
+    let call = format!("{name} {}", args.join(" "));
+    let element = match &e.result {
+        Type::Array(r) if matches!(**r, Type::Array(_)) => format!("concat ({call})"),
+        _ => call,
+    };
+    if e.params.is_empty() {
+        return Err(Diagnostic {
+            code: "usage",
+            message: "a batch needs an entry with parameters".to_string(),
+            span: Span::generated(),
+            notes: Vec::new(),
+        });
+    }
+    let src = format!(
+        "{}\nlet batch'entry = fun {} -> build (length xs1) (fun i -> {element})\n",
+        crate::syntax::print_program(&e.program),
+        params.join(" ")
+    );
+    entry(&load(&src)?, "batch'entry")
+}
+
 /// Like [`derivative`], but the wrapper returns only the tangents.
 pub fn tangent_derivative(
     src: &str,

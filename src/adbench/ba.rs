@@ -15,7 +15,6 @@
 //! derivatives are (rows of 15 entries, then rows of 1).
 
 use crate::eval::Value;
-use crate::gradient::Columns;
 
 pub use super::read::DATA_SOURCE;
 use super::read::{AdbenchError, Tokens};
@@ -69,6 +68,17 @@ impl BaInput {
         params.extend(&self.x);
         params.push(self.w);
         vec![vector(&params), vector(&self.feat)]
+    }
+}
+
+impl BaInput {
+    /// The arguments of `baObservation` batched (`pipeline::batched`): a
+    /// matrix of every observation's 15 parameters and one of its
+    /// features.
+    pub fn observations_args(&self) -> Vec<Value> {
+        let one = self.observation_args(0);
+        let rows = |v: &Value| Value::array(vec![v.clone(); self.p]);
+        one.iter().map(rows).collect()
     }
 }
 
@@ -142,13 +152,15 @@ pub struct BaResult {
 }
 
 /// Assembles the residuals and ADBench's sparse Jacobian from
-/// `observation(i)`, the value `[e_x, e_y, z]` of `baObservation` and its
-/// 15 derivative columns for observation i, called for i = 0 … p−1.
+/// `observation(i, value, tangents)`, which fills `value` with `[e_x,
+/// e_y, z]` of `baObservation` for observation i and `tangents` with its
+/// 15 derivative columns of 3, one after the other; called for i = 0 …
+/// p−1 with both emptied.
 /// Rows 2i, 2i+1 take all 15 entries of outputs 0 and 1 (camera i % n,
 /// point i % m, weight i); row 2p + i takes ∂z/∂w (column 14 of output 2).
 pub fn assemble<E>(
     input: &BaInput,
-    mut observation: impl FnMut(usize) -> Result<Columns, E>,
+    mut observation: impl FnMut(usize, &mut Vec<f64>, &mut Vec<f64>) -> Result<(), E>,
 ) -> Result<BaResult, E> {
     let (n, m, p) = (input.n, input.m, input.p);
     let weight_col = CAMERA_PARAMS * n + POINT_PARAMS * m;
@@ -158,29 +170,25 @@ pub fn assemble<E>(
     let mut cols = Vec::with_capacity(2 * p * ROW_ENTRIES + p);
     let mut vals = Vec::with_capacity(2 * p * ROW_ENTRIES + p);
     let mut weight_vals = Vec::with_capacity(p);
+    let (mut value, mut tangents) = (Vec::new(), Vec::new());
     rows.push(0);
     for i in 0..p {
-        let c = observation(i)?;
-        let mut value = Vec::new();
-        crate::gradient::flatten(&c.value, &mut value);
+        value.clear();
+        tangents.clear();
+        observation(i, &mut value, &mut tangents)?;
         let out = |k: usize| value.get(k).copied().unwrap_or(f64::NAN);
         reproj_err.extend([out(0), out(1)]);
         w_err.push(out(2));
-        let entry = |j: usize, k: usize| {
-            c.columns
-                .get(j)
-                .and_then(|col| col.get(k))
-                .copied()
-                .unwrap_or(f64::NAN)
-        };
+        // Column j of the observation's Jacobian holds ∂out_k/∂param_j
+        // at 3j + k.
+        let entry = |j: usize, k: usize| tangents.get(3 * j + k).copied().unwrap_or(f64::NAN);
         let (cam, pt) = (i % n, i % m);
-        let row_cols: Vec<usize> = (0..CAMERA_PARAMS)
+        let row_cols = (0..CAMERA_PARAMS)
             .map(|j| CAMERA_PARAMS * cam + j)
             .chain((0..POINT_PARAMS).map(|j| CAMERA_PARAMS * n + POINT_PARAMS * pt + j))
-            .chain([weight_col + i])
-            .collect();
+            .chain([weight_col + i]);
         for k in 0..2 {
-            cols.extend(&row_cols);
+            cols.extend(row_cols.clone());
             vals.extend((0..ROW_ENTRIES).map(|j| entry(j, k)));
             rows.push(cols.len());
         }

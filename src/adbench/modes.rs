@@ -101,6 +101,16 @@ impl Differentiator {
         })
     }
 
+    /// The tangent-only derivative of modes `fwd-opt` and `fwd-vec`: one
+    /// program for the tangents, the entry for the value.
+    pub fn tangents(&self) -> Option<&Derivative> {
+        match self.mode {
+            Mode::FwdOpt => self.fwd_opt.as_ref(),
+            Mode::FwdVec => self.fwd_vec_tangents.as_ref(),
+            _ => None,
+        }
+    }
+
     /// The entry itself (for running the objective alone).
     pub fn base(&self) -> &Entry {
         &self.fwd.base

@@ -3425,3 +3425,42 @@ fn in_place_updates_end_a_horizontal_group() {
     let groups = listing_says(src, "u", ";; loops run as one (Note [Horizontal fusion]): ");
     assert_eq!(groups, "none");
 }
+
+/// `pipeline::batched`: the entry on every element of its argument lists
+/// in one program (a matrix result's rows concatenated), on the
+/// evaluator and natively through `Engine::run_flat` (ADBench BA's
+/// per-observation Jacobians in one call); a shorter list is E-Get-Bot.
+#[test]
+fn batched_entries_run_every_element() {
+    use fsmooth::gradient::Engine;
+    let src = "let f (v: Vector) (s: Double) = build 2 (fun i -> build (length v) (fun j -> v[j] * s + toDouble i))\n\
+               let g (v: Vector) (s: Double) = vectorSum v * s\n";
+    let vs = [vector(&[1.0, -2.0, 0.5]), vector(&[3.0, 0.25, -1.0])];
+    let ss = [Value::Double(1.5), Value::Double(-0.5)];
+    for f in ["f", "g"] {
+        let e = load_entry(src, f);
+        let b = pipeline::batched(&e).expect("batched");
+        let args = vec![Value::array(vs.to_vec()), Value::array(ss.to_vec())];
+        let (got, _) = b
+            .run(args.clone(), FUEL, &mut |_, _| {})
+            .expect("batch runs");
+        let mut flat = Vec::new();
+        fsmooth::gradient::flatten(&got, &mut flat);
+        let mut want = Vec::new();
+        for (v, s) in vs.iter().zip(&ss) {
+            let (one, _) = e
+                .run(vec![v.clone(), s.clone()], FUEL, &mut |_, _| {})
+                .expect("runs");
+            fsmooth::gradient::flatten(&one, &mut want);
+        }
+        assert_eq!(flat, want, "{f}");
+        let native = Engine::native()
+            .run_flat(&b, &args)
+            .expect("slices")
+            .expect("native runs");
+        assert_eq!(native, want, "{f}");
+        let short = vec![Value::array(vs.to_vec()), Value::array(ss[..1].to_vec())];
+        let err = b.run(short, FUEL, &mut |_, _| {}).expect_err("short list");
+        assert_eq!(err.code(), "index-out-of-bounds", "{f}");
+    }
+}

@@ -46,9 +46,10 @@ pub struct Differentiator {
     /// The forward derivative: its `base` is the entry itself.
     fwd: Derivative,
     fwd_opt: Option<Derivative>,
-    /// Mode `fwd-vec` on native code: the tangent-only wrapper, whose
-    /// Doubles, vectors and matrices run through `call_slices`.
-    fwd_vec_tangents: Option<Derivative>,
+    /// Modes `fwd-vec` and `fwd`: the tangent-only wrapper, whose Doubles,
+    /// vectors and matrices run through `call_slices` on native code
+    /// (`fwd-vec` per call, both in [`Differentiator::tangents`]).
+    tangent_only: Option<Derivative>,
     rev: Option<ReverseDerivative>,
 }
 
@@ -74,13 +75,14 @@ impl Differentiator {
             Mode::FwdOpt => Some(pipeline::optimised_derivative(src, entry, wrt, opt)?),
             _ => None,
         };
-        let fwd_vec_tangents = match mode {
+        let tangent_only = match mode {
             Mode::FwdVec => Some(pipeline::tangent_derivative_with(
                 src,
                 entry,
                 wrt,
                 crate::ad::ForwardMode::Vector,
             )?),
+            Mode::Fwd => Some(pipeline::tangent_derivative(src, entry, wrt)?),
             _ => None,
         };
         let rev = match mode {
@@ -96,17 +98,17 @@ impl Differentiator {
             mode,
             fwd,
             fwd_opt,
-            fwd_vec_tangents,
+            tangent_only,
             rev,
         })
     }
 
-    /// The tangent-only derivative of modes `fwd-opt` and `fwd-vec`: one
-    /// program for the tangents, the entry for the value.
+    /// The tangent-only derivative of modes `fwd`, `fwd-opt` and
+    /// `fwd-vec`: one program for the tangents, the entry for the value.
     pub fn tangents(&self) -> Option<&Derivative> {
         match self.mode {
             Mode::FwdOpt => self.fwd_opt.as_ref(),
-            Mode::FwdVec => self.fwd_vec_tangents.as_ref(),
+            Mode::Fwd | Mode::FwdVec => self.tangent_only.as_ref(),
             _ => None,
         }
     }
@@ -126,7 +128,7 @@ impl Differentiator {
         match (self.mode, &self.fwd_opt, &self.rev) {
             (Mode::FwdOpt, Some(f), _) => gradient::forward_on(f, args, engine),
             (Mode::FwdVec, ..) if matches!(engine, Engine::Native(_)) => {
-                let d = self.fwd_vec_tangents.as_ref().unwrap_or(&self.fwd);
+                let d = self.tangent_only.as_ref().unwrap_or(&self.fwd);
                 gradient::forward_on(d, args, engine)
             }
             (Mode::Rev, _, Some(r)) => gradient::reverse_on(r, args, engine),

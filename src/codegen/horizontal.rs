@@ -25,7 +25,9 @@
 //! A member that nothing after the region reads is *internal*: it is
 //! never built. The others are *kept*: built in both versions (one that
 //! fusion planned to recompute where it is read is built instead, as the
-//! code after the region reads its buffer).
+//! code after the region reads its buffer; a block inside a region is
+//! lowered once per version, and the first may have fused it, so that
+//! reading is dropped too).
 //!
 //! The region runs in two versions:
 //!

@@ -622,13 +622,18 @@ impl Lower<'_, '_> {
         let members: Vec<&Binding> = g.members.iter().map(|&p| &blk.binds[p]).collect();
         // A kept member is built in both versions: the code after the
         // region reads its buffer (a fused one has none).
+        // A block lowered twice (a region's two versions hold it) may have
+        // fused the member the first time: that `Live` goes too.
         for (b, &kept) in members.iter().zip(&g.kept) {
             if kept {
                 self.plan.fused.remove(&b.name);
+                self.fused.remove(&b.name);
             }
         }
-        self.horizontal_groups
-            .push(members.iter().map(|b| b.name.clone()).collect());
+        let names: Vec<Name> = members.iter().map(|b| b.name.clone()).collect();
+        if !self.horizontal_groups.contains(&names) {
+            self.horizontal_groups.push(names);
+        }
 
         self.b.switch_to_block(fast);
         let exit = self.fail;

@@ -3464,3 +3464,34 @@ fn batched_entries_run_every_element() {
         assert_eq!(err.code(), "index-out-of-bounds", "{f}");
     }
 }
+
+/// Note [Horizontal fusion]: a block inside a region is lowered twice
+/// (once in each version). The first lowering may fuse an array that the
+/// second, once an earlier kept member is built, groups and keeps: its
+/// old fused reading must not survive (found in review: native code
+/// generation failed with "the buffer of fused `x`").
+#[test]
+fn a_block_lowered_twice_groups_consistently() {
+    let src = "let f (v: Vector) (m: Index) =\n\
+               \x20 let a0 = build (length v) (fun i -> v[i] * 2.0)\n\
+               \x20 let r = ifold (fun acc j ->\n\
+               \x20     let a = build (length v) (fun i -> v[i] * acc)\n\
+               \x20     let y = build (length v) (fun i -> a[i] + 1.0)\n\
+               \x20     let s = vectorSum y\n\
+               \x20     let x = build (length v) (fun i -> y[i] * 2.0)\n\
+               \x20     let z = build (length v) (fun i -> x[i] + a[i])\n\
+               \x20     s + x[0] + z[0]) 1.0 m\n\
+               \x20 let b0 = build (length v) (fun i -> a0[i] + r)\n\
+               \x20 b0\n";
+    let v = vector(&[1.0, 2.0, 3.0]);
+    exactly_all(
+        src,
+        &[
+            ("f", vec![v.clone(), Value::Index(2)], Outcome::Value),
+            ("f", vec![v.clone(), Value::Index(0)], Outcome::Value),
+            ("f", vec![vector(&[]), Value::Index(2)], Outcome::Bottom),
+        ],
+    );
+    let groups = listing_says(src, "f", ";; loops run as one (Note [Horizontal fusion]): ");
+    assert!(groups.matches('[').count() >= 2, "{groups}");
+}

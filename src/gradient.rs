@@ -41,6 +41,58 @@ impl Engine {
             }
         }
     }
+
+    /// [`Engine::run_slices`] with the result's Doubles flattened in order
+    /// (a matrix row by row).
+    pub fn run_flat(&self, entry: &Entry, args: &[Value]) -> Option<Result<Vec<f64>, RunError>> {
+        self.run_slices(entry, args, flat_of)
+    }
+
+    /// Runs `entry` natively through [`Native::call_slices`], without
+    /// converting its arguments and result to and from [`Value`]s, and
+    /// reads the result with `read`: when the engine is native and every
+    /// parameter and leaf of the result is a Double, a vector or a matrix
+    /// of Doubles (a parameter may also be an Index or a Bool). `None`
+    /// otherwise.
+    fn run_slices<T>(
+        &self,
+        entry: &Entry,
+        args: &[Value],
+        read: impl FnOnce(&Outputs<'_>) -> T,
+    ) -> Option<Result<T, RunError>> {
+        let Engine::Native(cache) = self else {
+            return None;
+        };
+        if !double_leaves(&entry.result) || entry.params.len() != args.len() {
+            return None;
+        }
+        let owned: Vec<Slices> = entry
+            .params
+            .iter()
+            .zip(args)
+            .map(|((_, t), v)| slices(t, v))
+            .collect::<Option<_>>()?;
+        let rows: Vec<Vec<&[f64]>> = owned
+            .iter()
+            .map(|o| match o {
+                Slices::Rows(rs) => rs.iter().map(Vec::as_slice).collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        let call: Vec<Arg<'_>> = owned
+            .iter()
+            .zip(&rows)
+            .map(|(o, r)| match o {
+                Slices::Scalar(a) => *a,
+                Slices::Flat(xs) => Arg::F64s(xs),
+                Slices::Rows(_) => Arg::F64Rows(r),
+            })
+            .collect();
+        let r = compiled(cache, entry, |native| {
+            native.call_slices(&call).map(|o| read(&o))
+        });
+        Some(r.and_then(|r| r).map_err(RunError::from))
+    }
 }
 
 /// `f` of `entry` compiled, once per engine: keyed by address, as the
@@ -137,60 +189,6 @@ fn flat_of(outs: &Outputs<'_>) -> Vec<f64> {
         }
     }
     xs
-}
-
-impl Engine {
-    /// [`Engine::run_slices`] with the result's Doubles flattened in order
-    /// (a matrix row by row).
-    pub fn run_flat(&self, entry: &Entry, args: &[Value]) -> Option<Result<Vec<f64>, RunError>> {
-        self.run_slices(entry, args, flat_of)
-    }
-
-    /// Runs `entry` natively through [`Native::call_slices`], without
-    /// converting its arguments and result to and from [`Value`]s, and
-    /// reads the result with `read`: when the engine is native and every
-    /// parameter and leaf of the result is a Double, a vector or a matrix
-    /// of Doubles (a parameter may also be an Index or a Bool). `None`
-    /// otherwise.
-    fn run_slices<T>(
-        &self,
-        entry: &Entry,
-        args: &[Value],
-        read: impl FnOnce(&Outputs<'_>) -> T,
-    ) -> Option<Result<T, RunError>> {
-        let Engine::Native(cache) = self else {
-            return None;
-        };
-        if !double_leaves(&entry.result) || entry.params.len() != args.len() {
-            return None;
-        }
-        let owned: Vec<Slices> = entry
-            .params
-            .iter()
-            .zip(args)
-            .map(|((_, t), v)| slices(t, v))
-            .collect::<Option<_>>()?;
-        let rows: Vec<Vec<&[f64]>> = owned
-            .iter()
-            .map(|o| match o {
-                Slices::Rows(rs) => rs.iter().map(Vec::as_slice).collect(),
-                _ => Vec::new(),
-            })
-            .collect();
-        let call: Vec<Arg<'_>> = owned
-            .iter()
-            .zip(&rows)
-            .map(|(o, r)| match o {
-                Slices::Scalar(a) => *a,
-                Slices::Flat(xs) => Arg::F64s(xs),
-                Slices::Rows(_) => Arg::F64Rows(r),
-            })
-            .collect();
-        let r = compiled(cache, entry, |native| {
-            native.call_slices(&call).map(|o| read(&o))
-        });
-        Some(r.and_then(|r| r).map_err(RunError::from))
-    }
 }
 
 /// An error of either engine, with its own stable code.

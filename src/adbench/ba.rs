@@ -69,9 +69,7 @@ impl BaInput {
         params.push(self.w);
         vec![vector(&params), vector(&self.feat)]
     }
-}
 
-impl BaInput {
     /// The arguments of `baObservation` batched (`pipeline::batched`): a
     /// matrix of every observation's 15 parameters and one of its
     /// features.

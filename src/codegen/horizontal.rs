@@ -68,11 +68,10 @@
 //! bindings of non-members (nested ones counted) the group ends too, as
 //! the fast version holds them a second time.
 //!
-//! BA's `projectAll` Jacobian (`fwd-vec`, tangents only, N = 10⁵, AOT):
-//! 746 → 310 million instructions a call (callgrind), one group of 51
-//! members per point (52 since deferral: the pair of an output's value
-//! and tangent no longer ends it); see benches/README.md, "What this
-//! session changed".
+//! BA's `projectAll` Jacobian (`fwd-vec`, N = 10⁵, `benches/aot/run.sh`'s
+//! `ba_fwd_vec` under callgrind, one call): 744 → 304 million
+//! instructions, one group of 52 members per point; see
+//! benches/README.md, "What this session changed".
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
@@ -133,27 +132,29 @@ pub fn groups(block: &Block, fused: &dyn Fn(&Name) -> bool) -> Vec<Group> {
     let mut later: HashSet<&Name> = HashSet::default();
     let mut size = 0;
     for (p, b) in binds.iter().enumerate() {
-        let joins = member(b).is_some_and(|(_, index, body)| {
-            reads_only_at_index(b, &names)
-                && built_or_members(index, body, &names, fused)
-                && !mentions_any(&b.rhs, &later)
-        });
+        let shape = member(b);
+        // Whether `b` can be a member of a group of `names`, after the
+        // deferred `later`.
+        let fits = |names: &HashSet<&Name>, later: &HashSet<&Name>| {
+            shape.is_some_and(|(_, index, body)| {
+                reads_only_at_index(b, names)
+                    && built_or_members(index, body, names, fused)
+                    && !mentions_any(&b.rhs, later)
+            })
+        };
+        let joins = !open.is_empty() && fits(&names, &later);
+        let mentions = mentions_any(&b.rhs, &names) || mentions_any(&b.rhs, &later);
         let defers = !open.is_empty()
-            && !joins
-            && member(b).is_none()
-            && (mentions_any(&b.rhs, &names) || mentions_any(&b.rhs, &later))
+            && shape.is_none()
+            && mentions
             && deferrable(&b.rhs)
             && !fused(&b.name);
         let breaks = !open.is_empty()
             && !joins
             && !defers
-            && (member(b).is_some() || {
+            && (shape.is_some() || {
                 size += weight(&b.rhs);
-                fused(&b.name)
-                    || writes(&b.rhs)
-                    || mentions_any(&b.rhs, &names)
-                    || mentions_any(&b.rhs, &later)
-                    || size > MAX_REGION
+                fused(&b.name) || writes(&b.rhs) || mentions || size > MAX_REGION
             });
         if breaks {
             close(
@@ -170,10 +171,7 @@ pub fn groups(block: &Block, fused: &dyn Fn(&Name) -> bool) -> Vec<Group> {
             deferred.push(p);
             later.insert(&b.name);
         }
-        let starts = open.is_empty()
-            && member(b)
-                .is_some_and(|(_, index, body)| built_or_members(index, body, &names, fused));
-        if joins || starts {
+        if joins || (open.is_empty() && fits(&names, &later)) {
             open.push(p);
             names.insert(&b.name);
         }
@@ -334,9 +332,16 @@ fn close(block: &Block, open: Vec<usize>, deferred: Vec<usize>, out: &mut Vec<Gr
 pub fn fused_loop(block: &Block, group: &Group) -> Loop {
     let mut subst: HashMap<Name, Atom> = HashMap::default();
     let mut ordinal: HashMap<&Name, usize> = HashMap::default();
-    let mut index: Option<Name> = None;
+    let shapes: Vec<_> = group
+        .members
+        .iter()
+        .filter_map(|&p| member(&block.binds[p]).map(|m| (&block.binds[p].name, m)))
+        .collect();
+    let index = shapes
+        .first()
+        .map_or_else(|| Name::from(""), |(_, (_, k, _))| (*k).clone());
     let mut out = Loop {
-        index: Name::from(""),
+        index: index.clone(),
         counts: Vec::new(),
         terms: Vec::new(),
         elements: Vec::new(),
@@ -344,13 +349,8 @@ pub fn fused_loop(block: &Block, group: &Group) -> Loop {
         divisors: Vec::new(),
     };
     let mut read: HashSet<Name> = HashSet::default();
-    for (o, &p) in group.members.iter().enumerate() {
-        let b = &block.binds[p];
-        let Some((n, k, body)) = member(b) else {
-            continue;
-        };
-        let index = index.get_or_insert_with(|| k.clone()).clone();
-        subst.insert(k.clone(), Atom::Var(index, Type::Index));
+    for (o, (name, (n, k, body))) in shapes.into_iter().enumerate() {
+        subst.insert(k.clone(), Atom::Var(index.clone(), Type::Index));
         out.counts.push(n.clone());
         for t in &body.binds {
             if let Rhs::Prim(Prim::Get, args) = &t.rhs
@@ -394,8 +394,7 @@ pub fn fused_loop(block: &Block, group: &Group) -> Loop {
             None => body.result.clone(),
         };
         out.elements.push(e);
-        ordinal.insert(&b.name, o);
+        ordinal.insert(name, o);
     }
-    out.index = index.unwrap_or_else(|| Name::from(""));
     out
 }

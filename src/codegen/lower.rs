@@ -600,16 +600,14 @@ impl Lower<'_, '_> {
     fn horizontal(&mut self, blk: &AnfBlock, g: &horizontal::Group) -> R<()> {
         let region = &blk.binds[g.start..g.end];
         let live: Vec<&Binding> = g.live.iter().map(|&p| &blk.binds[p]).collect();
-        let mut tys = Vec::new();
-        for b in &live {
-            tys.extend(clif_types(&b.ty)?);
-        }
+        let tys: Vec<Vec<types::Type>> =
+            live.iter().map(|b| clif_types(&b.ty)).collect::<R<_>>()?;
         let (fast, slow, join) = (
             self.b.create_block(),
             self.b.create_block(),
             self.b.create_block(),
         );
-        for t in &tys {
+        for t in tys.iter().flatten() {
             self.b.append_block_param(join, *t);
         }
         let bail = self.b.create_block();
@@ -621,9 +619,8 @@ impl Lower<'_, '_> {
         self.b.ins().jump(fast, &[]);
         let members: Vec<&Binding> = g.members.iter().map(|&p| &blk.binds[p]).collect();
         // A kept member is built in both versions: the code after the
-        // region reads its buffer (a fused one has none).
-        // A block lowered twice (a region's two versions hold it) may have
-        // fused the member the first time: that `Live` goes too.
+        // region reads its buffer (a fused one has none, and a block
+        // lowered once per version may have fused it the first time).
         for (b, &kept) in members.iter().zip(&g.kept) {
             if kept {
                 self.plan.fused.remove(&b.name);
@@ -659,10 +656,10 @@ impl Lower<'_, '_> {
         self.b.switch_to_block(join);
         let params = self.b.block_params(join).to_vec();
         let mut at = 0;
-        for b in &live {
-            let k = clif_types(&b.ty)?.len();
-            self.env.insert(b.name.clone(), params[at..at + k].to_vec());
-            at += k;
+        for (b, t) in live.iter().zip(&tys) {
+            self.env
+                .insert(b.name.clone(), params[at..at + t.len()].to_vec());
+            at += t.len();
         }
         Ok(())
     }
@@ -751,8 +748,8 @@ impl Lower<'_, '_> {
             self.covered.remove(x);
         }
         r?;
-        for ((&p, &kept), buf) in g.members.iter().zip(&g.kept).zip(bufs) {
-            if let (true, Some(buf)) = (kept, buf) {
+        for (&p, buf) in g.members.iter().zip(bufs) {
+            if let Some(buf) = buf {
                 self.env.insert(blk.binds[p].name.clone(), vec![buf, n]);
             }
         }
@@ -760,6 +757,26 @@ impl Lower<'_, '_> {
             self.bind(&blk.binds[p])?;
         }
         Ok(())
+    }
+
+    /// `for k < n` two elements at a time: `pair` at each even `k` below
+    /// `n - 1`, then `one(count, k0)`, a loop over the last element when
+    /// `n` is odd (`count` 1, from `k0 = n - 1`), else over none.
+    fn by_twos(
+        &mut self,
+        n: Value,
+        pair: impl FnOnce(&mut Self, Value) -> R<()>,
+        one: impl FnOnce(&mut Self, Value, Value) -> R<Vals>,
+    ) -> R<Vals> {
+        let half = self.b.ins().sshr_imm_u(n, 1);
+        self.counted_loop(half, &[], |l, h, _| {
+            let k = l.b.ins().ishl_imm_u(h, 1);
+            pair(l, k)?;
+            Ok(Vec::new())
+        })?;
+        let odd = self.b.ins().band_imm_u(n, 1);
+        let last = self.b.ins().iadd_imm_s(n, -1);
+        one(self, odd, last)
     }
 
     /// The members' loop over `k < n`: two elements at a time in `f64x2`
@@ -789,14 +806,12 @@ impl Lower<'_, '_> {
             .elements
             .iter()
             .all(|e| interchange::pairs(&f.terms, e, &varying));
-        let zero = self.iconst(0);
         if !pairable {
+            let zero = self.iconst(0);
             scalar(self, n, zero)?;
             return Ok(());
         }
-        let half = self.b.ins().sshr_imm_u(n, 1);
-        self.counted_loop(half, &[], |l, h, _| {
-            let k = l.b.ins().ishl_imm_u(h, 1);
+        let pair = |l: &mut Self, k: Value| {
             for t in f.terms.iter().filter(|t| !varying.contains(&t.name)) {
                 l.bind(t)?;
             }
@@ -810,11 +825,9 @@ impl Lower<'_, '_> {
                     l.b.ins().store(flags, v, at, 0);
                 }
             }
-            Ok(Vec::new())
-        })?;
-        let odd = self.b.ins().band_imm_u(n, 1);
-        let last = self.b.ins().iadd_imm_s(n, -1);
-        scalar(self, odd, last)?;
+            Ok(())
+        };
+        self.by_twos(n, pair, scalar)?;
         Ok(())
     }
 
@@ -1324,16 +1337,9 @@ impl Lower<'_, '_> {
             let Some(varying) = l.pairable(index, body) else {
                 return scalar(l, n, zero);
             };
-            let half = l.b.ins().sshr_imm_u(n, 1);
-            l.counted_loop(half, &[], |l, h, _| {
-                let k = l.b.ins().ishl_imm_u(h, 1);
-                l.pair(&body.binds, &body.result, &varying, index, k, (p, false))?;
-                Ok(Vec::new())
-            })?;
-            // The last element when n is odd.
-            let odd = l.b.ins().band_imm_u(n, 1);
-            let last = l.b.ins().iadd_imm_s(n, -1);
-            scalar(l, odd, last)
+            let pair =
+                |l: &mut Self, k| l.pair(&body.binds, &body.result, &varying, index, k, (p, false));
+            l.by_twos(n, pair, scalar)
         };
         self.versions(n, guard, None, run)?;
         Ok(vec![p, n])

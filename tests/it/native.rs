@@ -1532,7 +1532,7 @@ fn one_hot_builds_fill_then_store_once() {
 /// i-major into rows allocated first, what does not depend on `k` once
 /// per `i`; every bit is the evaluator's, and every ⊥ too: a short row, a
 /// negative outer or inner size (the inner one only with a row to build),
-/// a division by zero; with no row, not even `a[i]` runs.
+/// a division by zero; no row and more `i` than `a` has rows is a value.
 #[test]
 fn builds_of_builds_run_transposed_exactly() {
     let src = "let t (a: Matrix) (n: Index) = build n (fun k -> build (length a) (fun i -> a[i][k] * 2.0))\n\
@@ -1567,7 +1567,7 @@ fn builds_of_builds_run_transposed_exactly() {
             vec![a.clone(), ix(0), ix(-1), Value::Double(0.5)],
             Outcome::Value,
         ),
-        // No row: the reads `a[i]` (each once per i) do not run.
+        // No row, m beyond `a`'s rows: an empty matrix.
         (
             "w",
             vec![a.clone(), ix(0), ix(3), Value::Double(0.5)],

@@ -304,6 +304,10 @@ enum Mode {
     /// element of a Vector variable (spec/ad-forward.md §4.6); the same
     /// results as fwd.
     FwdVec,
+    /// Vector forward mode returning the Jacobian's rows (D-Vec-Rows,
+    /// spec/ad-forward.md §4.6): every Double of the result carries its
+    /// gradient; no transposition. A Vector variable only.
+    FwdRows,
 }
 
 #[derive(Args, Debug)]
@@ -362,6 +366,11 @@ enum CompileMode {
     /// The forward-mode wrapper in vector mode (one pass carrying a
     /// tangent per element of a Vector --wrt): the same result as fwd.
     FwdVec,
+    /// The Jacobian's rows in vector forward mode (D-Vec-Rows): the
+    /// entry's result with every Double replaced by its gradient with
+    /// respect to a Vector --wrt (for a Vector result, row i is ∂outᵢ/∂wrt),
+    /// with no transposition and no values.
+    FwdRows,
     /// The reverse-mode program: the value and the gradient (with the
     /// result's cotangent as a last parameter unless the result is a Double).
     Rev,
@@ -380,12 +389,12 @@ struct CompileArgs {
     header: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t)]
     mode: CompileMode,
-    /// The independent variable (modes fwd, fwd-opt, fwd-vec, rev).
+    /// The independent variable (modes fwd, fwd-opt, fwd-vec, fwd-rows, rev).
     #[arg(long)]
     wrt: Option<String>,
     /// The C symbol of the typed entry (default: the entry's name with
     /// every character outside [A-Za-z0-9_] made `_`, plus `_fwd`,
-    /// `_fwd_opt` or `_rev`). The slot-level entry is `SYMBOL_slots`.
+    /// `_fwd_opt`, `_fwd_vec`, `_fwd_rows` or `_rev`). The slot-level entry is `SYMBOL_slots`.
     #[arg(long)]
     symbol: Option<String>,
     /// Also write the slot-level entry's Cranelift IR, as lowered from the
@@ -711,6 +720,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
                         .wrapper
                         .program
                 }
+                Mode::FwdRows => {
+                    pipeline::rows_derivative(&files.main_src, &entry, &wrt)
+                        .map_err(fail)?
+                        .rows
+                        .program
+                }
                 Mode::FwdOpt => {
                     pipeline::optimised_derivative(
                         &files.main_src,
@@ -724,7 +739,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 }
                 Mode::Fd | Mode::Tape => {
                     return Err(Failure(
-                        "error[usage]: `ad` prints source-to-source programs: --mode fwd, fwd-opt, fwd-vec or rev\n"
+                        "error[usage]: `ad` prints source-to-source programs: --mode fwd, fwd-opt, fwd-vec, fwd-rows or rev\n"
                             .to_string(),
                     ));
                 }
@@ -815,7 +830,7 @@ fn workload_engine(run: &WorkloadArgs) -> Result<crate::gradient::Engine, Failur
         EngineKind::Eval => Ok(Engine::Eval(Limits { fuel: run.fuel })),
         EngineKind::Native if adbench_mode(run.mode).runs_natively() => Ok(Engine::native()),
         EngineKind::Native => Err(Failure(
-            "error[usage]: --engine native runs the derivative programs of modes fwd, fwd-opt, fwd-vec and rev\n"
+            "error[usage]: --engine native runs the derivative programs of modes fwd, fwd-opt, fwd-vec, fwd-rows and rev\n"
                 .to_string(),
         )),
     }
@@ -823,7 +838,7 @@ fn workload_engine(run: &WorkloadArgs) -> Result<crate::gradient::Engine, Failur
 
 /// How a mode expands `deriv` with respect to a Vector.
 fn forward_mode(mode: Mode) -> ForwardMode {
-    if mode == Mode::FwdVec {
+    if matches!(mode, Mode::FwdVec | Mode::FwdRows) {
         ForwardMode::Vector
     } else {
         ForwardMode::Scalar
@@ -836,6 +851,7 @@ fn adbench_mode(mode: Mode) -> crate::adbench::modes::Mode {
         Mode::Fwd => M::Fwd,
         Mode::FwdOpt => M::FwdOpt,
         Mode::FwdVec => M::FwdVec,
+        Mode::FwdRows => M::FwdRows,
         Mode::Rev => M::Rev,
         Mode::Tape => M::Tape,
         Mode::Fd => M::Fd,
@@ -958,11 +974,19 @@ fn ba_cmd(input: &crate::adbench::ba::BaInput, run: &WorkloadArgs) -> Result<(),
     let args = input.objective_args();
     // Native forward modes with a tangent-only program run every
     // observation in one call (`pipeline::batched`), not one call each.
-    let batch = match (&engine, diff.tangents()) {
-        (crate::gradient::Engine::Native(_), Some(d)) => Some((
-            pipeline::batched(&d.wrapper).map_err(fail)?,
-            pipeline::batched(&d.base).map_err(fail)?,
+    // Mode fwd-rows batches the Jacobian's rows (an observation's 3 rows
+    // of 15), the others their columns (15 columns of 3).
+    let program = match (diff.tangents(), diff.rows()) {
+        (Some(d), _) => Some((&d.wrapper, &d.base, false)),
+        (None, Some(r)) => Some((&r.rows, &r.base, true)),
+        (None, None) => None,
+    };
+    let batch = match (&engine, program) {
+        (crate::gradient::Engine::Native(_), Some((tangents, base, by_rows))) => Some((
+            pipeline::batched(tangents).map_err(fail)?,
+            pipeline::batched(base).map_err(fail)?,
             input.observations_args(),
+            by_rows,
         )),
         _ => None,
     };
@@ -979,16 +1003,23 @@ fn ba_cmd(input: &crate::adbench::ba::BaInput, run: &WorkloadArgs) -> Result<(),
     };
     let jacobian = || {
         let mut stats = Stats::default();
-        if let Some((wrapper, base, obs)) = &batch
+        if let Some((wrapper, base, obs, by_rows)) = &batch
             && let Some(tangents) = engine.run_flat(wrapper, obs)
             && let Some(values) = engine.run_flat(base, obs)
         {
-            // Per observation: 3 values, and 15 columns of 3 tangents.
+            // Per observation: 3 values, and 15 columns of 3 tangents (or
+            // 3 rows of 15).
             let (tangents, values) = (tangents.map_err(run_fail)?, values.map_err(run_fail)?);
             let (v, t) = (3, 3 * ba::ROW_ENTRIES);
             let r = ba::assemble(input, |i, value, tangent| {
                 value.extend(values.get(v * i..v * (i + 1)).unwrap_or_default());
-                tangent.extend(tangents.get(t * i..t * (i + 1)).unwrap_or_default());
+                let mine = tangents.get(t * i..t * (i + 1)).unwrap_or_default();
+                if !by_rows {
+                    tangent.extend(mine);
+                } else if mine.len() == t {
+                    let column = |j| (0..3).map(move |k| mine[ba::ROW_ENTRIES * k + j]);
+                    tangent.extend((0..ba::ROW_ENTRIES).flat_map(column));
+                }
                 Ok::<_, Failure>(())
             })?;
             return Ok::<_, Failure>((r, stats));
@@ -1299,16 +1330,23 @@ fn vjp_cmd(args: DerivArgs, cotangent: &str) -> Result<(), Failure> {
                 .map_err(|e| fail(Diagnostic::from(&e)))?;
             (t.value, t.gradient, t.stats)
         }
-        Mode::Fwd | Mode::Fd | Mode::FwdOpt | Mode::FwdVec => {
+        Mode::Fwd | Mode::Fd | Mode::FwdOpt | Mode::FwdVec | Mode::FwdRows => {
             let fm = forward_mode(args.mode);
-            let d = pipeline::derivative_with(&files.main_src, &args.entry, &args.wrt, fm)
-                .map_err(fail)?;
-            let cols = if args.mode != Mode::Fd {
-                crate::gradient::forward(&d, values, limits)
+            let cols = if args.mode == Mode::FwdRows {
+                let d = pipeline::rows_derivative(&files.main_src, &args.entry, &args.wrt)
+                    .map_err(fail)?;
+                crate::gradient::rows_on(&d, values, &crate::gradient::Engine::Eval(limits))
+                    .map_err(|e| fail(Diagnostic::from(&e)))?
             } else {
-                crate::gradient::finite_differences(&d.base, d.wrt, values, limits)
-            }
-            .map_err(|e| fail(Diagnostic::from(&e)))?;
+                let d = pipeline::derivative_with(&files.main_src, &args.entry, &args.wrt, fm)
+                    .map_err(fail)?;
+                if args.mode != Mode::Fd {
+                    crate::gradient::forward(&d, values, limits)
+                } else {
+                    crate::gradient::finite_differences(&d.base, d.wrt, values, limits)
+                }
+                .map_err(|e| fail(Diagnostic::from(&e)))?
+            };
             let mut ws = Vec::new();
             crate::gradient::flatten(&w, &mut ws);
             let dots = cols
@@ -1358,7 +1396,7 @@ fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
     };
     if args.engine == EngineKind::Native && matches!(args.mode, Mode::Fd | Mode::Tape) {
         return Err(Failure(format!(
-            "error[usage]: --engine native runs the derivative programs of modes fwd, fwd-opt, fwd-vec and rev; `{}` is an interpreter on the evaluator\n",
+            "error[usage]: --engine native runs the derivative programs of modes fwd, fwd-opt, fwd-vec, fwd-rows and rev; `{}` is an interpreter on the evaluator\n",
             if args.mode == Mode::Fd { "fd" } else { "tape" }
         )));
     }
@@ -1367,6 +1405,11 @@ fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
     let cols = match args.mode {
         Mode::Fwd | Mode::FwdVec => {
             crate::gradient::forward_on(&d, values, &engine).map_err(run_fail)?
+        }
+        Mode::FwdRows => {
+            let r = pipeline::rows_derivative(&files.main_src, &args.entry, &args.wrt)
+                .map_err(fail)?;
+            crate::gradient::rows_on(&r, values, &engine).map_err(run_fail)?
         }
         Mode::Fd => crate::gradient::finite_differences(&d.base, d.wrt, values, limits)
             .map_err(|e| fail(Diagnostic::from(&e)))?,
@@ -1459,7 +1502,7 @@ fn compile_cmd(args: CompileArgs) -> Result<(), Failure> {
         (CompileMode::Objective, None) => "",
         (CompileMode::Objective, Some(_)) => {
             return Err(Failure(
-                "error[usage]: --wrt needs --mode fwd, fwd-opt or rev\n".to_string(),
+                "error[usage]: --wrt needs --mode fwd, fwd-opt, fwd-vec, fwd-rows or rev\n".to_string(),
             ));
         }
         (_, Some(w)) => w.as_str(),
@@ -1488,6 +1531,10 @@ fn compile_cmd(args: CompileArgs) -> Result<(), Failure> {
             let d = pipeline::derivative_with(src, &args.entry, wrt, ForwardMode::Vector)
                 .map_err(fail)?;
             (d.base.params, d.wrapper, "_fwd_vec")
+        }
+        CompileMode::FwdRows => {
+            let d = pipeline::rows_derivative(src, &args.entry, wrt).map_err(fail)?;
+            (d.base.params, d.rows, "_fwd_rows")
         }
         CompileMode::Rev => {
             let r =

@@ -17,7 +17,7 @@ use crate::codegen::{Arg, CodegenError, Native, Out, Outputs};
 use crate::diagnostic::{Diagnose, Span};
 use crate::eval::{EvalError, Limits, Stats, Value};
 use crate::ir::Type;
-use crate::pipeline::{Derivative, Entry};
+use crate::pipeline::{Derivative, Entry, RowsDerivative};
 
 /// What runs the programs of a derivative: the reference evaluator, or
 /// native code (each entry compiled once, on first use).
@@ -382,6 +382,46 @@ pub fn forward_on(d: &Derivative, args: Vec<Value>, engine: &Engine) -> Result<C
             flatten(&tangent(du, &rt), &mut xs);
             xs
         })
+        .collect();
+    Ok(Columns {
+        value,
+        columns,
+        stats,
+    })
+}
+
+/// The value and derivative columns from the Jacobian's rows (D-Vec-Rows,
+/// `--mode fwd-rows`): the rows program first, then the function, as
+/// [`forward_on`] runs its wrapper. Every Double of the rows program's
+/// result is a vector over the n elements of the variable, so its
+/// flattening is leaf-major: column r takes element r of each.
+pub fn rows_on(d: &RowsDerivative, args: Vec<Value>, engine: &Engine) -> Result<Columns, RunError> {
+    let n = match args.get(d.wrt) {
+        Some(Value::Array(xs)) => xs.len(),
+        _ => 0,
+    };
+    let rt = d.base.result.clone();
+    let (flat, mut stats) = match engine.run_slices(&d.rows, &args, flat_of) {
+        Some(flat) => (flat?, Stats::default()),
+        None => {
+            let (res, stats) = engine.run(&d.rows, args.clone())?;
+            let mut flat = Vec::new();
+            flatten(&res, &mut flat);
+            (flat, stats)
+        }
+    };
+    let value = match engine.run_slices(&d.base, &args, |o| value_of(&rt, o, &mut 0)) {
+        Some(v) => v?,
+        None => {
+            let (v, s) = engine.run(&d.base, args)?;
+            stats.steps += s.steps;
+            stats.ops += s.ops;
+            v
+        }
+    };
+    let leaves = if n == 0 { 0 } else { flat.len() / n };
+    let columns = (0..n)
+        .map(|r| (0..leaves).map(|i| flat[i * n + r]).collect())
         .collect();
     Ok(Columns {
         value,

@@ -59,11 +59,22 @@ pub fn entry(loaded: &Loaded, name: &str) -> Result<Entry, Diagnostic> {
 /// [`entry`], expanding `deriv` with respect to a Vector in the given
 /// forward mode (spec/ad-forward.md §4.6).
 pub fn entry_with(loaded: &Loaded, name: &str, mode: ForwardMode) -> Result<Entry, Diagnostic> {
+    expanded_entry(loaded, name, mode, false)
+}
+
+/// [`entry_with`]; with `rows`, the entry's own `deriv` (the wrapper's) is
+/// expanded by D-Vec-Rows.
+fn expanded_entry(
+    loaded: &Loaded,
+    name: &str,
+    mode: ForwardMode,
+    rows: bool,
+) -> Result<Entry, Diagnostic> {
     let mono =
         monomorphise(&loaded.program, &loaded.typing, name).map_err(|e| Diagnostic::from(&e))?;
     let (mut program, mut types) = (mono.program, mono.types);
     if crate::ad::has_deriv(&program) {
-        crate::ad::expand_program(&mut program, &mut types, mode)
+        crate::ad::expand_program(&mut program, &mut types, mode, rows.then_some(name))
             .map_err(|e| Diagnostic::from(&e))?;
         // AD's output is ordinary code: type-check it and take a fresh
         // monomorphic copy (which also drops what is no longer used).
@@ -344,7 +355,15 @@ pub fn tangent_derivative_with(
         _ => Type::array(Type::array(d.base.result.clone())),
     };
     let loaded = load(src)?;
-    let wrapper = wrapper_entry(&loaded, entry_name, &d.base.params, k, Some(&shape), mode)?;
+    let wrapper = wrapper_entry(
+        &loaded,
+        entry_name,
+        &d.base.params,
+        k,
+        Some(&shape),
+        mode,
+        false,
+    )?;
     Ok(Derivative {
         base: d.base,
         wrapper,
@@ -353,10 +372,49 @@ pub fn tangent_derivative_with(
     })
 }
 
+/// An entry and its Jacobian as rows (D-Vec-Rows, spec/ad-forward.md
+/// §4.6): `deriv'entry p'1 … p'n` returns the entry's result with every
+/// Double replaced by its gradient with respect to the Vector parameter
+/// `p'k` (parts without Doubles are kept as they are): for a Vector result,
+/// row `i` of the Jacobian is element `i`. One run of vector forward mode
+/// and no transposition: `--mode fwd-rows` of `fsmooth compile`.
+pub struct RowsDerivative {
+    /// The function itself.
+    pub base: Entry,
+    /// The Jacobian's rows, taking the entry's arguments.
+    pub rows: Entry,
+    /// Which parameter is the independent variable.
+    pub wrt: usize,
+}
+
+/// Builds the [`RowsDerivative`] of `entry_name` with respect to its
+/// Vector parameter `wrt`.
+pub fn rows_derivative(
+    src: &str,
+    entry_name: &str,
+    wrt: &str,
+) -> Result<RowsDerivative, Diagnostic> {
+    let loaded = load(src)?;
+    let base = entry(&loaded, entry_name)?;
+    let k = independent(&base, entry_name, wrt)?;
+    let wt = &base.params[k].1;
+    if *wt != Type::array(Type::Double) {
+        return Err(Diagnostic::from(&InputError::Params {
+            message: format!(
+                "the Jacobian's rows need a Vector variable; `{wrt}` has type {wt} (use --mode fwd-vec)"
+            ),
+            span: base.span,
+        }));
+    }
+    let rows = wrapper_entry(&loaded, entry_name, &base.params, k, None, ForwardMode::Vector, true)?;
+    Ok(RowsDerivative { base, rows, wrt: k })
+}
+
 /// `deriv'entry = fun p'1 … p'n -> deriv (F p'1 … p'n) p'k`, built as IR
 /// (not as source text, so no user definition can shadow `deriv` or a
 /// primitive), optionally keeping only the tangents of a result whose
-/// primal type is `tangents`.
+/// primal type is `tangents`; with `rows`, its `deriv` is expanded by
+/// D-Vec-Rows.
 fn wrapper_entry(
     loaded: &Loaded,
     entry_name: &str,
@@ -364,6 +422,7 @@ fn wrapper_entry(
     k: usize,
     tangents: Option<&Type>,
     mode: ForwardMode,
+    rows: bool,
 ) -> Result<Entry, Diagnostic> {
     use crate::ir::{Def, Name};
     let mut prog = loaded.program.clone();
@@ -404,13 +463,14 @@ fn wrapper_entry(
         prelude: false,
     });
     let typing = infer_program(&prog).map_err(|e| Diagnostic::from(&e))?;
-    entry_with(
+    expanded_entry(
         &Loaded {
             program: prog,
             typing,
         },
         "deriv'entry",
         mode,
+        rows,
     )
 }
 
@@ -498,6 +558,19 @@ pub fn derivative_with(
 ) -> Result<Derivative, Diagnostic> {
     let loaded = load(src)?;
     let base = entry(&loaded, entry_name)?;
+    let k = independent(&base, entry_name, wrt)?;
+    let wrapper = wrapper_entry(&loaded, entry_name, &base.params, k, None, mode, false)?;
+    Ok(Derivative {
+        base,
+        wrapper,
+        wrt: k,
+        tangent_only: false,
+    })
+}
+
+/// The position of parameter `wrt` of `base`, which must be one `deriv`
+/// can differentiate with respect to.
+fn independent(base: &Entry, entry_name: &str, wrt: &str) -> Result<usize, Diagnostic> {
     let bad = |message: String| {
         Diagnostic::from(&InputError::Params {
             message,
@@ -516,13 +589,7 @@ pub fn derivative_with(
             "cannot differentiate with respect to `{wrt}` of type {wt}: the variable must be Double, Vector or Matrix"
         )));
     }
-    let wrapper = wrapper_entry(&loaded, entry_name, &base.params, k, None, mode)?;
-    Ok(Derivative {
-        base,
-        wrapper,
-        wrt: k,
-        tangent_only: false,
-    })
+    Ok(k)
 }
 
 /// An entry and its source-to-source reverse-mode program

@@ -31,6 +31,7 @@ build nnmf "$root/examples/nnmf.fsm" nnmf fwd-opt v nn
 build nnmf_rev "$root/examples/nnmf.fsm" nnmf rev v nn
 build vmax "$out/vmax.fsm" f fwd-opt v vm
 build ba_fwd_vec "$ba" projectAll fwd-vec cam ba_fwd_vec
+build ba_fwd_rows "$ba" projectAll fwd-rows cam ba_fwd_rows
 build ba_fwd_opt "$ba" projectAll fwd-opt cam ba_fwd_opt
 build_objective() { # name file entry symbol
   "$fsm" compile "$2" --entry "$3" --symbol "$4" -o "$out/$1.o" --header "$out/$1.h"
@@ -48,6 +49,7 @@ echo "nnmf:        $("$out/nnmf" 30)"
 echo "nnmf rev:    $("$out/nnmf_rev" 10)"
 echo "vmax:        $("$out/vmax" 50)"
 echo "ba fwd-vec:  $("$out/ba_fwd_vec" 10)"
+echo "ba fwd-rows: $("$out/ba_fwd_rows" 10)"
 echo "ba fwd-opt:  $("$out/ba_fwd_opt" 10)"
 echo "gmm objective d10_K25: $("$out/gmm_objective" 200 "$gmm1k/gmm_d10_K25.txt")"
 echo "gmm objective d2_K5:   $("$out/gmm_objective" 1000 "$gmm1k/gmm_d2_K5.txt")"

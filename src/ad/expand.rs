@@ -37,6 +37,11 @@ pub(super) struct Expander<'b, 'a> {
     /// How `deriv` with respect to a Vector is expanded: D-Deriv-Vector,
     /// or D-Vec-Deriv in vector forward mode.
     pub mode: ForwardMode,
+    /// The outermost `deriv` of the definition is expanded by D-Vec-Rows
+    /// (the Jacobian's rows, `pipeline::rows_derivative`).
+    pub rows: bool,
+    /// How many `deriv`s enclose the current node.
+    depth: usize,
     /// Binders enclosing the current node, with their types and, for a
     /// `let`, the bound expression.
     scope: Vec<Binder>,
@@ -48,12 +53,15 @@ impl<'b, 'a> Expander<'b, 'a> {
         duals: &'b mut HashMap<Name, Name>,
         vduals: &'b mut HashMap<Name, Name>,
         mode: ForwardMode,
+        rows: bool,
     ) -> Self {
         Expander {
             b,
             duals,
             vduals,
             mode,
+            rows,
+            depth: 0,
             scope: Vec::new(),
         }
     }
@@ -114,8 +122,10 @@ impl<'b, 'a> Expander<'b, 'a> {
                 }
             }
             Expr::Deriv { body, wrt } => {
-                let nb = self.expand(body)?;
-                return self.deriv(nb, &wrt, e);
+                self.depth += 1;
+                let nb = self.expand(body);
+                self.depth -= 1;
+                return self.deriv(nb?, &wrt, e);
             }
             other => {
                 let kids = other.children();
@@ -237,6 +247,9 @@ impl<'b, 'a> Expander<'b, 'a> {
                     body,
                 )?
             }
+            Type::Array(e) if **e == Type::Double && self.rows && self.depth == 0 => {
+                self.deriv_rows(&fvs, wrt, body)?
+            }
             Type::Array(e) if **e == Type::Double && self.mode == ForwardMode::Vector => {
                 self.deriv_vector(&fvs, wrt, body)?
             }
@@ -333,26 +346,7 @@ impl<'b, 'a> Expander<'b, 'a> {
             fvs,
             wrt,
             Some(&z),
-            &mut |b, x| {
-                let xv = b.var(x, Type::array(Type::Double));
-                let len = b.length(xv);
-                b.build(len, |b, i| {
-                    let xv = b.var(x, Type::array(Type::Double));
-                    let iv = b.var(i, Type::Index);
-                    let p = b.get(xv, iv);
-                    let zv = b.var(&z, Type::array(Type::Double));
-                    let k = b.length(zv);
-                    let hot = b.build(k, |b, j| {
-                        let iv = b.var(i, Type::Index);
-                        let jv = b.var(j, Type::Index);
-                        let eq = b.prim(Prim::Eq, vec![iv, jv], Type::Bool);
-                        let one = b.double(1.0);
-                        let zero = b.double(0.0);
-                        b.if_(eq, one, zero)
-                    });
-                    b.pair(p, hot)
-                })
-            },
+            &mut |b, x| unit_vectors(b, x, &z),
             body,
         )?;
         let result_ty = self.b.ty(body);
@@ -375,6 +369,40 @@ impl<'b, 'a> Expander<'b, 'a> {
         });
         let out = self.b.let_(d, once, out);
         let xv = self.b.var(wrt, vt);
+        let n = self.b.length(xv);
+        let zeros = self.b.build(n, |b, _| b.double(0.0));
+        Ok(self.b.let_(z, zeros, out))
+    }
+
+    /// D-Vec-Rows: the Jacobian of `e` with respect to `x : Vector` as
+    /// rows, from one run of D_V[[e]]:
+    ///
+    /// ```text
+    /// let z = build (length x) (fun _ -> 0.0) in
+    /// let v₁ = V[v₁] in … let vₙ = V[vₙ] in T[D_V[[e]]]
+    /// ```
+    ///
+    /// where T replaces every Double's vector dual by its tangent vector
+    /// (`snd`), so a Double becomes its gradient and a Vector result the
+    /// Jacobian's rows, with no transposition (D-Vec-Deriv's C_r). Unlike
+    /// D-Vec-Deriv it runs D_V[[e]] also when `x` is empty.
+    fn deriv_rows(
+        &mut self,
+        fvs: &[(Name, Type)],
+        wrt: &Name,
+        body: ExprId,
+    ) -> Result<ExprId, AdError> {
+        let z = self.b.fresh("z");
+        let inner = self.with_inputs(
+            fvs,
+            wrt,
+            Some(&z),
+            &mut |b, x| unit_vectors(b, x, &z),
+            body,
+        )?;
+        let result_ty = self.b.ty(body);
+        let out = map_doubles(self.b, inner, &result_ty, &Type::vdual, &mut |b, d| b.snd(d));
+        let xv = self.b.var(wrt, Type::array(Type::Double));
         let n = self.b.length(xv);
         let zeros = self.b.build(n, |b, _| b.double(0.0));
         Ok(self.b.let_(z, zeros, out))
@@ -413,6 +441,30 @@ impl<'b, 'a> Expander<'b, 'a> {
         }
         Ok(out)
     }
+}
+
+/// V[x] = `build (length x) (fun i -> (x[i], build (length z) (fun j -> if
+/// i = j then 1.0 else 0.0)))`: element `i` seeded with the `i`-th unit
+/// vector (D-Vec-Deriv, D-Vec-Rows).
+fn unit_vectors(b: &mut Builder<'_>, x: &Name, z: &Name) -> ExprId {
+    let xv = b.var(x, Type::array(Type::Double));
+    let len = b.length(xv);
+    b.build(len, |b, i| {
+        let xv = b.var(x, Type::array(Type::Double));
+        let iv = b.var(i, Type::Index);
+        let p = b.get(xv, iv);
+        let zv = b.var(z, Type::array(Type::Double));
+        let k = b.length(zv);
+        let hot = b.build(k, |b, j| {
+            let iv = b.var(i, Type::Index);
+            let jv = b.var(j, Type::Index);
+            let eq = b.prim(Prim::Eq, vec![iv, jv], Type::Bool);
+            let one = b.double(1.0);
+            let zero = b.double(0.0);
+            b.if_(eq, one, zero)
+        });
+        b.pair(p, hot)
+    })
 }
 
 /// `(x[i…], if i… = r… then 1.0 else 0.0)`: one element of a one-hot

@@ -85,11 +85,15 @@ pub fn has_deriv(prog: &Program) -> bool {
 
 /// Expands every `deriv` in `prog` (in place), translating the definitions
 /// the differentiated code uses. `types` must give every node a ground
-/// type (as `types::monomorphise` produces); new nodes get theirs.
+/// type (as `types::monomorphise` produces); new nodes get theirs. The
+/// outermost `deriv`s of the definition named `rows`, when with respect
+/// to a Vector, give the Jacobian's rows (D-Vec-Rows; the definition's
+/// type changes, so the caller type-checks the program again).
 pub fn expand_program(
     prog: &mut Program,
     types: &mut SecondaryMap<ExprId, Option<Type>>,
     mode: ForwardMode,
+    rows: Option<&str>,
 ) -> Result<(), AdError> {
     let names: Vec<_> = prog.defs.iter().map(|d| d.name.clone()).collect();
     let mut duals = HashMap::new();
@@ -103,7 +107,8 @@ pub fn expand_program(
             .position(|d| d.name == name)
             .expect("original definitions stay");
         let body = b.prog.defs[idx].body;
-        let mut ex = expand::Expander::new(&mut b, &mut duals, &mut vduals, mode);
+        let by_rows = rows.is_some_and(|r| *r == *name);
+        let mut ex = expand::Expander::new(&mut b, &mut duals, &mut vduals, mode, by_rows);
         let nb = ex.expand(body)?;
         let idx = b
             .prog

@@ -13,7 +13,7 @@
 use crate::diagnostic::Diagnostic;
 use crate::eval::{Limits, Value};
 use crate::gradient::{self, Columns, Engine, RunError};
-use crate::pipeline::{self, Derivative, Entry, OptOptions, ReverseDerivative};
+use crate::pipeline::{self, Derivative, Entry, OptOptions, ReverseDerivative, RowsDerivative};
 
 /// How a workload's derivative is computed (README, "Using the command line").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,6 +24,8 @@ pub enum Mode {
     FwdOpt,
     /// Vector forward mode: one pass carrying every direction.
     FwdVec,
+    /// Vector forward mode returning the Jacobian's rows (D-Vec-Rows).
+    FwdRows,
     /// Source-to-source reverse mode.
     Rev,
     /// Reverse mode by taping (evaluator only).
@@ -36,7 +38,10 @@ impl Mode {
     /// Whether the mode's derivative is a program that `--engine native`
     /// can compile.
     pub fn runs_natively(self) -> bool {
-        matches!(self, Mode::Fwd | Mode::FwdOpt | Mode::FwdVec | Mode::Rev)
+        matches!(
+            self,
+            Mode::Fwd | Mode::FwdOpt | Mode::FwdVec | Mode::FwdRows | Mode::Rev
+        )
     }
 }
 
@@ -50,6 +55,8 @@ pub struct Differentiator {
     /// vectors and matrices run through `call_slices` on native code
     /// (`fwd-vec` per call, both in [`Differentiator::tangents`]).
     tangent_only: Option<Derivative>,
+    /// Mode `fwd-rows`: the Jacobian's rows.
+    rows: Option<RowsDerivative>,
     rev: Option<ReverseDerivative>,
 }
 
@@ -65,7 +72,7 @@ impl Differentiator {
         opt: &OptOptions,
         checkpointing: crate::ad::Checkpointing,
     ) -> Result<Differentiator, Diagnostic> {
-        let forward = if mode == Mode::FwdVec {
+        let forward = if matches!(mode, Mode::FwdVec | Mode::FwdRows) {
             crate::ad::ForwardMode::Vector
         } else {
             crate::ad::ForwardMode::Scalar
@@ -85,6 +92,10 @@ impl Differentiator {
             Mode::Fwd => Some(pipeline::tangent_derivative(src, entry, wrt)?),
             _ => None,
         };
+        let rows = match mode {
+            Mode::FwdRows => Some(pipeline::rows_derivative(src, entry, wrt)?),
+            _ => None,
+        };
         let rev = match mode {
             Mode::Rev => Some(pipeline::reverse_derivative_with(
                 src,
@@ -99,6 +110,7 @@ impl Differentiator {
             fwd,
             fwd_opt,
             tangent_only,
+            rows,
             rev,
         })
     }
@@ -113,6 +125,11 @@ impl Differentiator {
         }
     }
 
+    /// The Jacobian's rows of mode `fwd-rows`.
+    pub fn rows(&self) -> Option<&RowsDerivative> {
+        self.rows.as_ref()
+    }
+
     /// The entry itself (for running the objective alone).
     pub fn base(&self) -> &Entry {
         &self.fwd.base
@@ -125,6 +142,9 @@ impl Differentiator {
             Engine::Native(_) => Limits::default(),
         };
         let wrt = self.fwd.wrt;
+        if let Some(r) = &self.rows {
+            return gradient::rows_on(r, args, engine);
+        }
         match (self.mode, &self.fwd_opt, &self.rev) {
             (Mode::FwdOpt, Some(f), _) => gradient::forward_on(f, args, engine),
             (Mode::FwdVec, ..) if matches!(engine, Engine::Native(_)) => {

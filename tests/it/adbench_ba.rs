@@ -78,6 +78,9 @@ fn ba_golden_from_the_command_line_in_every_mode() {
         // D-Vec-Deriv: one pass per observation for its 15 directions.
         ("fwd-vec", "eval", TOLERANCE),
         ("fwd-vec", "native", TOLERANCE),
+        // D-Vec-Rows: natively, every observation's 3 rows in one call.
+        ("fwd-rows", "eval", TOLERANCE),
+        ("fwd-rows", "native", TOLERANCE),
     ] {
         let out = ba_cli(&file, &["--mode", mode, "--engine", engine]);
         let what = |s: &str| format!("{mode}/{engine}: {s}");

@@ -70,7 +70,7 @@ proptest! {
         let mut m = monomorphise(&full, &typing, "typed'check").expect("entry exists");
         // Nested `deriv` is expanded before evaluation, as pipeline::entry does.
         if fsmooth::ad::has_deriv(&m.program) {
-            fsmooth::ad::expand_program(&mut m.program, &mut m.types, Default::default()).expect("AD expands");
+            fsmooth::ad::expand_program(&mut m.program, &mut m.types, Default::default(), None).expect("AD expands");
             let t = infer_program(&m.program).expect("AD output is well typed");
             m = monomorphise(&m.program, &t, "typed'check").expect("entry exists");
         }

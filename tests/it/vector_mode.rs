@@ -3,12 +3,13 @@
 //! input, on bundle adjustment's `project` and `projectAll`, on nested
 //! `deriv`s and on the API macros; ⊥ and empty vectors; the evaluator's
 //! step count (the primal is computed once); native code against the
-//! evaluator; and `--mode fwd-vec` on the command line.
+//! evaluator; and `--mode fwd-vec` on the command line. D-Vec-Rows (the
+//! Jacobian's rows, `--mode fwd-rows`) against both, on the same cases.
 
 use fsmooth::ad::ForwardMode;
 use fsmooth::eval::{Limits, Value};
 use fsmooth::gradient::{self, Columns, Engine};
-use fsmooth::pipeline::{self, Derivative};
+use fsmooth::pipeline::{self, Derivative, RowsDerivative};
 
 use crate::common::{cli, root, temp_file};
 use crate::forward::{LIBRARY, library_cases};
@@ -23,6 +24,21 @@ fn columns(d: &Derivative, input: &str, engine: &Engine) -> Columns {
     gradient::forward_on(d, args, engine).unwrap_or_else(|e| panic!("{input}: forward mode: {e}"))
 }
 
+fn rows(src: &str, entry: &str, wrt: &str) -> RowsDerivative {
+    pipeline::rows_derivative(src, entry, wrt)
+        .unwrap_or_else(|d| panic!("{entry} wrt {wrt} (rows): {d}"))
+}
+
+fn row_columns(r: &RowsDerivative, input: &str, engine: &Engine) -> Columns {
+    let args = r.base.read_input(Some(input)).expect("input");
+    gradient::rows_on(r, args, engine).unwrap_or_else(|e| panic!("{input}: rows: {e}"))
+}
+
+fn column_bits(c: &Columns) -> Vec<Vec<u64>> {
+    let col = |xs: &Vec<f64>| xs.iter().map(|x| x.to_bits()).collect();
+    c.columns.iter().map(col).collect()
+}
+
 fn bits(v: &Value) -> Vec<u64> {
     let mut xs = Vec::new();
     gradient::flatten(v, &mut xs);
@@ -34,11 +50,8 @@ fn bits(v: &Value) -> Vec<u64> {
 /// (scalar, vector) results.
 fn same_bits(src: &str, entry: &str, wrt: &str, input: &str) -> (Columns, Columns) {
     let eval = Engine::Eval(Limits::default());
-    let s = columns(
-        &derivative(src, entry, wrt, ForwardMode::Scalar),
-        input,
-        &eval,
-    );
+    let scalar = derivative(src, entry, wrt, ForwardMode::Scalar);
+    let s = columns(&scalar, input, &eval);
     let v = columns(
         &derivative(src, entry, wrt, ForwardMode::Vector),
         input,
@@ -56,6 +69,17 @@ fn same_bits(src: &str, entry: &str, wrt: &str, input: &str) -> (Columns, Column
             b.iter().map(|x| x.to_bits()).collect(),
         );
         assert_eq!(a, b, "{entry} wrt {wrt} at {input}: column {j}");
+    }
+    // D-Vec-Rows (a Vector variable): the same tangent computations,
+    // read out by rows.
+    if scalar.base.params[scalar.wrt].1.to_string() == "Array<Double>" {
+        let r = row_columns(&rows(src, entry, wrt), input, &eval);
+        assert_eq!(bits(&r.value), bits(&v.value), "{entry} wrt {wrt}: rows' value");
+        assert_eq!(
+            column_bits(&r),
+            column_bits(&v),
+            "{entry} wrt {wrt} at {input}: rows"
+        );
     }
     (s, v)
 }
@@ -243,6 +267,48 @@ fn vector_mode_native_matches_the_evaluator() {
         let n = columns(&d, input, &Engine::native());
         assert_eq!(bits(&e.value), bits(&n.value), "{entry}: value");
         assert_eq!(e.columns, n.columns, "{entry}: columns");
+        // D-Vec-Rows natively: the rows program through `call_slices`.
+        let r = rows(src, entry, wrt);
+        let nr = row_columns(&r, input, &Engine::native());
+        assert_eq!(bits(&nr.value), bits(&e.value), "{entry}: rows' value");
+        assert_eq!(column_bits(&nr), column_bits(&e), "{entry}: rows");
+    }
+}
+
+// D-Vec-Rows runs D_V[[e]] once even with no directions (each Double's
+// gradient is then empty), so a ⊥ of the body is reached there where
+// D-Vec-Deriv's is not; a Double or Matrix variable is an input error.
+#[test]
+fn jacobian_rows_run_the_body_once() {
+    let src = "let f = fun (v: Vector) (d: Double) -> vectorSMul v (1.0 / d)
+               let g = fun (v: Vector) (d: Double) -> (v[0] * d, build 2 (fun i -> d))
+";
+    let r = rows(src, "f", "v");
+    let run = |r: &RowsDerivative, input: &str| {
+        let args = r.rows.read_input(Some(input)).expect("input");
+        r.rows
+            .run(args, Limits::default(), &mut |_, _| {})
+            .map(|(v, _)| v.to_string())
+    };
+    let err = run(&r, "[[], 0.0]").expect_err("the body runs with no directions");
+    assert_eq!(fsmooth::diagnostic::Diagnostic::from(&err).code, "division-by-zero");
+    assert_eq!(run(&r, "[[], 2.0]").expect("runs"), "[]");
+    assert_eq!(
+        run(&r, "[[1.0, 3.0], 2.0]").expect("runs"),
+        "[[0.5, 0.0], [0.0, 0.5]]"
+    );
+    // A pair result: every Double its gradient (the zero vector when it
+    // does not depend on v).
+    let r = rows(src, "g", "v");
+    assert_eq!(
+        run(&r, "[[1.0, 3.0], 2.0]").expect("runs"),
+        "[[2.0, 0.0], [[0.0, 0.0], [0.0, 0.0]]]"
+    );
+    for wrt in ["d"] {
+        let e = pipeline::rows_derivative(src, "f", wrt)
+            .err()
+            .expect("rows need a Vector variable");
+        assert_eq!(e.code, "input-parameters", "{e}");
     }
 }
 
@@ -274,6 +340,8 @@ fn cli_fwd_vec_mode() {
     assert!(fwd.contains("\"jacobian\""));
     assert_eq!(jac("fwd-vec", "eval"), fwd);
     assert_eq!(jac("fwd-vec", "native"), fwd);
+    assert_eq!(jac("fwd-rows", "eval"), fwd);
+    assert_eq!(jac("fwd-rows", "native"), fwd);
 
     let o = cli(&[
         "ad", f, "--entry", "project", "--wrt", "cam", "--mode", "fwd-vec",
@@ -302,6 +370,7 @@ fn cli_fwd_vec_mode() {
         String::from_utf8(o.stdout).expect("utf-8")
     };
     assert_eq!(g("fwd-vec"), g("fwd"));
+    assert_eq!(g("fwd-rows"), g("fwd"));
 
     let obj = std::env::temp_dir().join("fsmooth_vector_mode_ba.o");
     let hdr = std::env::temp_dir().join("fsmooth_vector_mode_ba.h");
@@ -323,6 +392,36 @@ fn cli_fwd_vec_mode() {
     let header = std::fs::read_to_string(&hdr).expect("header written");
     assert!(header.contains("projectAll_fwd_vec("), "{header}");
     assert!(std::fs::metadata(&obj).expect("object written").len() > 0);
+
+    // `--mode fwd-rows`: the rows program, printed and compiled.
+    let o = cli(&[
+        "ad", f, "--entry", "projectAll", "--wrt", "cam", "--mode", "fwd-rows",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let printed = String::from_utf8(o.stdout).expect("utf-8");
+    assert!(printed.contains("projectAll'V"), "{printed}");
+    let o = cli(&[
+        "compile",
+        f,
+        "--entry",
+        "projectAll",
+        "--mode",
+        "fwd-rows",
+        "--wrt",
+        "cam",
+        "-o",
+        obj.to_str().expect("utf-8"),
+        "--header",
+        hdr.to_str().expect("utf-8"),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let header = std::fs::read_to_string(&hdr).expect("header written");
+    assert!(
+        header.contains(
+            "projectAll_fwd_rows: (cam: Array<Double>) -> (xs: Array<Array<Double>>) -> Array<Array<Double>>"
+        ),
+        "{header}"
+    );
 }
 
 /// ⊕ on a vector-mode dual would join tangent vectors, so D-Accum and

@@ -31,7 +31,7 @@ GROUPS = [
     ("gmm_d2_K5", "GMM gradient, 1k/gmm_d2_K5"),
     ("gmm_d10_K25", "GMM gradient, 1k/gmm_d10_K25"),
 ]
-MODES = ["fwd", "fwd-opt", "fwd-vec", "rev"]
+MODES = ["fwd", "fwd-opt", "fwd-vec", "fwd-rows", "rev"]
 
 # JAX jit on CPU, same machine kind (issue 7): (group, n) -> (F ms, J ms).
 JAX = {
@@ -141,9 +141,9 @@ def mb(b):
 def main():
     m = medians()
     compile_ms, memory = extra()
-    print("| benchmark | n | objective | fwd | fwd-opt | fwd-vec | rev | J/F fwd-opt | J/F rev "
-          "| hand F | hand J | best ÷ hand J | arena of best |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| benchmark | n | objective | fwd | fwd-opt | fwd-vec | fwd-rows | rev | J/F fwd-opt "
+          "| J/F rev | hand F | hand J | best ÷ hand J | arena of best |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     best = {}
     for group, title in GROUPS:
         sizes = sorted({n for (g, _, n) in m if g == group})
@@ -162,6 +162,7 @@ def main():
                 t(js["fwd"]),
                 t(js["fwd-opt"]),
                 t(js["fwd-vec"]),
+                t(js["fwd-rows"]),
                 t(js["rev"]),
                 ratio(js["fwd-opt"], f),
                 ratio(js["rev"], f),
@@ -200,8 +201,8 @@ def main():
         ]
         print("| " + " | ".join(cells) + " |")
     print()
-    print("| compile (parse → native code) | objective | fwd | fwd-opt | fwd-vec | rev |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| compile (parse → native code) | objective | fwd | fwd-opt | fwd-vec | fwd-rows | rev |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     programs = []
     for (p, _) in compile_ms:
         if p not in programs:
@@ -209,12 +210,13 @@ def main():
     for p in programs:
         cells = [p] + [
             f"{compile_ms[(p, mode)]:.0f} ms" if (p, mode) in compile_ms else "—"
-            for mode in ["objective", "fwd", "fwd-opt", "fwd-vec", "rev"]
+            for mode in ["objective"] + MODES
         ]
         print("| " + " | ".join(cells) + " |")
     print()
-    print("| arena bytes at the largest n | n | objective | fwd | fwd-opt | fwd-vec | rev |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| arena bytes at the largest n | n | objective | fwd | fwd-opt | fwd-vec | fwd-rows "
+          "| rev |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for group, _ in GROUPS:
         ns = [n for (g, _, n) in memory if g == group]
         if not ns:
@@ -222,7 +224,7 @@ def main():
         n = max(ns)
         cells = [group, size(n)] + [
             mb(memory.get((group, mode, n)))
-            for mode in ["objective", "fwd", "fwd-opt", "fwd-vec", "rev"]
+            for mode in ["objective"] + MODES
         ]
         print("| " + " | ".join(cells) + " |")
 

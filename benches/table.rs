@@ -12,6 +12,9 @@
 //! - `fwd`: forward mode, the tangent-only wrapper
 //!   (`pipeline::tangent_derivative`), not optimised;
 //! - `fwd-opt`: the same wrapper after the optimiser (the dF̃ result);
+//! - `fwd-vec`, `fwd-rows` (BA): vector forward mode, the tangent-only
+//!   wrapper (columns, D-Vec-Deriv) and the Jacobian's rows (D-Vec-Rows,
+//!   checked against the hand-written columns transposed);
 //! - `rev`: source-to-source reverse mode; for a Jacobian one seeded run
 //!   per output element (the rows copied into one buffer);
 //! - `hand`/`hand-objective`: plain Rust (`hand` module below).
@@ -104,6 +107,8 @@ struct Modes {
     /// Vector forward mode (spec/ad-forward.md §4.6), for the Jacobians
     /// with few directions.
     fwd_vec: Option<Native>,
+    /// Its Jacobian as rows (D-Vec-Rows), with `fwd_vec`.
+    fwd_rows: Option<Native>,
     rev: Native,
     /// The reverse program takes a cotangent (a Vector-valued function).
     seeded: bool,
@@ -121,7 +126,7 @@ fn modes(extra: &Extra, program: &str, src: &str, f: &str, wrt: &str, opt: bool)
     modes_with(extra, program, src, f, wrt, opt, false)
 }
 
-/// [`modes`], and `fwd-vec` when `vector`.
+/// [`modes`], and `fwd-vec` and `fwd-rows` when `vector`.
 fn modes_with(
     extra: &Extra,
     program: &str,
@@ -160,6 +165,14 @@ fn modes_with(
         extra.compile(program, "fwd-vec", t);
         n
     });
+    let fwd_rows = vector.then(|| {
+        let (n, t) = timed(|| {
+            let r = pipeline::rows_derivative(src, f, wrt).expect("fwd-rows");
+            Native::compile(&r.rows).expect("fwd-rows compiles")
+        });
+        extra.compile(program, "fwd-rows", t);
+        n
+    });
     let ((rev, seeded), t) = timed(|| {
         let r = pipeline::reverse_derivative(src, f, wrt).expect("rev");
         (Native::compile(&r.rev).expect("rev compiles"), r.seeded)
@@ -170,6 +183,7 @@ fn modes_with(
         fwd,
         fwd_opt,
         fwd_vec,
+        fwd_rows,
         rev,
         seeded,
     }
@@ -203,6 +217,23 @@ fn check(what: &str, mode: &str, native: &Native, args: &[Arg], f: &[f64], j: &[
     assert!(
         got.len() == want.len() && got.iter().zip(want).all(|(x, y)| rho(*x, *y) <= 1e-9),
         "{what} {mode}: fsmooth and the hand-written Rust disagree"
+    );
+}
+
+/// [`check`] for a Jacobian returned as rows of `directions` (mode
+/// `fwd-rows`) against the hand-written one's columns.
+fn check_rows(what: &str, native: &Native, args: &[Arg], j: &[f64], directions: usize) {
+    let o = native.call_slices(args).expect("runs");
+    let rows = leaf(&o, 0);
+    let n = rows.len() / directions.max(1);
+    let columns: Vec<f64> = (0..directions)
+        .flat_map(|k| (0..n).map(move |i| (i, k)))
+        .map(|(i, k)| rows[i * directions + k])
+        .collect();
+    let rho = |x: f64, y: f64| (x - y).abs() / (1.0f64).max(x.abs() + y.abs());
+    assert!(
+        columns.len() == j.len() && columns.iter().zip(j).all(|(x, y)| rho(*x, *y) <= 1e-9),
+        "{what} fwd-rows: fsmooth and the hand-written Rust disagree"
     );
 }
 
@@ -869,13 +900,18 @@ fn ba(c: &mut Criterion, extra: &Extra) {
             hand::project_all(&cam, &xs),
             hand::project_all_jacobian(&cam, &xs),
         );
+        let fr = m.fwd_rows.as_ref().expect("fwd-rows");
+        check_rows("ba", fr, &args, &j, cam.len());
         for (mode, native) in [
             ("objective", &m.objective),
             ("fwd", &m.fwd),
             ("fwd-opt", fo),
             ("fwd-vec", fv),
+            ("fwd-rows", fr),
         ] {
-            check("ba", mode, native, &args, &f, &j);
+            if mode != "fwd-rows" {
+                check("ba", mode, native, &args, &f, &j);
+            }
             extra.memory("ba", mode, n, arena(native, &args));
             g.bench_with_input(BenchmarkId::new(mode, n), &args, |b, a| {
                 b.iter(|| native.call_slices(a).expect("runs"))

@@ -248,7 +248,7 @@ enum PropertyArg {
     FwdOpt,
     /// eval(opt p) refines eval(p).
     Opt,
-    /// the dot-product test <J u, w> = <u, J^T w> on Vector -> Vector.
+    /// the dot-product test <J u, w> = <u, J^T w> on Vector -> Vector (and fwd-vec, fwd-rows = fwd bit for bit).
     Dot,
     /// native code = the evaluator: the value and the fwd, fwd-opt and rev
     /// gradients (equal, or ⊥ with the same error code).

@@ -479,7 +479,8 @@ fn compare_optimised<P, V: std::fmt::Display>(
 /// at p = [0.7, -1.3, 2.9, 0.4]: ⟨J u, w⟩ from forward mode's Jacobian
 /// equals ⟨u, Jᵀ w⟩ from one run of the reverse program seeded with w
 /// (ρ ≤ 1e-9), the tape's Jacobian equals forward mode's, and vector
-/// forward mode's equals it bit for bit (D-Vec-Deriv). Returns 1 when
+/// forward mode's equals it bit for bit, as columns (D-Vec-Deriv) and as
+/// rows (D-Vec-Rows, on both engines). Returns 1 when
 /// compared, 0 when the primal or a mode is ⊥ or not finite there.
 pub fn check_dot_product(src: &str, limits: Limits) -> Result<usize, String> {
     let vector = |xs: &[f64]| Value::array(xs.iter().map(|x| Value::Double(*x)).collect());
@@ -510,6 +511,29 @@ pub fn check_dot_product(src: &str, limits: Limits) -> Result<usize, String> {
     for (k, (a, b)) in j.columns.iter().zip(&v.columns).enumerate() {
         if a.len() != b.len() || !a.iter().zip(b).all(|(x, y)| same(x, y)) {
             return Err(format!("column {k}: fwd {a:?} vs fwd-vec {b:?}"));
+        }
+    }
+    // D-Vec-Rows: the same Jacobian read out by rows.
+    let rows = pipeline::rows_derivative(src, "main", "p")
+        .map_err(|d| format!("fwd-rows: {}", d.message))?;
+    let r = crate::gradient::rows_on(&rows, args.clone(), &crate::gradient::Engine::Eval(limits))
+        .map_err(|e| format!("fwd-rows is ⊥ ({e}) where fwd is not"))?;
+    if r.columns.len() != j.columns.len() {
+        return Err(format!(
+            "fwd-rows has {} columns, fwd {}",
+            r.columns.len(),
+            j.columns.len()
+        ));
+    }
+    // Natively too (the rows program through `call_slices`).
+    let n = crate::gradient::rows_on(&rows, args.clone(), &crate::gradient::Engine::native())
+        .map_err(|e| format!("fwd-rows is ⊥ natively ({e}) where the evaluator is not"))?;
+    for (k, ((a, b), c)) in j.columns.iter().zip(&r.columns).zip(&n.columns).enumerate() {
+        if a.len() != b.len() || !a.iter().zip(b).all(|(x, y)| same(x, y)) {
+            return Err(format!("column {k}: fwd {a:?} vs fwd-rows {b:?}"));
+        }
+        if c.len() != b.len() || !c.iter().zip(b).all(|(x, y)| same(x, y)) {
+            return Err(format!("column {k}: fwd-rows {b:?} vs native {c:?}"));
         }
     }
     let u = [0.3, -0.8, 1.1, 0.25];

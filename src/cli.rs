@@ -1407,8 +1407,8 @@ fn deriv_cmd(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
             crate::gradient::forward_on(&d, values, &engine).map_err(run_fail)?
         }
         Mode::FwdRows => {
-            let r = pipeline::rows_derivative(&files.main_src, &args.entry, &args.wrt)
-                .map_err(fail)?;
+            let r =
+                pipeline::rows_derivative(&files.main_src, &args.entry, &args.wrt).map_err(fail)?;
             crate::gradient::rows_on(&r, values, &engine).map_err(run_fail)?
         }
         Mode::Fd => crate::gradient::finite_differences(&d.base, d.wrt, values, limits)
@@ -1502,7 +1502,8 @@ fn compile_cmd(args: CompileArgs) -> Result<(), Failure> {
         (CompileMode::Objective, None) => "",
         (CompileMode::Objective, Some(_)) => {
             return Err(Failure(
-                "error[usage]: --wrt needs --mode fwd, fwd-opt, fwd-vec, fwd-rows or rev\n".to_string(),
+                "error[usage]: --wrt needs --mode fwd, fwd-opt, fwd-vec, fwd-rows or rev\n"
+                    .to_string(),
             ));
         }
         (_, Some(w)) => w.as_str(),

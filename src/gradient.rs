@@ -419,7 +419,7 @@ pub fn rows_on(d: &RowsDerivative, args: Vec<Value>, engine: &Engine) -> Result<
             v
         }
     };
-    let leaves = if n == 0 { 0 } else { flat.len() / n };
+    let leaves = flat.len().checked_div(n).unwrap_or(0);
     let columns = (0..n)
         .map(|r| (0..leaves).map(|i| flat[i * n + r]).collect())
         .collect();

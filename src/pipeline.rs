@@ -406,7 +406,15 @@ pub fn rows_derivative(
             span: base.span,
         }));
     }
-    let rows = wrapper_entry(&loaded, entry_name, &base.params, k, None, ForwardMode::Vector, true)?;
+    let rows = wrapper_entry(
+        &loaded,
+        entry_name,
+        &base.params,
+        k,
+        None,
+        ForwardMode::Vector,
+        true,
+    )?;
     Ok(RowsDerivative { base, rows, wrt: k })
 }
 

@@ -342,13 +342,8 @@ impl<'b, 'a> Expander<'b, 'a> {
     ) -> Result<ExprId, AdError> {
         let vt = Type::array(Type::Double);
         let z = self.b.fresh("z");
-        let inner = self.with_inputs(
-            fvs,
-            wrt,
-            Some(&z),
-            &mut |b, x| unit_vectors(b, x, &z),
-            body,
-        )?;
+        let inner =
+            self.with_inputs(fvs, wrt, Some(&z), &mut |b, x| unit_vectors(b, x, &z), body)?;
         let result_ty = self.b.ty(body);
         let d = self.b.fresh("d");
         let xv = self.b.var(wrt, vt.clone());
@@ -393,15 +388,12 @@ impl<'b, 'a> Expander<'b, 'a> {
         body: ExprId,
     ) -> Result<ExprId, AdError> {
         let z = self.b.fresh("z");
-        let inner = self.with_inputs(
-            fvs,
-            wrt,
-            Some(&z),
-            &mut |b, x| unit_vectors(b, x, &z),
-            body,
-        )?;
+        let inner =
+            self.with_inputs(fvs, wrt, Some(&z), &mut |b, x| unit_vectors(b, x, &z), body)?;
         let result_ty = self.b.ty(body);
-        let out = map_doubles(self.b, inner, &result_ty, &Type::vdual, &mut |b, d| b.snd(d));
+        let out = map_doubles(self.b, inner, &result_ty, &Type::vdual, &mut |b, d| {
+            b.snd(d)
+        });
         let xv = self.b.var(wrt, Type::array(Type::Double));
         let n = self.b.length(xv);
         let zeros = self.b.build(n, |b, _| b.double(0.0));

@@ -74,7 +74,11 @@ fn same_bits(src: &str, entry: &str, wrt: &str, input: &str) -> (Columns, Column
     // read out by rows.
     if scalar.base.params[scalar.wrt].1.to_string() == "Array<Double>" {
         let r = row_columns(&rows(src, entry, wrt), input, &eval);
-        assert_eq!(bits(&r.value), bits(&v.value), "{entry} wrt {wrt}: rows' value");
+        assert_eq!(
+            bits(&r.value),
+            bits(&v.value),
+            "{entry} wrt {wrt}: rows' value"
+        );
         assert_eq!(
             column_bits(&r),
             column_bits(&v),
@@ -280,8 +284,10 @@ fn vector_mode_native_matches_the_evaluator() {
 // D-Vec-Deriv's is not; a Double or Matrix variable is an input error.
 #[test]
 fn jacobian_rows_run_the_body_once() {
-    let src = "let f = fun (v: Vector) (d: Double) -> vectorSMul v (1.0 / d)
-               let g = fun (v: Vector) (d: Double) -> (v[0] * d, build 2 (fun i -> d))
+    let src = "
+let f = fun (v: Vector) (d: Double) -> vectorSMul v (1.0 / d)
+let g = fun (v: Vector) (d: Double) -> (v[0] * d, build 2 (fun i -> d))
+let h = fun (m: Matrix) -> m[0][0] * m[1][0]
 ";
     let r = rows(src, "f", "v");
     let run = |r: &RowsDerivative, input: &str| {
@@ -291,7 +297,10 @@ fn jacobian_rows_run_the_body_once() {
             .map(|(v, _)| v.to_string())
     };
     let err = run(&r, "[[], 0.0]").expect_err("the body runs with no directions");
-    assert_eq!(fsmooth::diagnostic::Diagnostic::from(&err).code, "division-by-zero");
+    assert_eq!(
+        fsmooth::diagnostic::Diagnostic::from(&err).code,
+        "division-by-zero"
+    );
     assert_eq!(run(&r, "[[], 2.0]").expect("runs"), "[]");
     assert_eq!(
         run(&r, "[[1.0, 3.0], 2.0]").expect("runs"),
@@ -304,8 +313,8 @@ fn jacobian_rows_run_the_body_once() {
         run(&r, "[[1.0, 3.0], 2.0]").expect("runs"),
         "[[2.0, 0.0], [[0.0, 0.0], [0.0, 0.0]]]"
     );
-    for wrt in ["d"] {
-        let e = pipeline::rows_derivative(src, "f", wrt)
+    for (entry, wrt) in [("f", "d"), ("h", "m")] {
+        let e = pipeline::rows_derivative(src, entry, wrt)
             .err()
             .expect("rows need a Vector variable");
         assert_eq!(e.code, "input-parameters", "{e}");
@@ -395,7 +404,14 @@ fn cli_fwd_vec_mode() {
 
     // `--mode fwd-rows`: the rows program, printed and compiled.
     let o = cli(&[
-        "ad", f, "--entry", "projectAll", "--wrt", "cam", "--mode", "fwd-rows",
+        "ad",
+        f,
+        "--entry",
+        "projectAll",
+        "--wrt",
+        "cam",
+        "--mode",
+        "fwd-rows",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let printed = String::from_utf8(o.stdout).expect("utf-8");

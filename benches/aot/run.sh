@@ -39,9 +39,11 @@ build_objective() { # name file entry symbol
 }
 build_objective gmm_objective "$root/examples/adbench/gmm.fsm" gmmObjectiveFlat go
 build_objective relu "$here/relu.fsm" relu relu
-# Plain C, no fsmooth: loop placement and a fused fill (benches/README.md).
+# Plain C, no fsmooth: loop placement, a fused fill, a skipping argmax
+# (benches/README.md).
 gcc -O2 "$here/align.c" -o "$out/align"
 gcc -O2 -fno-tree-vectorize "$here/fill.c" -o "$out/fill"
+gcc -O2 -fno-tree-vectorize "$here/argmax.c" -o "$out/argmax"
 gmm1k=$root/tests/data/adbench/data/gmm/1k
 echo "gmm d10_K25: $("$out/gmm" 200 "$gmm1k/gmm_d10_K25.txt")"
 echo "gmm d2_K5:   $("$out/gmm" 1000 "$gmm1k/gmm_d2_K5.txt")"
@@ -56,3 +58,4 @@ echo "gmm objective d2_K5:   $("$out/gmm_objective" 1000 "$gmm1k/gmm_d2_K5.txt")
 echo "relu:        $("$out/relu" 50)"
 echo "align:       $("$out/align")"
 echo "fill:        $("$out/fill")"
+echo "argmax:      $("$out/argmax")"

@@ -137,8 +137,8 @@ pub fn c_identifier(name: &str) -> String {
 
 /// Names an exported symbol must not take: what the object imports (libc,
 /// libm) and what every C program defines.
-const LINKED_NAMES: [&str; 10] = [
-    "main", "malloc", "free", "memcpy", "sin", "cos", "tan", "log", "exp", "pow",
+const LINKED_NAMES: [&str; 11] = [
+    "main", "malloc", "free", "memcpy", "memset", "sin", "cos", "tan", "log", "exp", "pow",
 ];
 
 /// The default exported symbol of an entry: its C identifier, with
@@ -230,6 +230,7 @@ fn define_helpers(m: &mut ObjectModule) -> Result<Vec<(&'static str, FuncId)>, C
             }
             "fsmooth_release" => define_release_to(m, h.name)?,
             "fsmooth_copy" => define_copy(m, h.name)?,
+            "fsmooth_zero" => define_zero(m, h.name)?,
             "fsmooth_ipow" => define_ipow(m, h.name)?,
             other => {
                 // fsmooth_sin → sin, …: libm computes what Rust's f64
@@ -698,6 +699,27 @@ fn define_copy(m: &mut ObjectModule, name: &str) -> Result<FuncId, CodegenError>
         b.ins().brif(pos, copy, &[], done, &[]);
         b.switch_to_block(copy);
         b.ins().call(memcpy, &[p[0], p[1], p[2]]);
+        b.ins().jump(done, &[]);
+        b.switch_to_block(done);
+        b.ins().return_(&[]);
+        Ok(())
+    })
+}
+
+/// `fsmooth_zero(dst, bytes)`: `memset(dst, 0, bytes)` when `bytes > 0`,
+/// as `runtime::fsmooth_zero`.
+fn define_zero(m: &mut ObjectModule, name: &str) -> Result<FuncId, CodegenError> {
+    use types::I64;
+    let memset = import(m, "memset", &[I64, I64, I64], &[I64])?;
+    let sig = signature(m, &[I64, I64], &[]);
+    define_fn(m, name, Linkage::Local, sig, |m, b, p| {
+        let memset = m.declare_func_in_func(memset, b.func);
+        let (zero, done) = (b.create_block(), b.create_block());
+        let pos = b.ins().icmp_imm_s(IntCC::SignedGreaterThan, p[1], 0);
+        b.ins().brif(pos, zero, &[], done, &[]);
+        b.switch_to_block(zero);
+        let c = b.ins().iconst(I64, 0);
+        b.ins().call(memset, &[p[0], c, p[1]]);
         b.ins().jump(done, &[]);
         b.switch_to_block(done);
         b.ins().return_(&[]);

@@ -93,6 +93,7 @@ fn address(name: &str) -> Result<*const u8, CodegenError> {
         "fsmooth_scratch" => runtime::fsmooth_scratch as *const u8,
         "fsmooth_release" => runtime::fsmooth_release as *const u8,
         "fsmooth_copy" => runtime::fsmooth_copy as *const u8,
+        "fsmooth_zero" => runtime::fsmooth_zero as *const u8,
         "fsmooth_ipow" => runtime::fsmooth_ipow as *const u8,
         "fsmooth_sin" => runtime::fsmooth_sin as *const u8,
         "fsmooth_cos" => runtime::fsmooth_cos as *const u8,

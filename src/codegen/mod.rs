@@ -101,6 +101,7 @@ mod lower;
 mod module;
 mod runtime;
 mod scratch;
+mod skip;
 mod unroll;
 mod version;
 mod vertical;

@@ -49,11 +49,12 @@ use types::{F64, I64};
 /// `fsmooth_scratch(ctx, bytes, k) -> ptr` starts a new window of stack
 /// `k` when the context's is full, `fsmooth_release(ctx, mark, k)` moves
 /// the window back to `mark` in an earlier chunk.
-pub const HELPERS: [Helper; 11] = [
+pub const HELPERS: [Helper; 12] = [
     helper("fsmooth_alloc", &[I64, I64], &[I64]),
     helper("fsmooth_scratch", &[I64, I64, I64], &[I64]),
     helper("fsmooth_release", &[I64, I64, I64], &[]),
     helper("fsmooth_copy", &[I64, I64, I64], &[]),
+    helper("fsmooth_zero", &[I64, I64], &[]),
     helper("fsmooth_ipow", &[I64, I64, I64], &[I64]),
     helper("fsmooth_sin", &[F64], &[F64]),
     helper("fsmooth_cos", &[F64], &[F64]),
@@ -179,6 +180,10 @@ pub fn define_entry<M: Module>(
         out.push_str(&format!(
             ";; folds of addAts two iterations at a time (Note [Bounds guards], pairs of addAts), over: {}\n",
             names(&lowered.paired)
+        ));
+        out.push_str(&format!(
+            ";; folds skipping four iterations at a time where they keep their state (Note [Skipping folds]), over: {}\n",
+            names(&lowered.skipping)
         ));
         out.push_str(&format!(
             ";; loops two iterations at a time, their inner folds jammed (Note [Jamming]), over: {}\n",

@@ -364,6 +364,16 @@ pub extern "C" fn fsmooth_copy(dst: *mut u8, src: *const u8, bytes: i64) {
     }
 }
 
+/// `fsmooth_zero(dst, bytes)`: zero bits into an arena buffer (a one-hot
+/// `build`'s fill of `+0.0`, `Lowerer::build`); `memset`, which writes
+/// large buffers without reading them first.
+pub extern "C" fn fsmooth_zero(dst: *mut u8, bytes: i64) {
+    if bytes > 0 {
+        // SAFETY: compiled code zeroes a fresh buffer of at least `bytes`.
+        unsafe { std::ptr::write_bytes(dst, 0, bytes as usize) };
+    }
+}
+
 /// Index `**` (E-Arith, E-Arith-Bot): the status; the result goes to
 /// `ctx.scratch`.
 pub extern "C" fn fsmooth_ipow(ctx: *mut Ctx, x: i64, y: i64) -> i64 {

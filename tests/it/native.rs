@@ -3529,6 +3529,9 @@ let divides = fun (v: Vector) (w: Double) ->
     }
     // A division in the test could fail for a later iteration: as written.
     assert_eq!(listing_says(src, "divides", skipping), "none");
+    // The maximum itself is a select (Note [Selects]), not skipped.
+    let max = "let m = fun (v: Vector) -> ifold (fun s i -> if v[i] > s then v[i] else s) 0.0 (length v)\n";
+    assert_eq!(listing_says(max, "m", skipping), "none");
     let entries: Vec<(&str, Entry, Native)> = [
         "argmax",
         "argminScaled",

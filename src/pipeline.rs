@@ -302,13 +302,21 @@ pub fn optimised_derivative(
 /// have as many elements as the first: a shorter one is E-Get-Bot.
 pub fn batched(e: &Entry) -> Result<Entry, Diagnostic> {
     let name = e.name_in_program();
+    // Binders that do not shadow the entry: xs1 … xsn and i.
+    let mut names = avoiding(&name, |q| {
+        (1..=e.params.len())
+            .map(|k| format!("xs{q}{k}"))
+            .chain([format!("i{q}")])
+            .collect()
+    });
+    let i = names.pop().unwrap_or_default();
     let params: Vec<String> = e
         .params
         .iter()
-        .enumerate()
-        .map(|(k, (_, t))| format!("(xs{}: {})", k + 1, Type::array(t.clone())))
+        .zip(&names)
+        .map(|((_, t), x)| format!("({x}: {})", Type::array(t.clone())))
         .collect();
-    let args: Vec<String> = (1..=e.params.len()).map(|k| format!("xs{k}[i]")).collect();
+    let args: Vec<String> = names.iter().map(|x| format!("{x}[{i}]")).collect();
     let call = format!("{name} {}", args.join(" "));
     let element = match &e.result {
         Type::Array(r) if matches!(**r, Type::Array(_)) => format!("concat ({call})"),
@@ -323,11 +331,26 @@ pub fn batched(e: &Entry) -> Result<Entry, Diagnostic> {
         });
     }
     let src = format!(
-        "{}\nlet batch'entry = fun {} -> build (length xs1) (fun i -> {element})\n",
+        "{}\nlet batch'entry = fun {} -> build (length {}) (fun {i} -> {element})\n",
         crate::syntax::print_program(&e.program),
-        params.join(" ")
+        params.join(" "),
+        names[0],
     );
     entry(&load(&src)?, "batch'entry")
+}
+
+/// `names(q)` for the fewest primes `q` ("", "'", "''", …) such that no
+/// name equals `taken`: binders of generated code that must not shadow
+/// the definition it calls.
+fn avoiding(taken: &str, names: impl Fn(&str) -> Vec<String>) -> Vec<String> {
+    let mut q = String::new();
+    loop {
+        let ns = names(&q);
+        if ns.iter().all(|n| n != taken) {
+            return ns;
+        }
+        q.push('\'');
+    }
 }
 
 /// Like [`derivative`], but the wrapper returns only the tangents.
@@ -435,9 +458,13 @@ fn wrapper_entry(
     use crate::ir::{Def, Name};
     let mut prog = loaded.program.clone();
     let g = Span::generated();
-    let names: Vec<Name> = (1..=params.len())
-        .map(|i| Rc::from(format!("p'{i}")))
-        .collect();
+    // Parameter names that do not shadow the entry.
+    let names: Vec<Name> = avoiding(entry_name, |q| {
+        (1..=params.len()).map(|i| format!("p'{q}{i}")).collect()
+    })
+    .into_iter()
+    .map(Rc::from)
+    .collect();
     let mut call = prog.add(Expr::Var(Rc::from(entry_name)), g);
     for n in &names {
         let a = prog.add(Expr::Var(n.clone()), g);

@@ -3438,11 +3438,15 @@ fn in_place_updates_end_a_horizontal_group() {
 #[test]
 fn batched_entries_run_every_element() {
     use fsmooth::gradient::Engine;
+    // Entries named like the batch's binders (found in review: a
+    // generated binder shadowed the entry it calls).
     let src = "let f (v: Vector) (s: Double) = build 2 (fun i -> build (length v) (fun j -> v[j] * s + toDouble i))\n\
-               let g (v: Vector) (s: Double) = vectorSum v * s\n";
+               let g (v: Vector) (s: Double) = vectorSum v * s\n\
+               let xs1 (v: Vector) (s: Double) = v[0] * s\n\
+               let i (v: Vector) (s: Double) = v[1] - s\n";
     let vs = [vector(&[1.0, -2.0, 0.5]), vector(&[3.0, 0.25, -1.0])];
     let ss = [Value::Double(1.5), Value::Double(-0.5)];
-    for f in ["f", "g"] {
+    for f in ["f", "g", "xs1", "i"] {
         let e = load_entry(src, f);
         let b = pipeline::batched(&e).expect("batched");
         let args = vec![Value::array(vs.to_vec()), Value::array(ss.to_vec())];

@@ -313,6 +313,21 @@ let h = fun (m: Matrix) -> m[0][0] * m[1][0]
         run(&r, "[[1.0, 3.0], 2.0]").expect("runs"),
         "[[2.0, 0.0], [[0.0, 0.0], [0.0, 0.0]]]"
     );
+    // An entry named like the wrapper's parameters (found in review: the
+    // parameter `p'1` shadowed the entry, in every mode).
+    let named = "let p'1 = fun (x: Vector) (y: Vector) -> x[0] * y[1]\n";
+    let input = "{\"x\": [3.0, 1.0], \"y\": [1.0, 2.0]}";
+    let eval = Engine::Eval(Limits::default());
+    for (wrt, want) in [("x", [[2.0], [0.0]]), ("y", [[0.0], [3.0]])] {
+        let r = row_columns(&rows(named, "p'1", wrt), input, &eval);
+        let f = columns(
+            &derivative(named, "p'1", wrt, ForwardMode::Scalar),
+            input,
+            &eval,
+        );
+        assert_eq!(r.columns, want, "p'1 wrt {wrt}: rows");
+        assert_eq!(f.columns, want, "p'1 wrt {wrt}: fwd");
+    }
     for (entry, wrt) in [("f", "d"), ("h", "m")] {
         let e = pipeline::rows_derivative(src, entry, wrt)
             .err()

@@ -930,3 +930,103 @@ int main(void) {
     }
     assert_eq!(lines[3], "released 0", "{out}");
 }
+
+/// `compile --mode fwd-rows` (D-Vec-Rows): BA's `projectAll` Jacobian as
+/// rows, linked from C, on three points: every row equals the
+/// evaluator's run of the same rows program (ρ ≤ 1e-12), and the header
+/// types it as an array of rows.
+#[test]
+fn aot_jacobian_rows_link_and_agree_with_the_evaluator() {
+    let dir = work_dir("rows");
+    let src = format!(
+        "{}\nlet projectAll = fun (cam: Vector) (xs: Matrix) ->\n  \
+         let ps = build (length xs) (fun i -> project cam xs[i])\n  \
+         build (2 * length xs) (fun k -> ps[k / 2][k - 2 * (k / 2)])\n",
+        std::fs::read_to_string(root().join("examples/ba_project.fsm")).unwrap()
+    );
+    let file = dir.join("ba.fsm");
+    std::fs::write(&file, &src).unwrap();
+    compile(
+        &file,
+        &[
+            "--entry",
+            "projectAll",
+            "--mode",
+            "fwd-rows",
+            "--wrt",
+            "cam",
+            "--symbol",
+            "jac_rows",
+            "-o",
+            "rows.o",
+            "--header",
+            "rows.h",
+        ],
+        &dir,
+    );
+    let header = std::fs::read_to_string(dir.join("rows.h")).unwrap();
+    assert!(
+        header.contains("const fsmooth_array **out"),
+        "rows are arrays: {header}"
+    );
+    let cam = [
+        0.1, -0.2, 0.3, 0.5, -0.4, -3.0, 2.0, 0.25, -0.125, 0.01, -0.002,
+    ];
+    let points = [[0.7, 1.1, 2.2], [-0.3, 0.4, 1.9], [1.5, -0.8, 3.1]];
+    let c_doubles = |xs: &[f64]| {
+        let parts: Vec<String> = xs.iter().map(|x| format!("{x:?}")).collect();
+        parts.join(", ")
+    };
+    let rows_c: Vec<String> = points
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("static const double x{i}[3] = {{{}}};", c_doubles(p)))
+        .collect();
+    let driver = format!(
+        r#"#include <stdio.h>
+#include "rows.h"
+{rows}
+int main(void) {{
+    const double cam[11] = {{{cam}}};
+    fsmooth_array xs[3] = {{{{x0, 3}}, {{x1, 3}}, {{x2, 3}}}};
+    fsmooth_ctx ctx = FSMOOTH_CTX_INIT;
+    const fsmooth_array *out; int64_t n;
+    int64_t s = jac_rows(&ctx, cam, 11, xs, 3, &out, &n);
+    if (s != FSMOOTH_OK) {{ printf("status %s\n", fsmooth_status_name(s)); return 1; }}
+    printf("[");
+    for (int64_t i = 0; i < n; i++) {{
+        const double *r = out[i].data;
+        printf(i ? ", [" : "[");
+        for (int64_t j = 0; j < out[i].len; j++) printf(j ? ", %.17g" : "%.17g", r[j]);
+        printf("]");
+    }}
+    printf("]\n");
+    fsmooth_ctx_release(&ctx);
+    return 0;
+}}
+"#,
+        rows = rows_c.join("\n"),
+        cam = c_doubles(&cam)
+    );
+    let printed = run_driver(&dir, &driver, &["-I.", "rows.o"]);
+    let native: serde_json::Value = serde_json::from_str(printed.trim()).expect("JSON rows");
+    let r = pipeline::rows_derivative(&src, "projectAll", "cam").expect("rows");
+    let input = format!(
+        "{{\"cam\": {}, \"xs\": [{}]}}",
+        json_numbers(&cam),
+        points
+            .iter()
+            .map(|p| json_numbers(p))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let args = r.base.read_input(Some(&input)).expect("input");
+    let (want, _) = r
+        .rows
+        .run(args, Limits::default(), &mut |_, _| {})
+        .expect("the evaluator runs the rows");
+    let want: serde_json::Value = serde_json::from_str(&want.to_string()).expect("JSON");
+    assert_eq!(native.as_array().map(Vec::len), Some(6), "{printed}");
+    assert_eq!(native[0].as_array().map(Vec::len), Some(11), "{printed}");
+    assert_json_close(&native, &want, "projectAll rows");
+}

@@ -508,8 +508,11 @@ pub fn check_dot_product(src: &str, limits: Limits) -> Result<usize, String> {
     let v = crate::gradient::forward(&vec, args.clone(), limits)
         .map_err(|e| format!("fwd-vec is ⊥ ({e}) where fwd is not"))?;
     let same = |a: &f64, b: &f64| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+    let differ = |a: &Vec<f64>, b: &Vec<f64>| {
+        a.len() != b.len() || !a.iter().zip(b).all(|(x, y)| same(x, y))
+    };
     for (k, (a, b)) in j.columns.iter().zip(&v.columns).enumerate() {
-        if a.len() != b.len() || !a.iter().zip(b).all(|(x, y)| same(x, y)) {
+        if differ(a, b) {
             return Err(format!("column {k}: fwd {a:?} vs fwd-vec {b:?}"));
         }
     }
@@ -529,10 +532,10 @@ pub fn check_dot_product(src: &str, limits: Limits) -> Result<usize, String> {
     let n = crate::gradient::rows_on(&rows, args.clone(), &crate::gradient::Engine::native())
         .map_err(|e| format!("fwd-rows is ⊥ natively ({e}) where the evaluator is not"))?;
     for (k, ((a, b), c)) in j.columns.iter().zip(&r.columns).zip(&n.columns).enumerate() {
-        if a.len() != b.len() || !a.iter().zip(b).all(|(x, y)| same(x, y)) {
+        if differ(a, b) {
             return Err(format!("column {k}: fwd {a:?} vs fwd-rows {b:?}"));
         }
-        if c.len() != b.len() || !c.iter().zip(b).all(|(x, y)| same(x, y)) {
+        if differ(c, b) {
             return Err(format!("column {k}: fwd-rows {b:?} vs native {c:?}"));
         }
     }

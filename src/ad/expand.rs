@@ -349,7 +349,7 @@ impl<'b, 'a> Expander<'b, 'a> {
         let xv = self.b.var(wrt, vt.clone());
         let n = self.b.length(xv);
         let zero = self.b.index(0);
-        let xv = self.b.var(wrt, vt.clone());
+        let xv = self.b.var(wrt, vt);
         let len = self.b.length(xv);
         let nonempty = self.b.prim(Prim::Lt, vec![zero, len], Type::Bool);
         let one = self.b.index(1);
@@ -363,10 +363,16 @@ impl<'b, 'a> Expander<'b, 'a> {
             direction(b, d0, &result_ty, r)
         });
         let out = self.b.let_(d, once, out);
-        let xv = self.b.var(wrt, vt);
+        Ok(self.with_zero_vector(z, wrt, out))
+    }
+
+    /// `let z = build (length x) (fun _ -> 0.0) in out`: the zero tangent
+    /// vector of D-Vec-Deriv and D-Vec-Rows for the variable `x = wrt`.
+    fn with_zero_vector(&mut self, z: Name, wrt: &Name, out: ExprId) -> ExprId {
+        let xv = self.b.var(wrt, Type::array(Type::Double));
         let n = self.b.length(xv);
         let zeros = self.b.build(n, |b, _| b.double(0.0));
-        Ok(self.b.let_(z, zeros, out))
+        self.b.let_(z, zeros, out)
     }
 
     /// D-Vec-Rows: the Jacobian of `e` with respect to `x : Vector` as
@@ -394,10 +400,7 @@ impl<'b, 'a> Expander<'b, 'a> {
         let out = map_doubles(self.b, inner, &result_ty, &Type::vdual, &mut |b, d| {
             b.snd(d)
         });
-        let xv = self.b.var(wrt, Type::array(Type::Double));
-        let n = self.b.length(xv);
-        let zeros = self.b.build(n, |b, _| b.double(0.0));
-        Ok(self.b.let_(z, zeros, out))
+        Ok(self.with_zero_vector(z, wrt, out))
     }
 
     /// `let v₁ = A[v₁] in … let vₙ = A[vₙ] in D[[body]]`, with `seed`

@@ -689,37 +689,43 @@ fn define_release_to(m: &mut ObjectModule, name: &str) -> Result<FuncId, Codegen
 /// `fsmooth_copy(dst, src, bytes)`: `memcpy` when `bytes > 0` (an empty
 /// array may come with a null pointer from C).
 fn define_copy(m: &mut ObjectModule, name: &str) -> Result<FuncId, CodegenError> {
-    use types::I64;
-    let memcpy = import(m, "memcpy", &[I64, I64, I64], &[I64])?;
-    let sig = signature(m, &[I64, I64, I64], &[]);
-    define_fn(m, name, Linkage::Local, sig, |m, b, p| {
-        let memcpy = m.declare_func_in_func(memcpy, b.func);
-        let (copy, done) = (b.create_block(), b.create_block());
-        let pos = b.ins().icmp_imm_s(IntCC::SignedGreaterThan, p[2], 0);
-        b.ins().brif(pos, copy, &[], done, &[]);
-        b.switch_to_block(copy);
-        b.ins().call(memcpy, &[p[0], p[1], p[2]]);
-        b.ins().jump(done, &[]);
-        b.switch_to_block(done);
-        b.ins().return_(&[]);
-        Ok(())
-    })
+    define_bytes_call(m, name, "memcpy", 3, |_, p| vec![p[0], p[1], p[2]])
 }
 
 /// `fsmooth_zero(dst, bytes)`: `memset(dst, 0, bytes)` when `bytes > 0`,
 /// as `runtime::fsmooth_zero`.
 fn define_zero(m: &mut ObjectModule, name: &str) -> Result<FuncId, CodegenError> {
+    define_bytes_call(m, name, "memset", 2, |b, p| {
+        vec![p[0], b.ins().iconst(types::I64, 0), p[1]]
+    })
+}
+
+/// A helper of `params` `i64` parameters, the last a byte count, that
+/// calls libc's three-argument `libc` with the arguments `args` makes of
+/// them when the count is positive, and does nothing otherwise.
+fn define_bytes_call(
+    m: &mut ObjectModule,
+    name: &str,
+    libc: &str,
+    params: usize,
+    args: impl FnOnce(
+        &mut FunctionBuilder<'_>,
+        &[cranelift_codegen::ir::Value],
+    ) -> Vec<cranelift_codegen::ir::Value>,
+) -> Result<FuncId, CodegenError> {
     use types::I64;
-    let memset = import(m, "memset", &[I64, I64, I64], &[I64])?;
-    let sig = signature(m, &[I64, I64], &[]);
+    let callee = import(m, libc, &[I64, I64, I64], &[I64])?;
+    let sig = signature(m, &vec![I64; params], &[]);
     define_fn(m, name, Linkage::Local, sig, |m, b, p| {
-        let memset = m.declare_func_in_func(memset, b.func);
-        let (zero, done) = (b.create_block(), b.create_block());
-        let pos = b.ins().icmp_imm_s(IntCC::SignedGreaterThan, p[1], 0);
-        b.ins().brif(pos, zero, &[], done, &[]);
-        b.switch_to_block(zero);
-        let c = b.ins().iconst(I64, 0);
-        b.ins().call(memset, &[p[0], c, p[1]]);
+        let callee = m.declare_func_in_func(callee, b.func);
+        let (call, done) = (b.create_block(), b.create_block());
+        let pos = b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThan, p[params - 1], 0);
+        b.ins().brif(pos, call, &[], done, &[]);
+        b.switch_to_block(call);
+        let a = args(b, p);
+        b.ins().call(callee, &a);
         b.ins().jump(done, &[]);
         b.switch_to_block(done);
         b.ins().return_(&[]);

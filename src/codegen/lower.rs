@@ -1598,15 +1598,25 @@ impl Lower<'_, '_> {
         if self.scratch.loops.contains_key(index) {
             return None;
         }
-        skip::plan(index, s, body, |b| match &b.rhs {
-            Rhs::Prim(Prim::Get, args) => args[0].var().is_some_and(|a| {
-                !self.fused.contains_key(a)
-                    && self.env.contains_key(a)
-                    && (self.covered.contains(&b.name)
-                        || self.in_bounds.iter().any(|(k, x)| k == index && x == a))
-            }),
-            _ => false,
-        })
+        skip::plan(index, s, body, |b| self.untested_read(index, b))
+    }
+
+    /// Whether `b` is a read `a[index]` that needs no bounds test in the
+    /// innermost loop over `index`: of a built array whose test the loop's
+    /// guard covers, or of the array the loop runs over (Note [Bounds
+    /// guards]).
+    fn untested_read(&self, index: &Name, b: &Binding) -> bool {
+        let Rhs::Prim(Prim::Get, args) = &b.rhs else {
+            return false;
+        };
+        let Some(a) = args[0].var() else {
+            return false;
+        };
+        args[1].var() == Some(index)
+            && !self.fused.contains_key(a)
+            && self.env.contains_key(a)
+            && (self.covered.contains(&b.name)
+                || self.in_bounds.iter().any(|(k, x)| k == index && x == a))
     }
 
     /// The fold of `n ≥ 0` iterations from `z` by `plan` (Note [Skipping
@@ -1676,16 +1686,7 @@ impl Lower<'_, '_> {
         let ok = varying.len() == body.binds.len()
             && interchange::pairs(&body.binds, &body.result, &varying)
             && body.binds.iter().all(|b| match &b.rhs {
-                Rhs::Prim(Prim::Get, args) => {
-                    let Some(a) = args[0].var() else {
-                        return false;
-                    };
-                    args[1].var() == Some(index)
-                        && !self.fused.contains_key(a)
-                        && self.env.contains_key(a)
-                        && (self.covered.contains(&b.name)
-                            || self.in_bounds.iter().any(|(k, x)| k == index && x == a))
-                }
+                Rhs::Prim(Prim::Get, _) => self.untested_read(index, b),
                 _ => true,
             });
         ok.then_some(varying)

@@ -81,8 +81,8 @@ pub struct Plan {
 }
 
 /// The plan of a fold over `index` with state `s`, if its body skips;
-/// `readable(b)` says whether the read `b = a[index]` needs no bounds
-/// test (covered by the guard, or the loop runs over `a`).
+/// `readable(b)` says whether `b` is a read `a[index]` that needs no
+/// bounds test (covered by the guard, or the loop runs over `a`).
 pub fn plan(
     index: &Name,
     s: &Name,
@@ -119,7 +119,7 @@ pub fn plan(
         };
         if varying.contains(&b.name) {
             match op {
-                Prim::Get => b.ty == Type::Double && args[1].var() == Some(index) && readable(b),
+                Prim::Get => b.ty == Type::Double && readable(b),
                 Prim::Neg | Prim::Add | Prim::Sub | Prim::Mul => {
                     b.ty == Type::Double && doubles(args)
                 }

@@ -398,22 +398,26 @@ fn cli_fwd_vec_mode() {
 
     let obj = std::env::temp_dir().join("fsmooth_vector_mode_ba.o");
     let hdr = std::env::temp_dir().join("fsmooth_vector_mode_ba.h");
-    let o = cli(&[
-        "compile",
-        f,
-        "--entry",
-        "projectAll",
-        "--mode",
-        "fwd-vec",
-        "--wrt",
-        "cam",
-        "-o",
-        obj.to_str().expect("utf-8"),
-        "--header",
-        hdr.to_str().expect("utf-8"),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let header = std::fs::read_to_string(&hdr).expect("header written");
+    // `compile --mode MODE`: the header written.
+    let compile = |mode: &str| {
+        let o = cli(&[
+            "compile",
+            f,
+            "--entry",
+            "projectAll",
+            "--mode",
+            mode,
+            "--wrt",
+            "cam",
+            "-o",
+            obj.to_str().expect("utf-8"),
+            "--header",
+            hdr.to_str().expect("utf-8"),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(&hdr).expect("header written")
+    };
+    let header = compile("fwd-vec");
     assert!(header.contains("projectAll_fwd_vec("), "{header}");
     assert!(std::fs::metadata(&obj).expect("object written").len() > 0);
 
@@ -431,22 +435,7 @@ fn cli_fwd_vec_mode() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let printed = String::from_utf8(o.stdout).expect("utf-8");
     assert!(printed.contains("projectAll'V"), "{printed}");
-    let o = cli(&[
-        "compile",
-        f,
-        "--entry",
-        "projectAll",
-        "--mode",
-        "fwd-rows",
-        "--wrt",
-        "cam",
-        "-o",
-        obj.to_str().expect("utf-8"),
-        "--header",
-        hdr.to_str().expect("utf-8"),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let header = std::fs::read_to_string(&hdr).expect("header written");
+    let header = compile("fwd-rows");
     assert!(
         header.contains(
             "projectAll_fwd_rows: (cam: Array<Double>) -> (xs: Array<Array<Double>>) -> Array<Array<Double>>"

@@ -3,11 +3,11 @@
 
 Reads the medians criterion wrote for `cargo bench --bench table`
 (target/criterion/<group>/<mode>/<n>/new/{benchmark,estimates}.json),
-the fastest of its samples (sample.json: the least time per iteration of
-a sample, for the JAX comparison, whose figures are the fastest of
-repeated calls) and
-the compile times and arena sizes the bench wrote to
-target/bench-table-extra.json. Standard library only; CI never runs it.
+the compile times, arena sizes and the fastest of repeated single calls
+the bench wrote to target/bench-table-extra.json (the single calls for
+the JAX comparison, whose figures are the fastest of repeated single
+calls; without them, the fastest of criterion's samples, sample.json's
+least time per iteration of a batch). Standard library only; CI never runs it.
 
     cargo bench --bench table -- --warm-up-time 1 --measurement-time 2
     python3 benches/table.py > /tmp/table.md
@@ -90,7 +90,7 @@ def medians(fastest=False):
 
 
 def extra():
-    compile_ms, memory = {}, {}
+    compile_ms, memory, single = {}, {}, {}
     if os.path.exists(EXTRA):
         with open(EXTRA) as f:
             for line in f:
@@ -99,9 +99,11 @@ def extra():
                 r = json.loads(line)
                 if r["kind"] == "compile":
                     compile_ms[(r["program"], r["mode"])] = r["ms"]
+                elif r["kind"] == "fastest":
+                    single[(r["program"], r["mode"], r["n"])] = r["ns"]
                 else:
                     memory[(r["program"], r["mode"], r["n"])] = r["arena_bytes"]
-    return compile_ms, memory
+    return compile_ms, memory, single
 
 
 def t(ns):
@@ -140,7 +142,7 @@ def mb(b):
 
 def main():
     m = medians()
-    compile_ms, memory = extra()
+    compile_ms, memory, single = extra()
     print("| benchmark | n | objective | fwd | fwd-opt | fwd-vec | fwd-rows | rev | J/F fwd-opt "
           "| J/F rev | hand F | hand J | best ÷ hand J | arena of best |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -174,10 +176,13 @@ def main():
             print("| " + " | ".join(cells) + " |")
     print()
     figures, source = jax_figures()
-    print(f"JAX: {source}. Both sides are the fastest of repeated runs "
-          "(fsmooth: the fastest of criterion's samples; the table above has medians).")
+    print(f"JAX: {source}. Both sides are the fastest of repeated single calls "
+          "(fsmooth: recorded by the bench before criterion's samples, or, for a run "
+          "that predates those records, the fastest of criterion's samples; the table "
+          "above has medians).")
     print()
     fast = medians(fastest=True)
+    fast.update(single)
     for (group, n) in figures:
         f = fast.get((group, "objective", n))
         js = [(fast[(group, mode, n)], mode) for mode in MODES if (group, mode, n) in fast]

@@ -39,11 +39,14 @@ build_objective() { # name file entry symbol
 }
 build_objective gmm_objective "$root/examples/adbench/gmm.fsm" gmmObjectiveFlat go
 build_objective relu "$here/relu.fsm" relu relu
-# Plain C, no fsmooth: loop placement, a fused fill, a skipping argmax
+# Plain C, no fsmooth: loop placement, a fused fill, a skipping argmax,
+# GMM's loops in their order and reassociated
 # (benches/README.md).
 gcc -O2 "$here/align.c" -o "$out/align"
 gcc -O2 -fno-tree-vectorize "$here/fill.c" -o "$out/fill"
 gcc -O2 -fno-tree-vectorize "$here/argmax.c" -o "$out/argmax"
+gcc -O2 -fno-tree-vectorize "$here/gmm_order.c" -o "$out/gmm_order"
+gcc -O3 -march=native -ffast-math "$here/gmm_order.c" -o "$out/gmm_order_fast"
 gmm1k=$root/tests/data/adbench/data/gmm/1k
 echo "gmm d10_K25: $("$out/gmm" 200 "$gmm1k/gmm_d10_K25.txt")"
 echo "gmm d2_K5:   $("$out/gmm" 1000 "$gmm1k/gmm_d2_K5.txt")"
@@ -59,3 +62,5 @@ echo "relu:        $("$out/relu" 50)"
 echo "align:       $("$out/align")"
 echo "fill:        $("$out/fill")"
 echo "argmax:      $("$out/argmax")"
+echo "gmm order:   $("$out/gmm_order" 200)"
+echo "  fast-math: $("$out/gmm_order_fast" 200)"

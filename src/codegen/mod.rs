@@ -29,6 +29,12 @@
 //! array of pairs interleaves their components; an array of arrays is a
 //! buffer of (`ptr`, `len`) descriptors, each pointing to its own buffer.
 //! Arrays are immutable once built, so descriptors may share buffers.
+//! Arrays of tuples stay arrays of structures: seed 001 §5.3's structure
+//! of arrays pays when only one side of an array of duals is read over
+//! many elements, and in the benchmark programs every array of tuples
+//! that is built is read a whole element at a time (tapes, duals) or has
+//! two or three elements; the unzips `build n (fun i -> snd a[i])` are
+//! fused or views (benches/README.md, "Structures of arrays, surveyed").
 //!
 //! # Memory
 //!

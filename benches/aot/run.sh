@@ -39,6 +39,7 @@ build_objective() { # name file entry symbol
 }
 build_objective gmm_objective "$root/examples/adbench/gmm.fsm" gmmObjectiveFlat go
 build_objective relu "$here/relu.fsm" relu relu
+build_objective vmax_objective "$out/vmax.fsm" f vmo
 # Plain C, no fsmooth: loop placement, a fused fill, a skipping argmax,
 # GMM's loops in their order and reassociated
 # (benches/README.md).
@@ -53,6 +54,7 @@ echo "gmm d2_K5:   $("$out/gmm" 1000 "$gmm1k/gmm_d2_K5.txt")"
 echo "nnmf:        $("$out/nnmf" 30)"
 echo "nnmf rev:    $("$out/nnmf_rev" 10)"
 echo "vmax:        $("$out/vmax" 50)"
+echo "vmax objective: $("$out/vmax_objective" 200)"
 echo "ba fwd-vec:  $("$out/ba_fwd_vec" 10)"
 echo "ba fwd-rows: $("$out/ba_fwd_rows" 10)"
 echo "ba fwd-opt:  $("$out/ba_fwd_opt" 10)"

@@ -30,8 +30,8 @@ use super::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH, ctx_window};
 use super::skip;
 use super::version;
 use super::{
-    CodegenError, compile_error, guard, inplace, interchange, jam, scratch, unroll, unsupported,
-    vertical,
+    CodegenError, compile_error, guard, inplace, interchange, jam, scratch, twice, unroll,
+    unsupported, vertical,
 };
 use crate::ad::anf::{Atom, Binding, Block as AnfBlock, LoopKind, Normal, Rhs};
 use crate::ir::{Lit, Name, Prim, Type};
@@ -132,6 +132,7 @@ pub fn lower_function(
         guarded: Vec::new(),
         paired: Vec::new(),
         skipping: Vec::new(),
+        doubled: Vec::new(),
         jammed: Vec::new(),
         horizontal_groups: Vec::new(),
         plain: false,
@@ -173,6 +174,7 @@ pub fn lower_function(
         guarded: l.guarded,
         paired: l.paired,
         skipping: l.skipping,
+        doubled: l.doubled,
         jammed: l.jammed,
         horizontal: l.horizontal_groups,
     })
@@ -197,6 +199,9 @@ pub struct Lowered {
     /// The indices of the folds that skip four iterations at a time when
     /// they keep their state (Note [Skipping folds] in `codegen/skip.rs`).
     pub skipping: Vec<Name>,
+    /// The indices of the folds run two iterations per trip (Note [Two
+    /// iterations per trip] in `codegen/twice.rs`).
+    pub doubled: Vec<Name>,
     /// The indices of the loops run two iterations at a time with their
     /// inner folds jammed (Note [Jamming] in `codegen/jam.rs`).
     pub jammed: Vec<Name>,
@@ -292,6 +297,8 @@ struct Lower<'a, 'f> {
     paired: Vec<Name>,
     /// See [`Lowered::skipping`].
     skipping: Vec<Name>,
+    /// See [`Lowered::doubled`].
+    doubled: Vec<Name>,
     /// The indices of the loops run two iterations at a time with their
     /// inner folds jammed (Note [Jamming] in `codegen/jam.rs`) ...
     jammed: Vec<Name>,
@@ -2185,6 +2192,11 @@ impl Lower<'_, '_> {
                 l.paired.push(index.clone());
                 return l.paired_fold(n, &z, (s, index), body, &plan);
             }
+            // Note [Two iterations per trip].
+            if twice::doubled(st, body) {
+                l.doubled.push(index.clone());
+                return l.doubled_fold(n, &z, (s, index), body);
+            }
             l.counted_loop(n, &z, |l, i, st| {
                 l.env.insert(s.clone(), st.to_vec());
                 l.env.insert(index.clone(), vec![i]);
@@ -2192,6 +2204,47 @@ impl Lower<'_, '_> {
             })
         };
         self.versions(n, guard, Some((&z, st)), run)
+    }
+
+    /// The fold of `n ≥ 0` iterations from `z`, iterations `2k` and `2k +
+    /// 1` per trip, then the last one alone when `n` is odd (Note [Two
+    /// iterations per trip] in `codegen/twice.rs`).
+    fn doubled_fold(
+        &mut self,
+        n: Value,
+        z: &[Value],
+        (s, index): (&Name, &Name),
+        body: &AnfBlock,
+    ) -> R<Vals> {
+        let step = |l: &mut Self, i: Value, st: &[Value]| {
+            l.env.insert(s.clone(), st.to_vec());
+            l.env.insert(index.clone(), vec![i]);
+            l.iteration(index, body)
+        };
+        let half = self.b.ins().sshr_imm_u(n, 1);
+        let trips = self.counted_loop(half, z, |l, k, st| {
+            // 2k + 1 < n: neither index overflows.
+            let i = l.b.ins().ishl_imm_u(k, 1);
+            let st = step(l, i, st)?;
+            let i1 = l.b.ins().iadd_imm_s(i, 1);
+            step(l, i1, &st)
+        })?;
+        // The last iteration alone when n is odd: a conditional, not a
+        // loop (no back edge).
+        let odd = self.b.ins().band_imm_u(n, 1);
+        let tys: Vec<types::Type> = trips
+            .iter()
+            .map(|v| self.b.func.dfg.value_type(*v))
+            .collect();
+        let (one, none, join) = self.diamond(odd, &tys);
+        self.b.switch_to_block(one);
+        let last = self.b.ins().iadd_imm_s(n, -1);
+        let st = step(self, last, &trips)?;
+        self.b.ins().jump(join, &args_of(&st));
+        self.b.switch_to_block(none);
+        self.b.ins().jump(join, &args_of(&trips));
+        self.b.switch_to_block(join);
+        Ok(self.b.block_params(join).to_vec())
     }
 
     /// The guard of the innermost loop `name` over `index`, if it has one

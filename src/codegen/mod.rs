@@ -108,6 +108,7 @@ mod module;
 mod runtime;
 mod scratch;
 mod skip;
+mod twice;
 mod unroll;
 mod version;
 mod vertical;

@@ -186,6 +186,10 @@ pub fn define_entry<M: Module>(
             names(&lowered.skipping)
         ));
         out.push_str(&format!(
+            ";; folds two iterations per trip (Note [Two iterations per trip]), over: {}\n",
+            names(&lowered.doubled)
+        ));
+        out.push_str(&format!(
             ";; loops two iterations at a time, their inner folds jammed (Note [Jamming]), over: {}\n",
             names(&lowered.jammed)
         ));

@@ -3582,3 +3582,80 @@ let divides = fun (v: Vector) (w: Double) ->
         })
         .unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// Note [Two iterations per trip]: a fold of a few scalar operations runs
+/// iterations 2k and 2k + 1 per trip of its loop, then the last one alone
+/// when the count is odd, with the evaluator's bits and first ⊥ (a read
+/// out of bounds at an even or an odd iteration, a division by zero at
+/// either, E-IFold-Bot of a negative count).
+#[test]
+fn folds_run_two_iterations_per_trip() {
+    let src = "
+let max = fun (v: Vector) (w: Double) ->
+  ifold (fun s i -> if v[i] > s then v[i] else s) w (length v)
+let shifted = fun (v: Vector) (w: Double) ->
+  ifold (fun s i -> s + v[i + 2] * w) 0.0 (length v - 2)
+let pairs = fun (v: Vector) (w: Double) ->
+  ifold (fun s i -> (fst s + v[i], snd s * w - v[i])) (w, 1.0) (length v)
+let counts = fun (v: Vector) (w: Double) ->
+  ifold (fun s i -> (fst s + (if v[i] > w then 1 else 0), not (snd s))) (0, false) (length v)
+let oddFails = fun (v: Vector) (w: Double) ->
+  ifold (fun s i -> s + v[2 * i] + toDouble (10 / (i - 3))) w (length v)
+let evenFails = fun (v: Vector) (w: Double) ->
+  ifold (fun s i -> s * w + toDouble (10 / (i - 4))) w (length v)
+let arrayState = fun (v: Vector) (w: Double) ->
+  ifold (fun s i -> addAt s (i / 2) (v[i] * w)) (build (length v) (fun k -> w)) (length v)
+";
+    let doubled = ";; folds two iterations per trip (Note [Two iterations per trip]), over: ";
+    let fs = ["max", "shifted", "pairs", "counts", "oddFails", "evenFails"];
+    for f in fs {
+        assert_ne!(
+            listing_says(src, f, doubled),
+            "none",
+            "{f} runs two per trip"
+        );
+    }
+    // A state with an array runs as written.
+    assert_eq!(listing_says(src, "arrayState", doubled), "none");
+    let entries: Vec<(&str, Entry, Native)> = fs
+        .into_iter()
+        .chain(["arrayState"])
+        .map(|f| {
+            let e = load_entry(src, f);
+            let n = compile(&e);
+            (f, e, n)
+        })
+        .collect();
+    let special = prop_oneof![
+        Just(f64::NAN),
+        Just(0.0),
+        Just(-0.0),
+        Just(f64::INFINITY),
+        Just(f64::NEG_INFINITY),
+        -4.0..4.0f64,
+    ];
+    let inputs = (prop::collection::vec(special, 0..12), -3.0..3.0f64);
+    let mut runner = TestRunner::new(Config {
+        cases: 200,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner
+        .run(&inputs, |(xs, w)| {
+            let args = [vector(&xs), Value::Double(w)];
+            for (f, e, n) in &entries {
+                exactly_on(e, n, f, &args);
+            }
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Every count from 0 to 9 (both parities, the odd iteration alone),
+    // and the ⊥s at their iterations.
+    for len in 0..10 {
+        let xs: Vec<f64> = (0..len).map(|k| (k as f64 * 0.7).sin()).collect();
+        let args = [vector(&xs), Value::Double(0.5)];
+        for (f, e, n) in &entries {
+            exactly_on(e, n, f, &args);
+        }
+    }
+}

@@ -48,7 +48,10 @@
 //!    dummies. BA's `project` reads the point (which can fail: the rows'
 //!    lengths are not known) before the camera's rotation is normalised
 //!    (a division, a square root), and forward mode's wrapper builds the
-//!    seeded input before the objective's invariant work.
+//!    seeded input before the objective's invariant work. A speculative
+//!    conditional that moves again (an inner loop's, invariant in the
+//!    outer loop too), or is copied under fresh binder names, stays
+//!    speculative under its new name (`carry_speculative`).
 //!
 //! Only what Cranelift would not move itself is worth a register held
 //! across the loop: loops, conditionals, allocations (array literals,
@@ -381,6 +384,19 @@ impl Hoister {
             })
             .collect();
         rename_rhs(rhs, &map);
+        self.carry_speculative(&map);
+    }
+
+    /// A speculative conditional (rule 3) renamed by `map` stays one under
+    /// its new name: an inner loop's region moved again, out of an outer
+    /// loop, still catches its ⊥ (else its ⊥ would come before an earlier
+    /// one of the loop it left).
+    fn carry_speculative(&mut self, map: &HashMap<Name, Name>) {
+        for (old, new) in map {
+            if self.speculative.contains(old) {
+                self.speculative.insert(new.clone());
+            }
+        }
     }
 
     /// `0 < n` as an atom: a literal for a literal `n`, else bound in `out`.
@@ -416,6 +432,7 @@ impl Hoister {
             .iter()
             .map(|b| (b.name.clone(), self.fresh(&b.name)))
             .collect();
+        self.carry_speculative(&map);
         let mut then_binds = Vec::new();
         for mut b in binds.iter().cloned() {
             rename_rhs(&mut b.rhs, &map);

@@ -3114,6 +3114,47 @@ fn hoisting_keeps_the_order_of_failing_bindings() {
     );
 }
 
+/// Note [Hoisting], rule 3, moved twice: an inner fold's invariant that
+/// can fail (`10 / k`, `log w`) is computed speculatively before the fold,
+/// and that region, invariant in the outer `build` too, moves again
+/// before the `build` under a new name. It stays speculative there (found
+/// by a review fuzzer: the renamed region's ⊥ escaped, a division by zero
+/// before the evaluator's earlier index out of bounds).
+#[test]
+fn speculative_regions_moved_twice_keep_catching_their_bottom() {
+    let src = "let f (v: Vector) (k: Index) =\n\
+               \x20 build (length v) (fun j -> ifold (fun s i -> s + v[i - 1] * toDouble (10 / k)) 0.0 (length v))\n\
+               let g (v: Vector) (w: Double) (k: Index) =\n\
+               \x20 build (length v) (fun j -> ifold (fun s i -> v[i + k] * log w) 1.0 (length v))\n";
+    let (d, ix) = (Value::Double, Value::Index);
+    for v in [vec![], vec![1.0], vec![1.0, 2.0], vec![0.5, 0.481, 2.5]] {
+        for k in [-1, 0, 1, 2, 4] {
+            exactly(src, "f", &[vector(&v), ix(k)]);
+            for w in [-1.0, 0.0, 2.0] {
+                exactly(src, "g", &[vector(&v), d(w), ix(k)]);
+            }
+        }
+    }
+    // The cases that failed: the read's ⊥, not the division's or `log`'s.
+    let run = |f: &str, args: &[Value]| compile(&load_entry(src, f)).call(args);
+    let got = run("f", &[vector(&[1.0, 2.0]), ix(0)]);
+    assert!(
+        matches!(
+            got,
+            Err(CodegenError::IndexOutOfBounds { index: -1, len: 2 })
+        ),
+        "{got:?}"
+    );
+    let got = run("g", &[vector(&[0.5, 0.481, 2.5]), d(-1.0), ix(4)]);
+    assert!(
+        matches!(
+            got,
+            Err(CodegenError::IndexOutOfBounds { index: 4, len: 3 })
+        ),
+        "{got:?}"
+    );
+}
+
 /// Note [Horizontal fusion]: sibling `build`s of one count in a straight
 /// line run as one loop behind a guard, the region's other bindings
 /// first; any ⊥ or a failing guard continues in the region as written,

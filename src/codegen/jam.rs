@@ -122,8 +122,9 @@ pub fn plan(state: Option<&Name>, body: &Block) -> Option<Plan> {
     Some(Plan { pre, fold, post })
 }
 
-/// Whether values of `ty` are scalars only.
-fn scalars(ty: &Type) -> bool {
+/// Whether values of `ty` are scalars only (Double, Index, Bool and
+/// pairs of them).
+pub(super) fn scalars(ty: &Type) -> bool {
     match ty {
         Type::Double | Type::Index | Type::Bool => true,
         Type::Pair(a, b) => scalars(a) && scalars(b),

@@ -1644,9 +1644,7 @@ impl Lower<'_, '_> {
         let as_written = |l: &mut Self, m: Value, from: Value, st: &[Value]| {
             l.counted_loop(m, st, |l, t, st| {
                 let i = l.b.ins().iadd(from, t);
-                l.env.insert(s.clone(), st.to_vec());
-                l.env.insert(index.clone(), vec![i]);
-                l.iteration(index, body)
+                l.fold_step((s, index), i, st, body)
             })
         };
         let quads = self.b.ins().sshr_imm_u(n, 2);
@@ -1897,11 +1895,8 @@ impl Lower<'_, '_> {
         // The last iteration when n is odd.
         let odd = self.b.ins().band_imm_u(n, 1);
         let last = self.b.ins().iadd_imm_s(n, -1);
-        let mut out = self.counted_loop(odd, z, |l, _, st| {
-            l.env.insert(s.clone(), st.to_vec());
-            l.env.insert(index.clone(), vec![last]);
-            l.iteration(index, body)
-        })?;
+        let mut out =
+            self.counted_loop(odd, z, |l, _, st| l.fold_step((s, index), last, st, body))?;
         let some = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
         for (slot, lit) in &plan.literals {
             let v = self.scalar(lit)?;
@@ -2097,6 +2092,20 @@ impl Lower<'_, '_> {
         Ok(v)
     }
 
+    /// Iteration `i` of a fold or scan with state `st` (E-IFold-Succ):
+    /// the state and the index bound, then the body.
+    fn fold_step(
+        &mut self,
+        (s, index): (&Name, &Name),
+        i: Value,
+        st: &[Value],
+        body: &AnfBlock,
+    ) -> R<Vals> {
+        self.env.insert(s.clone(), st.to_vec());
+        self.env.insert(index.clone(), vec![i]);
+        self.iteration(index, body)
+    }
+
     /// Scratch stack `k` back to `mark`: in the window's chunk, the bump
     /// pointer moves back; in an earlier one, `fsmooth_release` frees the
     /// chunks since.
@@ -2197,11 +2206,7 @@ impl Lower<'_, '_> {
                 l.doubled.push(index.clone());
                 return l.doubled_fold(n, &z, (s, index), body);
             }
-            l.counted_loop(n, &z, |l, i, st| {
-                l.env.insert(s.clone(), st.to_vec());
-                l.env.insert(index.clone(), vec![i]);
-                l.iteration(index, body)
-            })
+            l.counted_loop(n, &z, |l, i, st| l.fold_step((s, index), i, st, body))
         };
         self.versions(n, guard, Some((&z, st)), run)
     }
@@ -2216,11 +2221,7 @@ impl Lower<'_, '_> {
         (s, index): (&Name, &Name),
         body: &AnfBlock,
     ) -> R<Vals> {
-        let step = |l: &mut Self, i: Value, st: &[Value]| {
-            l.env.insert(s.clone(), st.to_vec());
-            l.env.insert(index.clone(), vec![i]);
-            l.iteration(index, body)
-        };
+        let step = |l: &mut Self, i: Value, st: &[Value]| l.fold_step((s, index), i, st, body);
         let half = self.b.ins().sshr_imm_u(n, 1);
         let trips = self.counted_loop(half, z, |l, k, st| {
             // 2k + 1 < n: neither index overflows.
@@ -2371,9 +2372,7 @@ impl Lower<'_, '_> {
             return Ok(vec![p, count]);
         }
         self.counted_loop(n, &z, |l, i, st| {
-            l.env.insert(s.clone(), st.to_vec());
-            l.env.insert(index.clone(), vec![i]);
-            let v = l.iteration(index, body)?;
+            let v = l.fold_step((s, index), i, st, body)?;
             let i1 = l.b.ins().iadd_imm_s(i, 1);
             let at = l.element(p, i1, size);
             l.store(st_ty, &v, at, 0)?;

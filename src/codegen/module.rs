@@ -169,30 +169,34 @@ pub fn define_entry<M: Module>(
                     .join(", ")
             }
         };
-        out.push_str(&format!(
-            ";; loop nests interchanged (Note [Interchange]): {}\n",
-            names(&lowered.interchanged)
-        ));
-        out.push_str(&format!(
-            ";; loops behind a bounds guard (Note [Bounds guards]): {}\n",
-            names(&lowered.guarded)
-        ));
-        out.push_str(&format!(
-            ";; folds of addAts two iterations at a time (Note [Bounds guards], pairs of addAts), over: {}\n",
-            names(&lowered.paired)
-        ));
-        out.push_str(&format!(
-            ";; folds skipping four iterations at a time where they keep their state (Note [Skipping folds]), over: {}\n",
-            names(&lowered.skipping)
-        ));
-        out.push_str(&format!(
-            ";; folds two iterations per trip (Note [Two iterations per trip]), over: {}\n",
-            names(&lowered.doubled)
-        ));
-        out.push_str(&format!(
-            ";; loops two iterations at a time, their inner folds jammed (Note [Jamming]), over: {}\n",
-            names(&lowered.jammed)
-        ));
+        for (what, over) in [
+            (
+                "loop nests interchanged (Note [Interchange]): ",
+                &lowered.interchanged,
+            ),
+            (
+                "loops behind a bounds guard (Note [Bounds guards]): ",
+                &lowered.guarded,
+            ),
+            (
+                "folds of addAts two iterations at a time (Note [Bounds guards], pairs of addAts), over: ",
+                &lowered.paired,
+            ),
+            (
+                "folds skipping four iterations at a time where they keep their state (Note [Skipping folds]), over: ",
+                &lowered.skipping,
+            ),
+            (
+                "folds two iterations per trip (Note [Two iterations per trip]), over: ",
+                &lowered.doubled,
+            ),
+            (
+                "loops two iterations at a time, their inner folds jammed (Note [Jamming]), over: ",
+                &lowered.jammed,
+            ),
+        ] {
+            out.push_str(&format!(";; {what}{}\n", names(over)));
+        }
         let groups: Vec<String> = lowered
             .horizontal
             .iter()

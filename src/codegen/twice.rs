@@ -28,6 +28,7 @@
 //! are the evaluator's. Only the loop's own increment and test run half
 //! as often.
 
+use super::jam::scalars;
 use crate::ad::anf::{Block, Rhs};
 use crate::ir::Type;
 
@@ -39,15 +40,7 @@ pub const BUDGET: usize = 8;
 /// iterations per trip (Note [Two iterations per trip]).
 pub fn doubled(state: &Type, body: &Block) -> bool {
     let mut budget = BUDGET;
-    scalar(state) && small(body, &mut budget)
-}
-
-fn scalar(t: &Type) -> bool {
-    match t {
-        Type::Double | Type::Index | Type::Bool => true,
-        Type::Pair(a, b) => scalar(a) && scalar(b),
-        Type::Array(_) | Type::Fun(..) => false,
-    }
+    scalars(state) && small(body, &mut budget)
 }
 
 /// Every binding of `b` a scalar by a primitive or a conditional of such
@@ -58,7 +51,7 @@ fn small(b: &Block, budget: &mut usize) -> bool {
             return false;
         };
         *budget = left;
-        scalar(&x.ty)
+        scalars(&x.ty)
             && match &x.rhs {
                 Rhs::Prim(..) => true,
                 Rhs::If(_, t, e) => small(t, budget) && small(e, budget),

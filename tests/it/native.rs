@@ -3546,6 +3546,20 @@ fn a_block_lowered_twice_groups_consistently() {
     assert!(groups.matches('[').count() >= 2, "{groups}");
 }
 
+/// Doubles for the fold properties: NaN, signed zeros, infinities, ties
+/// at 1.0, and small values.
+fn special_doubles() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        Just(f64::NAN),
+        Just(0.0),
+        Just(-0.0),
+        Just(f64::INFINITY),
+        Just(f64::NEG_INFINITY),
+        Just(1.0),
+        -4.0..4.0f64,
+    ]
+}
+
 /// Note [Skipping folds]: folds whose body keeps the state unless a test
 /// of `s` and `v[i]` says otherwise skip four iterations at a time; on
 /// vectors of every length up to 13 (the tail), with NaNs, signed zeros,
@@ -3591,17 +3605,8 @@ let divides = fun (v: Vector) (w: Double) ->
         (f, e, n)
     })
     .collect();
-    let special = prop_oneof![
-        Just(f64::NAN),
-        Just(0.0),
-        Just(-0.0),
-        Just(f64::INFINITY),
-        Just(f64::NEG_INFINITY),
-        Just(1.0),
-        -4.0..4.0f64,
-    ];
     let inputs = (
-        prop::collection::vec(special, 0..14),
+        prop::collection::vec(special_doubles(), 0..14),
         -3.0..3.0f64,
         any::<bool>(),
     );
@@ -3667,15 +3672,10 @@ let arrayState = fun (v: Vector) (w: Double) ->
             (f, e, n)
         })
         .collect();
-    let special = prop_oneof![
-        Just(f64::NAN),
-        Just(0.0),
-        Just(-0.0),
-        Just(f64::INFINITY),
-        Just(f64::NEG_INFINITY),
-        -4.0..4.0f64,
-    ];
-    let inputs = (prop::collection::vec(special, 0..12), -3.0..3.0f64);
+    let inputs = (
+        prop::collection::vec(special_doubles(), 0..12),
+        -3.0..3.0f64,
+    );
     let mut runner = TestRunner::new(Config {
         cases: 200,
         failure_persistence: None,

@@ -24,14 +24,26 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use crate::diagnostic::Diagnose;
 use crate::eval::{Limits, Value};
+use crate::gradient::{Mode, Plan};
 use crate::ir::{Expr, Lit};
 use crate::numeric::rho;
-use crate::pipeline::{self, Entry};
+use crate::pipeline::{Artefact, Checkpointing, Engine, Entry, OptOptions, Session};
 use crate::syntax::print_program;
 use crate::testgen::{self, GenType};
 
 /// The points every generated function is differentiated at.
 pub const POINTS: [f64; 3] = [0.7, -1.3, 2.9];
+
+/// The session of a generated program.
+fn load(src: &str) -> Result<Session, String> {
+    Session::load(src).map_err(|d| format!("load: {}", d.message))
+}
+
+/// The plan of `mode` for `main` with respect to `p`.
+fn plan(s: &Session, mode: Mode, engine: Engine) -> Result<Plan, String> {
+    Plan::new(s, "main", "p", mode, engine, Checkpointing::default())
+        .map_err(|d| format!("{}: {}", mode.name(), d.message))
+}
 
 /// What one program's check compared.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -69,9 +81,9 @@ impl std::ops::AddAssign for Counts {
 /// Checks property (a) on the program `src` (an entry `main` of type
 /// Double → Double with parameter `p`). `Err` describes the disagreement.
 pub fn check_scalar(src: &str, limits: Limits) -> Result<Counts, String> {
-    let fwd = pipeline::derivative(src, "main", "p").map_err(|d| format!("fwd: {}", d.message))?;
-    let rev = pipeline::reverse_derivative(src, "main", "p")
-        .map_err(|d| format!("rev: {}", d.message))?;
+    let s = load(src)?;
+    let fwd = plan(&s, Mode::Fwd, Engine::Eval)?;
+    let rev = plan(&s, Mode::Rev, Engine::Eval)?;
     let mut counts = Counts::default();
     for x in POINTS {
         let args = vec![Value::Double(x)];
@@ -83,11 +95,11 @@ pub fn check_scalar(src: &str, limits: Limits) -> Result<Counts, String> {
         };
         counts.defined += 1;
         let modes = [
-            ("fwd", crate::gradient::forward(&fwd, args.clone(), limits)),
-            ("rev", crate::gradient::reverse(&rev, args.clone(), limits)),
+            ("fwd", fwd.columns(args.clone(), Engine::Eval, limits)),
+            ("rev", rev.columns(args.clone(), Engine::Eval, limits)),
             (
                 "tape",
-                crate::gradient::tape(&rev.base, 0, args.clone(), limits),
+                crate::gradient::tape(&rev.base, 0, args.clone(), limits).map_err(Into::into),
             ),
         ];
         let mut ok = Vec::new();
@@ -224,19 +236,21 @@ pub struct Campaign {
     pub property: Property,
 }
 
-/// The properties of issue 6 a campaign can check at scale.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+/// The properties of issue 6 a campaign can check at scale (`check_*`
+/// below, one per property).
+#[derive(clap::ValueEnum, Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Property {
-    /// (a) fwd = rev = tape = finite differences ([`check_scalar`]).
+    /// fwd = rev = tape = finite differences.
     Ad,
-    /// (b) optimised forward mode = forward mode ([`check_optimised`]).
+    /// optimised forward mode = forward mode.
     FwdOpt,
-    /// (c) eval(opt p) refines eval(p) ([`check_opt_refines`]).
+    /// eval(opt p) refines eval(p).
     Opt,
-    /// (e) the dot-product test ⟨J u, w⟩ = ⟨u, Jᵀ w⟩ ([`check_dot_product`]).
+    /// the dot-product test <J u, w> = <u, J^T w> on Vector -> Vector (and
+    /// fwd-vec, fwd-rows = fwd bit for bit).
     Dot,
-    /// native code = the evaluator, on the function and on its fwd,
-    /// fwd-opt and rev gradients ([`check_native`]).
+    /// native code = the evaluator: the value and the fwd, fwd-opt and rev
+    /// gradients (equal, or ⊥ with the same error code).
     Native,
 }
 
@@ -303,13 +317,13 @@ fn compared(n: usize) -> Counts {
     }
 }
 
-/// Optimiser options of the checks: every optimisation is replayed
-/// against the rules (`opt --check`).
-fn checked() -> pipeline::OptOptions {
-    pipeline::OptOptions {
+/// The session of a generated program whose every optimisation is
+/// replayed against the rules (`opt --check`).
+fn load_checked(src: &str) -> Result<Session, String> {
+    Ok(load(src)?.with_options(OptOptions {
         check: true,
         ..Default::default()
-    }
+    }))
 }
 
 /// Property (b), the property at the centre of dF̃: where forward mode is
@@ -328,21 +342,25 @@ pub fn check_optimised(src: &str, limits: Limits) -> Result<usize, String> {
 /// only if the optimiser without those rules disagrees too. The steps of
 /// both optimisations are verified (`opt --check`) either way.
 pub fn check_optimised_counts(src: &str, limits: Limits) -> Result<Counts, String> {
-    let fwd = pipeline::derivative(src, "main", "p").map_err(|d| format!("fwd: {}", d.message))?;
-    let optimise = |opts: &pipeline::OptOptions| -> Result<_, String> {
-        let t = pipeline::tangent_derivative(src, "main", "p")
-            .map_err(|d| format!("tangent: {}", d.message))?;
-        let o = pipeline::optimise_entry(&t.wrapper, opts)
+    let s = load_checked(src)?;
+    let fwd = plan(&s, Mode::Fwd, Engine::Eval)?;
+    let tangents = Mode::Fwd
+        .tangent_program("main".into(), fwd.wrt)
+        .ok_or("fwd has a tangent program")?;
+    let optimise = |exact_only: bool| -> Result<_, String> {
+        let o = s
+            .optimise(&tangents, exact_only)
             .map_err(|d| format!("opt: {}", d.message))?;
         let printed = print_program(&o.entry.program);
-        let d = pipeline::Derivative {
-            wrapper: o.entry,
-            ..t
+        let d = Plan {
+            base: fwd.base.clone(),
+            wrt: fwd.wrt,
+            how: crate::gradient::How::Tangents(o.entry.clone()),
         };
         Ok((d, printed))
     };
-    let run = |d: &pipeline::Derivative, args: Vec<Value>| {
-        crate::gradient::forward(d, args, limits)
+    let run = |d: &Plan, args: Vec<Value>| {
+        d.columns(args, Engine::Eval, limits)
             .map(|j| j.columns[0][0])
             .map_err(|e| e.to_string())
     };
@@ -377,14 +395,18 @@ pub fn check_opt_refines(src: &str, limits: Limits) -> Result<usize, String> {
 /// difference is a failure only if the optimiser without its
 /// `ieee-inexact` rules gives one too.
 pub fn check_opt_refines_counts(src: &str, limits: Limits) -> Result<Counts, String> {
-    let loaded = pipeline::load(src).map_err(|d| format!("load: {}", d.message))?;
-    let e = pipeline::entry(&loaded, "main").map_err(|d| format!("entry: {}", d.message))?;
-    let optimise = |opts: &pipeline::OptOptions| -> Result<_, String> {
-        let o = pipeline::optimise_entry(&e, opts).map_err(|d| format!("opt: {}", d.message))?;
+    let s = load_checked(src)?;
+    let e = s
+        .entry("main")
+        .map_err(|d| format!("entry: {}", d.message))?;
+    let optimise = |exact_only: bool| -> Result<_, String> {
+        let o = s
+            .optimise(&Artefact::entry("main"), exact_only)
+            .map_err(|d| format!("opt: {}", d.message))?;
         let printed = print_program(&o.entry.program);
-        Ok((o.entry, printed))
+        Ok((o.entry.clone(), printed))
     };
-    let run = |entry: &pipeline::Entry, args: Vec<Value>| {
+    let run = |entry: &std::rc::Rc<Entry>, args: Vec<Value>| {
         entry
             .run(args, limits, &mut |_, _| {})
             .map(|(v, _)| v)
@@ -426,13 +448,13 @@ struct Wording<V> {
 /// (once, at the first such point) must, and the point counts as
 /// rounding. Each failure prints the optimised program it concerns.
 fn compare_optimised<P, V: std::fmt::Display>(
-    optimise: impl Fn(&pipeline::OptOptions) -> Result<(P, String), String>,
+    optimise: impl Fn(bool) -> Result<(P, String), String>,
     reference: impl Fn(Vec<Value>) -> Option<V>,
     run: impl Fn(&P, Vec<Value>) -> Result<V, String>,
     agree: impl Fn(&V, &V) -> bool,
     words: Wording<V>,
 ) -> Result<Counts, String> {
-    let (opt, printed) = optimise(&checked())?;
+    let (opt, printed) = optimise(false)?;
     let mut exact = None;
     let mut counts = Counts::default();
     for x in POINTS {
@@ -452,10 +474,7 @@ fn compare_optimised<P, V: std::fmt::Display>(
             continue;
         }
         if exact.is_none() {
-            exact = Some(optimise(&pipeline::OptOptions {
-                exact_only: true,
-                ..checked()
-            })?);
+            exact = Some(optimise(true)?);
         }
         let (exact, exact_printed) = exact.as_ref().expect("just made");
         let c = run(exact, args).map_err(|err| {
@@ -484,28 +503,28 @@ fn compare_optimised<P, V: std::fmt::Display>(
 /// compared, 0 when the primal or a mode is ⊥ or not finite there.
 pub fn check_dot_product(src: &str, limits: Limits) -> Result<usize, String> {
     let vector = |xs: &[f64]| Value::array(xs.iter().map(|x| Value::Double(*x)).collect());
-    let fwd = pipeline::derivative(src, "main", "p").map_err(|d| format!("fwd: {}", d.message))?;
-    let rev = pipeline::reverse_derivative(src, "main", "p")
-        .map_err(|d| format!("rev: {}", d.message))?;
+    let s = load(src)?;
+    let fwd = plan(&s, Mode::Fwd, Engine::Eval)?;
+    let rev = plan(&s, Mode::Rev, Engine::Eval)?;
     let x = [0.7, -1.3, 2.9, 0.4];
     let args = vec![vector(&x)];
     let Ok((primal, _)) = fwd.base.run(args.clone(), limits, &mut |_, _| {}) else {
         return Ok(0);
     };
     let mut ys = Vec::new();
-    crate::gradient::flatten(&primal, &mut ys);
+    crate::eval::flatten(&primal, &mut ys);
     if ys.iter().any(|y| !y.is_finite()) {
         return Ok(0);
     }
     let (Ok(j), Ok(t)) = (
-        crate::gradient::forward(&fwd, args.clone(), limits),
+        fwd.columns(args.clone(), Engine::Eval, limits),
         crate::gradient::tape(&rev.base, 0, args.clone(), limits),
     ) else {
         return Ok(0);
     };
-    let vec = pipeline::derivative_with(src, "main", "p", crate::ad::ForwardMode::Vector)
-        .map_err(|d| format!("fwd-vec: {}", d.message))?;
-    let v = crate::gradient::forward(&vec, args.clone(), limits)
+    let vec = plan(&s, Mode::FwdVec, Engine::Eval)?;
+    let v = vec
+        .columns(args.clone(), Engine::Eval, limits)
         .map_err(|e| format!("fwd-vec is ⊥ ({e}) where fwd is not"))?;
     let same = |a: &f64, b: &f64| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
     let differ = |a: &Vec<f64>, b: &Vec<f64>| {
@@ -517,9 +536,9 @@ pub fn check_dot_product(src: &str, limits: Limits) -> Result<usize, String> {
         }
     }
     // D-Vec-Rows: the same Jacobian read out by rows.
-    let rows = pipeline::rows_derivative(src, "main", "p")
-        .map_err(|d| format!("fwd-rows: {}", d.message))?;
-    let r = crate::gradient::rows_on(&rows, args.clone(), &crate::gradient::Engine::Eval(limits))
+    let rows = plan(&s, Mode::FwdRows, Engine::Eval)?;
+    let r = rows
+        .columns(args.clone(), Engine::Eval, limits)
         .map_err(|e| format!("fwd-rows is ⊥ ({e}) where fwd is not"))?;
     if r.columns.len() != j.columns.len() {
         return Err(format!(
@@ -529,7 +548,8 @@ pub fn check_dot_product(src: &str, limits: Limits) -> Result<usize, String> {
         ));
     }
     // Natively too (the rows program through `call_slices`).
-    let n = crate::gradient::rows_on(&rows, args.clone(), &crate::gradient::Engine::native())
+    let n = rows
+        .columns(args.clone(), Engine::Native, limits)
         .map_err(|e| format!("fwd-rows is ⊥ natively ({e}) where the evaluator is not"))?;
     for (k, ((a, b), c)) in j.columns.iter().zip(&r.columns).zip(&n.columns).enumerate() {
         if differ(a, b) {
@@ -541,15 +561,18 @@ pub fn check_dot_product(src: &str, limits: Limits) -> Result<usize, String> {
     }
     let u = [0.3, -0.8, 1.1, 0.25];
     let w: Vec<f64> = (0..ys.len()).map(|i| 1.0 - 0.37 * i as f64).collect();
-    let seed = crate::gradient::unflatten(&primal, &mut w.iter().copied());
-    let Ok((r, _)) = rev.rev.run(vec![vector(&x), seed], limits, &mut |_, _| {}) else {
+    let seed = crate::eval::unflatten(&primal, &mut w.iter().copied());
+    let Some(rev) = rev.program() else {
+        return Err("rev has a program".to_string());
+    };
+    let Ok((r, _)) = rev.run(vec![vector(&x), seed], limits, &mut |_, _| {}) else {
         return Ok(0);
     };
     let Value::Pair(r) = r else {
         return Err(format!("the reverse program returned {r}"));
     };
     let mut jtw = Vec::new();
-    crate::gradient::flatten(&r.1, &mut jtw);
+    crate::eval::flatten(&r.1, &mut jtw);
     if jtw.len() != u.len() {
         return Err(format!(
             "Jᵀw has {} elements, the input {}",
@@ -590,23 +613,18 @@ pub fn check_dot_product(src: &str, limits: Limits) -> Result<usize, String> {
 /// where both gave the same ⊥ — four programs per point: `main`, fwd,
 /// fwd-opt, rev.
 pub fn check_native(src: &str, limits: Limits) -> Result<Counts, String> {
-    use crate::gradient::{Columns, Engine, RunError, forward_on, reverse_on};
-    let loaded = pipeline::load(src).map_err(|d| format!("load: {}", d.message))?;
-    let base = pipeline::entry(&loaded, "main").map_err(|d| format!("entry: {}", d.message))?;
-    let fwd = pipeline::derivative(src, "main", "p").map_err(|d| format!("fwd: {}", d.message))?;
-    let rev = pipeline::reverse_derivative(src, "main", "p")
-        .map_err(|d| format!("rev: {}", d.message))?;
-    let t = pipeline::tangent_derivative(src, "main", "p")
-        .map_err(|d| format!("tangent: {}", d.message))?;
+    use crate::gradient::Columns;
+    use crate::pipeline::RunError;
     // The optimiser's soundness is property `fwd-opt`'s business: here
     // its output is just another program to run on both engines.
-    let o = pipeline::optimise_entry(&t.wrapper, &pipeline::OptOptions::default())
-        .map_err(|d| format!("opt: {}", d.message))?;
-    let opt = pipeline::Derivative {
-        wrapper: o.entry,
-        ..t
-    };
-    let (eval, native) = (Engine::Eval(limits), Engine::native());
+    let s = load(src)?;
+    let base = s
+        .entry("main")
+        .map_err(|d| format!("entry: {}", d.message))?;
+    let fwd = plan(&s, Mode::Fwd, Engine::Eval)?;
+    let opt = plan(&s, Mode::FwdOpt, Engine::Eval)?;
+    let rev = plan(&s, Mode::Rev, Engine::Eval)?;
+    let (eval, native) = (Engine::Eval, Engine::Native);
     let mut counts = Counts::default();
     // One comparison: `Ok(())` after counting it, `Err` on a disagreement.
     let mut judge = |what: &str,
@@ -636,14 +654,14 @@ pub fn check_native(src: &str, limits: Limits) -> Result<Counts, String> {
     };
     for x in POINTS {
         let args = vec![Value::Double(x)];
-        let e = eval.run(&base, args.clone()).map(|(v, _)| v);
+        let e = base.run_on(eval, args.clone(), limits).map(|(v, _)| v);
         if out_of_fuel(&e) {
             continue;
         }
         if e.is_ok() {
             counts.defined += 1;
         }
-        let n = native.run(&base, args.clone()).map(|(v, _)| v);
+        let n = base.run_on(native, args.clone(), limits).map(|(v, _)| v);
         let differ = |a: &Value, b: &Value| {
             (!values_agree(a, b)).then(|| format!("the evaluator gives {a}, native code {b}"))
         };
@@ -652,18 +670,15 @@ pub fn check_native(src: &str, limits: Limits) -> Result<Counts, String> {
             (a, b) => (a.map(|_| None), b.map(|_| None)),
         };
         judge("main", x, e, n)?;
-        type Mode<'a> = (&'a str, &'a dyn Fn(&Engine) -> Result<Columns, RunError>);
-        let modes: [Mode; 3] = [
-            ("fwd", &|en| forward_on(&fwd, args.clone(), en)),
-            ("fwd-opt", &|en| forward_on(&opt, args.clone(), en)),
-            ("rev", &|en| reverse_on(&rev, args.clone(), en)),
-        ];
-        for (mode, run) in modes {
-            let e = run(&eval);
+        for (mode, plan) in [("fwd", &fwd), ("fwd-opt", &opt), ("rev", &rev)] {
+            let run = |en: Engine| -> Result<Columns, RunError> {
+                plan.columns(args.clone(), en, limits)
+            };
+            let e = run(eval);
             if out_of_fuel(&e) {
                 continue;
             }
-            let n = run(&native);
+            let n = run(native);
             let (e, n) = match (e, n) {
                 (Ok(a), Ok(b)) => (Ok(columns_differ(&a, &b)), Ok(None)),
                 (a, b) => (a.map(|_| None), b.map(|_| None)),
@@ -674,7 +689,7 @@ pub fn check_native(src: &str, limits: Limits) -> Result<Counts, String> {
     Ok(counts)
 }
 
-fn out_of_fuel<T>(r: &Result<T, crate::gradient::RunError>) -> bool {
+fn out_of_fuel<T>(r: &Result<T, crate::pipeline::RunError>) -> bool {
     matches!(r, Err(e) if e.code() == "out-of-fuel")
 }
 

@@ -46,7 +46,7 @@ use crate::opt::convert::from_recexpr;
 use crate::opt::engine::subexpr;
 use crate::opt::lang::{Dbl, Fsm};
 use crate::opt::rules::{Cond, RuleDef, holds, search};
-use crate::pipeline::{self, Loaded};
+use crate::pipeline::{self, Session};
 use crate::syntax::{print_expr, print_program};
 use crate::types::infer_program;
 
@@ -207,8 +207,8 @@ struct Template {
     free: Vec<Var>,
     /// Term metavariables with the binders in scope at every occurrence.
     terms: Vec<(Var, Vec<Var>)>,
-    /// The encoding, type-checked.
-    loaded: Loaded,
+    /// The types of the encoding.
+    typing: crate::types::Typing,
 }
 
 /// Walks a pattern, classifying its metavariables.
@@ -385,7 +385,7 @@ impl Template {
             binders,
             free,
             terms,
-            loaded: Loaded { program, typing },
+            typing,
         })
     }
 
@@ -410,7 +410,6 @@ impl Template {
         };
         // Ground types for the pattern's type variables.
         let mut ty = self
-            .loaded
             .typing
             .def_type_with(0, &mut |_, num, data| g.pick_type(num, data));
         let mut param_types = Vec::new();
@@ -688,11 +687,11 @@ impl Instance {
 }
 
 /// Type-checks a closed side (T-*), monomorphic for evaluation.
-fn typed(e: &RecExpr<Fsm>, ty: &Type) -> Result<pipeline::Entry, String> {
+fn typed(e: &RecExpr<Fsm>, ty: &Type) -> Result<std::rc::Rc<pipeline::Entry>, String> {
     let mut program = program_of("main", e, &[], Some(ty.clone()));
     pin_context(&mut program);
-    let typing = infer_program(&program).map_err(|e| e.to_string())?;
-    pipeline::entry(&Loaded { program, typing }, "main").map_err(|d| d.message)
+    let session = Session::of_program(program).map_err(|d| d.message)?;
+    session.entry("main").map_err(|d| d.message)
 }
 
 fn evaluate(e: &pipeline::Entry, opts: &Options) -> Outcome {

@@ -155,7 +155,7 @@ pub fn vjp(
     output_nodes(&f, &mut outs);
     let mut ws = Vec::new();
     match seed {
-        Some(s) => crate::gradient::flatten(s, &mut ws),
+        Some(s) => crate::eval::flatten(s, &mut ws),
         None => ws.push(1.0),
     }
     if ws.len() != outs.len() {
@@ -171,7 +171,7 @@ pub fn vjp(
     let seeds: Vec<(u32, f64)> = outs.into_iter().zip(ws).collect();
     let adj = it.tape.sweep(&seeds);
     let mut g = leaves.iter().map(|l| adj[*l as usize]);
-    let gradient = crate::gradient::unflatten(&args[wrt], &mut g);
+    let gradient = crate::eval::unflatten(&args[wrt], &mut g);
     Ok(Taped {
         value: to_value(&f),
         gradient,
@@ -207,7 +207,7 @@ fn to_value(v: &TV) -> Value {
     }
 }
 
-/// The tape nodes of a result's doubles, in `gradient::flatten` order.
+/// The tape nodes of a result's doubles, in `eval::flatten` order.
 fn output_nodes(v: &TV, out: &mut Vec<u32>) {
     match v {
         TV::D(_, k) => out.push(*k),

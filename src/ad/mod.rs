@@ -69,7 +69,7 @@ impl Diagnose for AdError {
 
 /// How `deriv` with respect to a Vector is expanded (spec/ad-forward.md
 /// §4.3, §4.6). Both give the same values.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum ForwardMode {
     /// D-Deriv-Vector: one run of D[[e]] per element of the vector.
     #[default]
@@ -122,7 +122,7 @@ pub fn expand_program(
 }
 
 /// How reverse mode trades time for memory (spec/ad-reverse.md §4.4).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Checkpointing {
     /// R-Checkpoint: the entry's own maps and linear folds whose bodies
     /// hold loops keep no tape; their iterations are computed again.

@@ -14,7 +14,12 @@
 //! built); the Jacobian's layout is ADBench's whatever the per-observation
 //! derivatives are (rows of 15 entries, then rows of 1).
 
-use crate::eval::Value;
+use std::rc::Rc;
+
+use crate::diagnostic::Diagnostic;
+use crate::eval::{EvalError, Limits, Stats, Value};
+use crate::gradient::{Mode, Plan};
+use crate::pipeline::{Artefact, Checkpointing, Engine, Entry, RunError, Session};
 
 pub use super::read::DATA_SOURCE;
 use super::read::{AdbenchError, Tokens};
@@ -70,7 +75,7 @@ impl BaInput {
         vec![vector(&params), vector(&self.feat)]
     }
 
-    /// The arguments of `baObservation` batched (`pipeline::batched`): a
+    /// The arguments of `baObservation` batched (`Artefact::Batched`): a
     /// matrix of every observation's 15 parameters and one of its
     /// features.
     pub fn observations_args(&self) -> Vec<Value> {
@@ -208,6 +213,125 @@ pub fn assemble<E>(
             vals,
         },
     })
+}
+
+/// BA's derivative in one gradient mode, its programs built once: the
+/// residuals from one run of `baObjective`; the Jacobian from one small
+/// Jacobian of `baObservation` per observation, or — on native code, in
+/// the modes with a tangent-only program (`Mode::tangent_program`) — from
+/// one run of that program's batch over every observation
+/// (`Artefact::Batched`). Mode `fwd-rows` batches the Jacobian's rows (an
+/// observation's 3 rows of 15), the others their columns (15 columns of 3).
+pub struct BaDerivative {
+    objective: Rc<Entry>,
+    plan: Plan,
+    /// The batched derivative and batched `baObservation`, and whether
+    /// the derivative gives rows.
+    batch: Option<(Rc<Entry>, Rc<Entry>, bool)>,
+}
+
+impl BaDerivative {
+    /// The programs of `mode` on `engine` for the session of [`BA_SOURCE`].
+    pub fn new(
+        session: &Session,
+        mode: Mode,
+        engine: Engine,
+        checkpointing: Checkpointing,
+    ) -> Result<BaDerivative, Diagnostic> {
+        let objective = session.entry("baObjective")?;
+        let plan = Plan::new(
+            session,
+            "baObservation",
+            "params",
+            mode,
+            engine,
+            checkpointing,
+        )?;
+        let batch = match (
+            engine,
+            mode.tangent_program(Rc::from("baObservation"), plan.wrt),
+        ) {
+            (Engine::Native, Some(t)) => {
+                let rows = mode == Mode::FwdRows;
+                let derivative = session.get(&t.batched())?;
+                let base = session.get(&Artefact::entry("baObservation").batched())?;
+                Some((derivative, base, rows))
+            }
+            _ => None,
+        };
+        Ok(BaDerivative {
+            objective,
+            plan,
+            batch,
+        })
+    }
+
+    /// `baObjective`'s residuals: `(reproj_err, w_err)`.
+    pub fn residuals(
+        &self,
+        input: &BaInput,
+        engine: Engine,
+        limits: Limits,
+    ) -> Result<(Value, Value), RunError> {
+        match self
+            .objective
+            .run_on(engine, input.objective_args(), limits)?
+            .0
+        {
+            Value::Pair(p) => Ok((p.0.clone(), p.1.clone())),
+            other => Err(RunError::Eval(EvalError::Internal {
+                message: format!("baObjective returned {other}"),
+                span: self.objective.span,
+            })),
+        }
+    }
+
+    /// The residuals and the Jacobian in ADBench's layout, with the
+    /// evaluator's counts (none on native code).
+    pub fn jacobian(
+        &self,
+        input: &BaInput,
+        engine: Engine,
+        limits: Limits,
+    ) -> Result<(BaResult, Stats), RunError> {
+        let mut stats = Stats::default();
+        if let Some((derivative, base, by_rows)) = &self.batch {
+            let obs = input.observations_args();
+            if let Some(tangents) = derivative.run_flat(engine, &obs)
+                && let Some(values) = base.run_flat(engine, &obs)
+            {
+                // Per observation: 3 values, and 15 columns of 3 tangents
+                // (or 3 rows of 15).
+                let (tangents, values) = (tangents?, values?);
+                let (v, t) = (3, 3 * ROW_ENTRIES);
+                let r = assemble(input, |i, value, tangent| {
+                    value.extend(values.get(v * i..v * (i + 1)).unwrap_or_default());
+                    let mine = tangents.get(t * i..t * (i + 1)).unwrap_or_default();
+                    if !by_rows {
+                        tangent.extend(mine);
+                    } else if mine.len() == t {
+                        let column = |j| (0..3).map(move |k| mine[ROW_ENTRIES * k + j]);
+                        tangent.extend((0..ROW_ENTRIES).flat_map(column));
+                    }
+                    Ok::<_, RunError>(())
+                })?;
+                return Ok((r, stats));
+            }
+        }
+        let r = assemble(input, |i, value, tangents| {
+            let c = self
+                .plan
+                .columns(input.observation_args(i), engine, limits)?;
+            stats.steps += c.stats.steps;
+            stats.ops += c.stats.ops;
+            crate::eval::flatten(&c.value, value);
+            for col in &c.columns {
+                tangents.extend((0..3).map(|k| col.get(k).copied().unwrap_or(f64::NAN)));
+            }
+            Ok::<_, RunError>(())
+        })?;
+        Ok((r, stats))
+    }
 }
 
 /// The BA residual functions in F̃ (`examples/adbench/ba.fsm`), embedded so

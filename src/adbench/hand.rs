@@ -330,7 +330,7 @@ impl HandResult {
     /// columns (in order: the packed u columns first in complicated mode).
     pub fn from_columns(c: &Columns) -> HandResult {
         let mut objective = Vec::new();
-        crate::gradient::flatten(&c.value, &mut objective);
+        crate::eval::flatten(&c.value, &mut objective);
         let nrows = objective.len();
         let colmajor = c
             .columns

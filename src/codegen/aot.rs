@@ -75,8 +75,8 @@ use super::layout::{Leaf, SLOT, leaves, slots};
 use super::module::{HELPERS, define_entry, entry_signature, host_isa, signature};
 use super::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH};
 use super::{CodegenError, compile_error};
+use crate::ad::anf::Normal;
 use crate::ir::Type;
-use crate::pipeline::Entry;
 
 /// Byte offsets of the fields of the C `fsmooth_ctx` beyond the JIT's
 /// `runtime::Ctx` prefix (`arena`, `a`, `b`, `scratch`): in an object file
@@ -154,9 +154,14 @@ pub fn default_symbol(entry: &str, suffix: &str) -> String {
     }
 }
 
-/// Compiles `entry` into an object file exporting `options.symbol` and
-/// `{symbol}_slots`, with its C header.
-pub fn compile_object(entry: &Entry, options: &AotOptions) -> Result<ObjectCode, CodegenError> {
+/// Compiles the normal form of an entry whose parameters are `params`
+/// (names for the header, and types) into an object file exporting
+/// `options.symbol` and `{symbol}_slots`, with its C header.
+pub fn compile_object(
+    normal: &Normal,
+    params: &[(String, Type)],
+    options: &AotOptions,
+) -> Result<ObjectCode, CodegenError> {
     let symbol = &options.symbol;
     let reason = if c_identifier(symbol) != *symbol {
         Some("use letters, digits and `_`, not starting with a digit")
@@ -173,8 +178,7 @@ pub fn compile_object(entry: &Entry, options: &AotOptions) -> Result<ObjectCode,
             reason,
         });
     }
-    let normal = super::normalise_entry(entry)?;
-    let params: Vec<(String, Type)> = entry.params.clone();
+    let params: Vec<(String, Type)> = params.to_vec();
     let result = normal.body.result.ty().clone();
     let builder = ObjectBuilder::new(host_isa(true)?, symbol.as_bytes(), default_libcall_names())
         .map_err(compile_error)?;
@@ -185,7 +189,7 @@ pub fn compile_object(entry: &Entry, options: &AotOptions) -> Result<ObjectCode,
         &mut module,
         &format!("{symbol}_slots"),
         Linkage::Export,
-        &normal,
+        normal,
         &helpers,
         listing.as_mut(),
     )?;

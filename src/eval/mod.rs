@@ -15,7 +15,7 @@ use thiserror::Error;
 use crate::diagnostic::{Diagnose, Span};
 
 pub use machine::{Evaluator, Limits, Snapshot, Stats, TraceEvent, eval_def, scalar};
-pub use value::{Closure, Env, PArray, Value};
+pub use value::{Closure, Env, PArray, Value, flatten, unflatten};
 
 /// ⊥: the ways evaluation can fail (spec/semantics.md, "Errors").
 #[derive(Debug, Error, Clone, PartialEq)]

@@ -268,6 +268,37 @@ impl Value {
     }
 }
 
+/// The doubles of a value, in order (Index and Bool parts have no
+/// derivatives and are skipped, consistently with [`unflatten`]): the
+/// order of gradients, Jacobian columns and cotangent seeds.
+pub fn flatten(v: &Value, out: &mut Vec<f64>) {
+    match v {
+        Value::Double(x) => out.push(*x),
+        Value::Index(_) => {}
+        Value::Array(items) => items.iter().for_each(|x| flatten(x, out)),
+        Value::Persistent(_) => flatten(&v.frozen(), out),
+        Value::Pair(p) => {
+            flatten(&p.0, out);
+            flatten(&p.1, out);
+        }
+        Value::Bool(_) | Value::Closure(_) => {}
+    }
+}
+
+/// `v` with its doubles replaced, in order, by `xs` (NaN when `xs` runs out).
+pub fn unflatten(v: &Value, xs: &mut impl Iterator<Item = f64>) -> Value {
+    match v {
+        Value::Double(_) => Value::Double(xs.next().unwrap_or(f64::NAN)),
+        Value::Array(items) => Value::array(items.iter().map(|x| unflatten(x, xs)).collect()),
+        Value::Pair(p) => {
+            let a = unflatten(&p.0, xs);
+            let b = unflatten(&p.1, xs);
+            Value::pair(a, b)
+        }
+        other => other.clone(),
+    }
+}
+
 impl fmt::Display for Value {
     /// JSON: numbers, `true`/`false`, arrays and tuples as JSON arrays.
     /// Doubles always carry a decimal point or exponent; non-finite doubles
@@ -298,6 +329,39 @@ impl fmt::Display for Value {
             }
             Value::Persistent(_) => write!(f, "{}", self.frozen()),
             Value::Closure(_) => write!(f, "\"<function>\""),
+        }
+    }
+}
+
+impl serde::Serialize for Value {
+    /// The JSON of [`Value`]'s `Display`: numbers, booleans, arrays (tuples
+    /// too); a non-finite Double as the string `"NaN"`, `"Infinity"` or
+    /// `"-Infinity"`; a function as the string `"<function>"`.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        match self {
+            Value::Double(x) if x.is_nan() => s.serialize_str("NaN"),
+            Value::Double(x) if x.is_infinite() => {
+                s.serialize_str(if *x < 0.0 { "-Infinity" } else { "Infinity" })
+            }
+            Value::Double(x) => s.serialize_f64(*x),
+            Value::Index(i) => s.serialize_i64(*i),
+            Value::Bool(b) => s.serialize_bool(*b),
+            Value::Pair(p) => {
+                let mut seq = s.serialize_seq(Some(2))?;
+                seq.serialize_element(&p.0)?;
+                seq.serialize_element(&p.1)?;
+                seq.end()
+            }
+            Value::Array(a) => {
+                let mut seq = s.serialize_seq(Some(a.len()))?;
+                for x in a.iter() {
+                    seq.serialize_element(x)?;
+                }
+                seq.end()
+            }
+            Value::Persistent(_) => self.frozen().serialize(s),
+            Value::Closure(_) => s.serialize_str("<function>"),
         }
     }
 }

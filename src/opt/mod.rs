@@ -22,7 +22,7 @@ pub mod rules;
 use crate::ir::{Def, Expr, Program};
 
 pub use engine::{OptLimits, PhaseStats};
-pub use rules::{RuleDef, RuleError, load};
+pub use rules::{RuleDef, RuleError, RuleFile, load};
 
 /// Substitutes the single-use and cheap `let`s of the last definition's
 /// body: after common-subexpression elimination, what stays bound is shared.
@@ -59,6 +59,30 @@ pub struct Optimised {
     pub explanation: Vec<(String, Vec<String>)>,
     /// With `check`: every step of every phase replayed against the rules.
     pub check: Option<check::CheckReport>,
+}
+
+impl Optimised {
+    /// The rules applied, per phase, in the order of the explanation: the
+    /// rule name of each of egg's flat explanation lines that is a rewrite
+    /// (`… (Rewrite=> name …)`).
+    pub fn rules_applied(&self) -> Vec<(&str, Vec<&str>)> {
+        self.explanation
+            .iter()
+            .map(|(phase, steps)| {
+                let rules = steps
+                    .iter()
+                    .filter_map(|line| {
+                        line.split("Rewrite").nth(1).and_then(|r| {
+                            r.trim_start_matches(['=', '<', '>'])
+                                .split([' ', ')'])
+                                .find(|w| !w.is_empty())
+                        })
+                    })
+                    .collect();
+                (phase.as_str(), rules)
+            })
+            .collect()
+    }
 }
 
 /// The largest term a phase saturates.

@@ -479,9 +479,19 @@ fn condition(words: &[&str]) -> Result<Cond, (&'static str, String)> {
     Ok(c)
 }
 
-/// Loads the default families, then every `*.rules` file of `dir`; a file
-/// named like a default family replaces it. Rule names must be unique.
-pub fn load(dir: Option<&std::path::Path>) -> Result<Vec<RuleDef>, RuleError> {
+/// A rule file given by the user: its path (for messages; its stem names
+/// the family) and its text. The command line reads `--rules DIR` into
+/// these, so the optimiser reads no files.
+#[derive(Clone, Debug)]
+pub struct RuleFile {
+    pub path: String,
+    pub text: String,
+}
+
+/// Loads the default families, then every file of `extra` in order; a
+/// file named like a default family replaces it. Rule names must be
+/// unique.
+pub fn load(extra: Option<&[RuleFile]>) -> Result<Vec<RuleDef>, RuleError> {
     let mut families: BTreeMap<String, (String, String)> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     for (f, text) in DEFAULT_FAMILIES {
@@ -491,39 +501,16 @@ pub fn load(dir: Option<&std::path::Path>) -> Result<Vec<RuleDef>, RuleError> {
         );
         order.push(f.to_string());
     }
-    if let Some(dir) = dir {
-        let mut paths: Vec<_> = std::fs::read_dir(dir)
-            .map_err(|e| RuleError {
-                file: dir.display().to_string(),
-                line: 0,
-                col: 0,
-                code: "rules-dir",
-                message: format!("cannot read the rules directory: {e}"),
-                text: String::new(),
-            })?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "rules"))
-            .collect();
-        paths.sort();
-        for p in paths {
-            let fam = p
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .unwrap_or("rules")
-                .to_string();
-            let text = std::fs::read_to_string(&p).map_err(|e| RuleError {
-                file: p.display().to_string(),
-                line: 0,
-                col: 0,
-                code: "rules-file",
-                message: format!("cannot read: {e}"),
-                text: String::new(),
-            })?;
-            if !order.contains(&fam) {
-                order.push(fam.clone());
-            }
-            families.insert(fam, (p.display().to_string(), text));
+    for file in extra.unwrap_or_default() {
+        let fam = std::path::Path::new(&file.path)
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("rules")
+            .to_string();
+        if !order.contains(&fam) {
+            order.push(fam.clone());
         }
+        families.insert(fam, (file.path.clone(), file.text.clone()));
     }
     let mut all: Vec<RuleDef> = Vec::new();
     for fam in order {

@@ -58,6 +58,7 @@ pub struct Scheme {
 }
 
 /// The result of inference over a whole program.
+#[derive(Clone)]
 pub struct Typing {
     vars: Vec<VarInfo>,
     /// The type of every expression (indexed by `ExprId`), unresolved.
@@ -70,20 +71,43 @@ pub struct Typing {
 }
 
 pub fn infer_program(prog: &Program) -> Result<Typing, TypeError> {
+    let t = Typing {
+        vars: Vec::new(),
+        types: Vec::new(),
+        schemes: Vec::new(),
+        insts: HashMap::new(),
+    };
+    infer_defs(prog, t)
+}
+
+/// Infers the definitions of `prog` after those `base` typed, in the
+/// environment of their schemes (T-Def): a definition appended to a typed
+/// program (a generated wrapper) costs its own inference, not the whole
+/// program's again. `prog` must extend the program `base` typed: the same
+/// definitions and nodes first, new ones after. The result is the typing a
+/// whole-program inference gives, type variables numbered alike.
+pub fn infer_appended(prog: &Program, base: &Typing) -> Result<Typing, TypeError> {
+    infer_defs(prog, base.clone())
+}
+
+/// T-Def for every definition of `prog` from the first that `t` has no
+/// scheme for.
+fn infer_defs(prog: &Program, mut t: Typing) -> Result<Typing, TypeError> {
+    let done = t.schemes.len();
+    t.types.resize(prog.exprs.len(), None);
     let mut inf = Infer {
         prog,
-        t: Typing {
-            vars: Vec::new(),
-            types: vec![None; prog.exprs.len()],
-            schemes: Vec::new(),
-            insts: HashMap::new(),
-        },
+        t,
         locals: Vec::new(),
-        globals: HashMap::new(),
+        globals: prog.defs[..done.min(prog.defs.len())]
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.name.to_string(), i))
+            .collect(),
         current: None,
         pending: Vec::new(),
     };
-    for (i, d) in prog.defs.iter().enumerate() {
+    for (i, d) in prog.defs.iter().enumerate().skip(done) {
         inf.current = Some(d.name.to_string());
         let ty = inf.expr(d.body)?; // T-Def
         inf.solve_derivs()?;

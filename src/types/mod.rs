@@ -16,7 +16,7 @@ use thiserror::Error;
 
 use crate::diagnostic::{Diagnose, Span};
 
-pub use infer::{Scheme, Typing, infer_program};
+pub use infer::{Scheme, Typing, infer_appended, infer_program};
 pub use mono::{Monomorphic, monomorphise};
 
 #[derive(Debug, Error, Clone, PartialEq)]

@@ -57,3 +57,21 @@ pub fn temp_file(name: &str, src: &str) -> std::path::PathBuf {
 pub fn root() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
+
+/// The `*.rules` files of `dir`, read as `fsmooth --rules DIR` reads them
+/// (sorted by name).
+pub fn rule_files(dir: &std::path::Path) -> Vec<fsmooth::opt::RuleFile> {
+    let mut paths: Vec<_> = std::fs::read_dir(dir)
+        .expect("rules dir")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rules"))
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| fsmooth::opt::RuleFile {
+            text: std::fs::read_to_string(&p).expect("rule file"),
+            path: p.display().to_string(),
+        })
+        .collect()
+}

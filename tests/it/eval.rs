@@ -4,7 +4,7 @@ use fsmooth::diagnostic::Diagnose;
 use fsmooth::eval::{EvalError, Limits};
 use fsmooth::pipeline;
 
-fn entry(src: &str, name: &str) -> pipeline::Entry {
+fn entry(src: &str, name: &str) -> std::rc::Rc<pipeline::Entry> {
     let loaded = pipeline::load(src).expect("loads");
     pipeline::entry(&loaded, name).expect("entry")
 }

@@ -32,7 +32,7 @@ fn eval(src: &str, entry: &str, input: &str) -> (Value, Type) {
     let (v, _) = e
         .run(args, Limits::default(), &mut |_, _| {})
         .unwrap_or_else(|err| panic!("{entry} {input}: {err}"));
-    (v, e.result)
+    (v, e.result.clone())
 }
 
 fn doubles(v: &Value) -> Vec<f64> {

@@ -142,9 +142,9 @@ fn check_file(path: &Path) -> (Vec<String>, String) {
         return (failures, src);
     };
     // Round trip: parse(print(p)) == p.
-    let printed = print_program(&loaded.program);
+    let printed = print_program(loaded.program());
     match pipeline::parse(&printed) {
-        Ok(again) if again.same_program(&loaded.program) => {}
+        Ok(again) if again.same_program(loaded.program()) => {}
         Ok(_) => failures.push(format!(
             "{name}: printing and re-parsing changes the program:\n{printed}"
         )),
@@ -159,8 +159,8 @@ fn check_file(path: &Path) -> (Vec<String>, String) {
                 continue;
             };
             let def = def.trim();
-            let actual = match loaded.program.defs.iter().rposition(|d| &*d.name == def) {
-                Some(i) => loaded.typing.scheme_string(i),
+            let actual = match loaded.program().defs.iter().rposition(|d| &*d.name == def) {
+                Some(i) => loaded.typing().scheme_string(i),
                 None => format!("<no definition `{def}`>"),
             };
             if actual != expected.trim() {

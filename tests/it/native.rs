@@ -12,7 +12,7 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 use fsmooth::ad::Checkpointing;
 use fsmooth::adbench::gmm::read_gmm;
-use fsmooth::codegen::{AotOptions, CodegenError, Native, compile_object};
+use fsmooth::codegen::{AotOptions, CodegenError, Native};
 use fsmooth::diagnostic::Diagnose;
 use fsmooth::eval::{EvalError, Limits, Value};
 use fsmooth::ir::Type;
@@ -68,7 +68,7 @@ fn show<E>(r: Result<Value, E>, code: impl Fn(&E) -> &'static str) -> String {
     }
 }
 
-fn load_entry(src: &str, name: &str) -> Entry {
+fn load_entry(src: &str, name: &str) -> std::rc::Rc<Entry> {
     let loaded = pipeline::load(src).unwrap_or_else(|d| panic!("load: {d}\n{src}"));
     pipeline::entry(&loaded, name).unwrap_or_else(|d| panic!("entry {name}: {d}"))
 }
@@ -172,7 +172,7 @@ fn native_examples_agree_with_the_evaluator() {
         let src = std::fs::read_to_string(f).expect("example readable");
         let loaded = pipeline::load(&src).expect("examples load");
         let names: Vec<String> = loaded
-            .program
+            .program()
             .defs
             .iter()
             .filter(|d| !d.prelude)
@@ -823,7 +823,7 @@ fn adbench_file(rel: &str) -> String {
         .expect("ADBench data file")
 }
 
-fn gmm_native() -> (Entry, Native) {
+fn gmm_native() -> (std::rc::Rc<Entry>, Native) {
     let e = load_entry(&example("adbench/gmm.fsm"), "gmmObjective");
     let n = compile(&e);
     (e, n)
@@ -887,17 +887,19 @@ fn gmm_reverse_mode_adds_into_accumulators_in_place() {
         "{text}"
     );
     assert!(text.matches("addAt").count() >= 10, "{text}");
-    let listing = compile_object(
-        &rev.rev,
-        &AotOptions {
-            symbol: "g".into(),
-            origin: "test".into(),
-            listing: true,
-        },
-    )
-    .expect("compiles")
-    .listing
-    .expect("a listing");
+    let listing = rev
+        .rev
+        .object(
+            &rev.rev.params,
+            &AotOptions {
+                symbol: "g".into(),
+                origin: "test".into(),
+                listing: true,
+            },
+        )
+        .expect("compiles")
+        .listing
+        .expect("a listing");
     assert!(listing.contains(";; into a copy: none\n"), "{listing}");
     let input = read_gmm(&adbench_file("data/gmm/test.txt")).expect("test.txt reads");
     assert_eq!(
@@ -2621,7 +2623,8 @@ fn listing_of(src: &str, name: &str) -> String {
         origin: "test".into(),
         listing: true,
     };
-    compile_object(&load_entry(src, name), &options)
+    let e = load_entry(src, name);
+    e.object(&e.params, &options)
         .expect("compiles")
         .listing
         .expect("a listing")
@@ -3591,7 +3594,7 @@ let divides = fun (v: Vector) (w: Double) ->
     // The maximum itself is a select (Note [Selects]), not skipped.
     let max = "let m = fun (v: Vector) -> ifold (fun s i -> if v[i] > s then v[i] else s) 0.0 (length v)\n";
     assert_eq!(listing_says(max, "m", skipping), "none");
-    let entries: Vec<(&str, Entry, Native)> = [
+    let entries: Vec<(&str, std::rc::Rc<Entry>, Native)> = [
         "argmax",
         "argminScaled",
         "failsWhenTaken",
@@ -3663,7 +3666,7 @@ let arrayState = fun (v: Vector) (w: Double) ->
     }
     // A state with an array runs as written.
     assert_eq!(listing_says(src, "arrayState", doubled), "none");
-    let entries: Vec<(&str, Entry, Native)> = fs
+    let entries: Vec<(&str, std::rc::Rc<Entry>, Native)> = fs
         .into_iter()
         .chain(["arrayState"])
         .map(|f| {

@@ -52,7 +52,7 @@ fn canon(text: &str) -> String {
         .replace("( ", "(")
 }
 
-fn optimised(src: &str, entry: &str) -> (pipeline::Entry, pipeline::OptimisedEntry) {
+fn optimised(src: &str, entry: &str) -> (std::rc::Rc<pipeline::Entry>, pipeline::OptimisedEntry) {
     let loaded = pipeline::load(src).expect("loads");
     let e = pipeline::entry(&loaded, entry).expect("entry");
     let o = pipeline::optimise_entry(&e, &checked()).expect("optimises");

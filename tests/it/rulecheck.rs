@@ -10,7 +10,7 @@ use crate::common::{cli, root};
 
 fn fixture_rules() -> Vec<RuleDef> {
     let dir = root().join("tests/data/unsound-rules");
-    load(Some(&dir))
+    load(Some(&crate::common::rule_files(&dir)))
         .expect("the fixture rule file loads")
         .into_iter()
         .filter(|r| r.family == "unsound")

@@ -1,0 +1,248 @@
+//! `grad`, `jacobian`, `vjp`, `ad` and `compile`: derivatives of an entry in
+//! a gradient mode, as values, as printed programs, or as object files.
+//! Each loads the program once into a session and asks `gradient` for the
+//! mode's programs.
+
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Instant;
+
+use super::args::{CheckpointArg, CompileArgs, CompileMode, DerivArgs, RulesArg};
+use super::{Failure, Sources, input_text, out, out_json, rule_files, stats_line, write};
+use crate::diagnostic::{Diagnostic, Span};
+use crate::gradient::{Mode, Plan};
+use crate::ir::Type;
+use crate::pipeline::{Engine, OptOptions, Session};
+
+/// The session of a command: the program loaded once, with the
+/// optimiser's options for `--mode fwd-opt` (`--rules DIR`;
+/// `FSMOOTH_OPT_CHECK=1` turns on `opt --check` for every optimisation,
+/// as the test suite does).
+pub(super) fn session(src: &Sources, rules: &RulesArg) -> Result<Session, Failure> {
+    let opts = OptOptions {
+        rules: rule_files(rules.dir.as_deref())?,
+        check: check_from_env(),
+        ..OptOptions::default()
+    };
+    let s = Session::load(&src.main_src).map_err(|d| src.fail(&d))?;
+    Ok(s.with_options(opts))
+}
+
+/// `FSMOOTH_OPT_CHECK=1`.
+pub(super) fn check_from_env() -> bool {
+    std::env::var_os("FSMOOTH_OPT_CHECK").is_some_and(|v| v == "1")
+}
+
+/// `--engine native` with a mode that has no program is a usage error.
+pub(super) fn native_runs(mode: Mode, engine: Engine) -> Result<(), Failure> {
+    if engine == Engine::Native && !mode.runs_natively() {
+        return Err(Failure::usage(format!(
+            "--engine native runs the derivative programs of modes fwd, fwd-opt, fwd-vec, fwd-rows and rev; `{}` is an interpreter on the evaluator",
+            mode.name()
+        )));
+    }
+    Ok(())
+}
+
+/// `grad` (`jacobian`: the whole Jacobian).
+pub fn grad(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
+    let src = Sources::read(&args.file)?;
+    let fail = |d: &Diagnostic| src.fail(d);
+    let input = input_text(&args.input)?;
+    let session = session(&src, &args.rules)?;
+    let engine = args.engine.engine;
+    let plan = Plan::new(
+        &session,
+        &args.entry,
+        &args.wrt,
+        args.mode,
+        engine,
+        args.checkpoint.policy,
+    )
+    .map_err(|d| fail(&d))?;
+    if !jacobian && plan.base.result != Type::Double {
+        return Err(fail(&Diagnostic {
+            code: "not-scalar",
+            message: format!(
+                "`grad` needs a Double-valued entry; `{}` returns {} (use `jacobian`)",
+                args.entry, plan.base.result
+            ),
+            span: plan.base.span,
+            notes: Vec::new(),
+        }));
+    }
+    let values = plan
+        .base
+        .read_input(input.as_deref())
+        .map_err(|d| fail(&d))?;
+    native_runs(args.mode, engine)?;
+    let like = values[plan.wrt].clone();
+    let start = Instant::now();
+    let cols = plan
+        .columns(values, engine, args.engine.limits())
+        .map_err(|e| fail(&Diagnostic::from(&e)))?;
+    let elapsed = start.elapsed();
+    if jacobian {
+        out_json(&serde_json::json!({"value": cols.value, "jacobian": cols.jacobian()}))?;
+    } else {
+        out_json(&serde_json::json!({"value": cols.value, "gradient": cols.gradient(&like)}))?;
+    }
+    if args.stats {
+        stats_line(cols.stats, elapsed);
+    }
+    Ok(())
+}
+
+/// `vjp`: wᵀJ for the cotangent `w` given as JSON.
+pub fn vjp(args: DerivArgs, cotangent: &str) -> Result<(), Failure> {
+    let src = Sources::read(&args.file)?;
+    let fail = |d: &Diagnostic| src.fail(d);
+    let input = input_text(&args.input)?;
+    let session = session(&src, &args.rules)?;
+    let engine = args.engine.engine;
+    let plan = Plan::new(
+        &session,
+        &args.entry,
+        &args.wrt,
+        args.mode,
+        engine,
+        args.checkpoint.policy,
+    )
+    .map_err(|d| fail(&d))?;
+    let values = plan
+        .base
+        .read_input(input.as_deref())
+        .map_err(|d| fail(&d))?;
+    native_runs(args.mode, engine)?;
+    let w = serde_json::from_str::<serde_json::Value>(cotangent)
+        .map_err(|e| {
+            fail(&Diagnostic {
+                code: "invalid-json",
+                message: format!("--cotangent is not valid JSON: {e}"),
+                span: Span::whole_file(),
+                notes: Vec::new(),
+            })
+        })
+        .and_then(|j| {
+            crate::interchange::value_from_json(&j, &plan.base.result, "cotangent", plan.base.span)
+                .map_err(|e| fail(&Diagnostic::from(&e)))
+        })?;
+    let start = Instant::now();
+    let (value, g, stats) = plan
+        .vjp(values, &w, engine, args.engine.limits())
+        .map_err(|e| fail(&Diagnostic::from(&e)))?;
+    let elapsed = start.elapsed();
+    out_json(&serde_json::json!({"value": value, "vjp": g}))?;
+    if args.stats {
+        stats_line(stats, elapsed);
+    }
+    Ok(())
+}
+
+/// `ad`: the mode's derivative program, printed.
+pub fn ad(
+    file: &Path,
+    entry: &str,
+    wrt: &str,
+    mode: Mode,
+    rules: RulesArg,
+    checkpoint: CheckpointArg,
+) -> Result<(), Failure> {
+    let src = Sources::read(file)?;
+    let fail = |d: &Diagnostic| src.fail(d);
+    let session = session(&src, &rules)?;
+    let k = session.param(entry, wrt).map_err(|d| fail(&d))?;
+    let Some(a) = mode.program(Rc::from(entry), k, checkpoint.policy) else {
+        return Err(Failure::usage(
+            "`ad` prints source-to-source programs: --mode fwd, fwd-opt, fwd-vec, fwd-rows or rev",
+        ));
+    };
+    let program = session.get(&a).map_err(|d| fail(&d))?;
+    out(&crate::syntax::print_program(&program.program))
+}
+
+/// `compile`: the entry, or the program of a mode, as an object file and a
+/// C header.
+pub fn compile(args: CompileArgs) -> Result<(), Failure> {
+    let src = Sources::read(&args.file)?;
+    let fail = |d: &Diagnostic| src.fail(d);
+    let mode_name = clap::ValueEnum::to_possible_value(&args.mode)
+        .map(|v| v.get_name().to_string())
+        .unwrap_or_default();
+    let wrt = match (args.mode.mode(), &args.wrt) {
+        (None, None) => "",
+        (None, Some(_)) => {
+            return Err(Failure::usage(
+                "--wrt needs --mode fwd, fwd-opt, fwd-vec, fwd-rows or rev",
+            ));
+        }
+        (Some(_), Some(w)) => w.as_str(),
+        (Some(_), None) => {
+            return Err(Failure::usage(format!(
+                "--mode {mode_name} needs --wrt NAME (the independent variable)"
+            )));
+        }
+    };
+    let session = session(&src, &RulesArg { dir: None })?;
+    let base = session.entry(&args.entry).map_err(|d| fail(&d))?;
+    let program = match args.mode.mode() {
+        None => base.clone(),
+        Some(mode) => {
+            let k = session.param(&args.entry, wrt).map_err(|d| fail(&d))?;
+            let a = mode
+                .program(Rc::from(args.entry.as_str()), k, args.checkpoint.policy)
+                .ok_or_else(|| Failure::usage("this mode has no program"))?;
+            session.get(&a).map_err(|d| fail(&d))?
+        }
+    };
+    let suffix = match args.mode {
+        CompileMode::Objective => "",
+        CompileMode::Fwd => "_fwd",
+        CompileMode::FwdOpt => "_fwd_opt",
+        CompileMode::FwdVec => "_fwd_vec",
+        CompileMode::FwdRows => "_fwd_rows",
+        CompileMode::Rev => "_rev",
+    };
+    // The derivative programs take the entry's parameters (reverse mode
+    // then the result's cotangent): give them the entry's names.
+    let params: Vec<(String, Type)> = program
+        .params
+        .iter()
+        .enumerate()
+        .map(|(k, (_, t))| {
+            let name = base
+                .params
+                .get(k)
+                .map_or_else(|| "cotangent".to_string(), |(n, _)| n.clone());
+            (name, t.clone())
+        })
+        .collect();
+    let symbol = args
+        .symbol
+        .clone()
+        .unwrap_or_else(|| crate::codegen::default_symbol(&args.entry, suffix));
+    let mut origin = format!(
+        "{}, entry `{}`, mode {mode_name}",
+        args.file.display(),
+        args.entry
+    );
+    if !wrt.is_empty() {
+        origin.push_str(&format!(" with respect to `{wrt}`"));
+    }
+    let options = crate::codegen::AotOptions {
+        symbol,
+        origin,
+        listing: args.listing.is_some(),
+    };
+    let code = program
+        .object(&params, &options)
+        .map_err(|e| fail(&Diagnostic::from(&e)))?;
+    write(&args.output, &code.object)?;
+    if let Some(h) = &args.header {
+        write(h, code.header.as_bytes())?;
+    }
+    if let (Some(path), Some(text)) = (&args.listing, &code.listing) {
+        write(path, text.as_bytes())?;
+    }
+    Ok(())
+}

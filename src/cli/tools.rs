@@ -1,0 +1,151 @@
+//! `rules` (list the rule set, check each rule against the evaluator) and
+//! `difftest` (differential testing campaigns): commands about fsmooth
+//! itself rather than about a program.
+
+use std::path::Path;
+use std::time::Instant;
+
+use super::args::RulesCmd;
+use super::{Failure, json, out, out_json, rule_files};
+use crate::opt::RuleDef;
+
+fn load_rules(dir: Option<&Path>) -> Result<Vec<RuleDef>, Failure> {
+    let files = rule_files(dir)?;
+    crate::opt::load(files.as_deref()).map_err(|r| Failure::Error(r.render()))
+}
+
+pub fn rules(cmd: RulesCmd) -> Result<(), Failure> {
+    match cmd {
+        RulesCmd::List { rules } => {
+            let mut text = String::new();
+            for r in load_rules(rules.dir.as_deref())? {
+                text.push_str(&format!(
+                    "{:<22} {:<9} [{}]  {}\n",
+                    r.name,
+                    r.family,
+                    r.tags.join(", "),
+                    r.doc
+                ));
+            }
+            out(&text)
+        }
+        RulesCmd::Check {
+            rules,
+            cases,
+            seed,
+            only,
+            families,
+            depth,
+            fuel,
+        } => check(
+            rules.dir.as_deref(),
+            &only,
+            &families,
+            crate::rulecheck::Options {
+                cases,
+                seed,
+                depth,
+                fuel,
+            },
+        ),
+    }
+}
+
+fn check(
+    dir: Option<&Path>,
+    only: &[String],
+    families: &[String],
+    opts: crate::rulecheck::Options,
+) -> Result<(), Failure> {
+    let all = load_rules(dir)?;
+    for name in only {
+        if !all.iter().any(|r| &r.name == name) {
+            return Err(Failure::Error(format!(
+                "error[unknown-rule]: no rule named `{name}` in the loaded rule set\n"
+            )));
+        }
+    }
+    let rules: Vec<_> = all
+        .into_iter()
+        .filter(|r| only.is_empty() || only.contains(&r.name))
+        .filter(|r| families.is_empty() || families.contains(&r.family))
+        .collect();
+    let start = Instant::now();
+    let reports = crate::rulecheck::check_rules(&rules, &opts);
+    let failed: Vec<_> = reports.iter().filter(|r| r.failed > 0).collect();
+    out(&format!(
+        "{}{} rule(s), {} instance(s) with conditions holding, {} failing rule(s), {:.1} s\n",
+        crate::rulecheck::table(&reports),
+        reports.len(),
+        reports.iter().map(|r| r.held).sum::<u64>(),
+        failed.len(),
+        start.elapsed().as_secs_f64()
+    ))?;
+    if failed.is_empty() {
+        return Ok(());
+    }
+    let mut msg = String::new();
+    for r in failed {
+        let def = rules.iter().find(|d| d.name == r.name);
+        msg.push_str(&format!(
+            "error[rule-unsound]: rule `{}` (family `{}`, line {}) fails on {} of {} instance(s)\n",
+            r.name,
+            r.family,
+            def.map_or(0, |d| d.line),
+            r.failed,
+            r.held
+        ));
+        if let Some(d) = def {
+            msg.push_str(&format!("  {}\n", d.doc));
+        }
+        if let Some(c) = &r.counterexample {
+            msg.push_str(&format!("{c}\n"));
+        }
+    }
+    Err(Failure::Error(msg))
+}
+
+pub fn difftest(c: crate::difftest::Campaign, save: &Path) -> Result<(), Failure> {
+    let start = Instant::now();
+    let s = crate::difftest::run(c);
+    out_json(&serde_json::json!({
+        "property": c.property.name(),
+        "programs": s.programs,
+        "seed": c.seed,
+        "max_size": c.max_size,
+        "defined_points": s.counts.defined,
+        "compared": s.counts.compared,
+        "finite_differences": s.counts.fd,
+        "ieee_overflow": s.counts.ieee,
+        "ieee_rounding": s.counts.rounding,
+        "bottom_agreements": s.counts.bottoms,
+        "failures": usize::from(s.failure.is_some()),
+        "seconds": json::rounded(start.elapsed().as_secs_f64(), 3),
+    }))?;
+    let Some(f) = s.failure else {
+        return Ok(());
+    };
+    let name = format!("{}-seed{}-case{}.fsm", c.property.name(), c.seed, f.case);
+    let text = format!(
+        "// property: {}\n// Found by `fsmooth difftest --property {} --seed {} --max-size {}` (case {}, {} shrinks):\n// {}\n{}",
+        c.property.name(),
+        c.property.name(),
+        c.seed,
+        c.max_size,
+        f.case,
+        f.shrinks,
+        f.message.replace('\n', "\n// "),
+        f.program.trim_end()
+    ) + "\n";
+    let saved = std::fs::create_dir_all(save)
+        .and_then(|()| std::fs::write(save.join(&name), &text))
+        .map(|()| format!("saved as {}", save.join(&name).display()))
+        .unwrap_or_else(|e| format!("not saved ({}: {e})", save.display()));
+    Err(Failure::Error(format!(
+        "error[difftest-disagreement]: case {} of seed {}: {}\n{}\n{saved}\n",
+        f.case,
+        c.seed,
+        f.message,
+        f.program.trim_end()
+    )))
+}

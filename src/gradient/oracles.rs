@@ -1,0 +1,94 @@
+//! The two gradient oracles that are not programs: central finite
+//! differences and reverse mode by taping (`tape.rs`), both on the
+//! reference evaluator. Independent of the source-to-source modes, they
+//! are what those are checked against.
+
+use super::Columns;
+use super::reading::one_hot;
+use crate::eval::{EvalError, Limits, Value, flatten, unflatten};
+use crate::pipeline::Entry;
+
+/// Central finite differences: (f(x + h eⱼ) − f(x − h eⱼ)) / 2h with
+/// h = ε^(1/3) · max(1, |xⱼ|), on the reference evaluator.
+pub fn finite_differences(
+    base: &Entry,
+    wrt: usize,
+    args: Vec<Value>,
+    limits: Limits,
+) -> Result<Columns, EvalError> {
+    let (value, mut stats) = base.run(args.clone(), limits, &mut |_, _| {})?;
+    let mut xs = Vec::new();
+    flatten(&args[wrt], &mut xs);
+    let mut columns = Vec::with_capacity(xs.len());
+    for j in 0..xs.len() {
+        let h = f64::EPSILON.cbrt() * xs[j].abs().max(1.0);
+        let mut eval_at = |delta: f64| -> Result<Vec<f64>, EvalError> {
+            let mut p = xs.clone();
+            p[j] += delta;
+            let mut a = args.clone();
+            a[wrt] = unflatten(&args[wrt], &mut p.into_iter());
+            let (v, s) = base.run(a, limits, &mut |_, _| {})?;
+            stats.steps += s.steps;
+            stats.ops += s.ops;
+            let mut out = Vec::new();
+            flatten(&v, &mut out);
+            Ok(out)
+        };
+        let plus = eval_at(h)?;
+        let minus = eval_at(-h)?;
+        if plus.len() != minus.len() {
+            return Err(EvalError::Domain {
+                op: "central finite differences",
+                arg: format!("input element {j}: the result changes shape within ±{h:e}"),
+                span: base.span,
+            });
+        }
+        columns.push(
+            plus.iter()
+                .zip(&minus)
+                .map(|(a, b)| (a - b) / (2.0 * h))
+                .collect(),
+        );
+    }
+    Ok(Columns {
+        value,
+        columns,
+        stats,
+    })
+}
+
+/// Reverse mode by taping (`tape`): one backward sweep per output element.
+pub fn tape(
+    base: &Entry,
+    wrt: usize,
+    args: Vec<Value>,
+    limits: Limits,
+) -> Result<Columns, EvalError> {
+    let name = base.name_in_program();
+    let (value, mut stats) = base.run(args.clone(), limits, &mut |_, _| {})?;
+    let mut outs = Vec::new();
+    flatten(&value, &mut outs);
+    let mut rows = Vec::with_capacity(outs.len());
+    for i in 0..outs.len() {
+        let seed = one_hot(&value, i);
+        let t = crate::tape::vjp(&base.program, &name, args.clone(), wrt, Some(&seed), limits)?;
+        stats.steps += t.stats.steps;
+        stats.ops += t.stats.ops;
+        let mut row = Vec::new();
+        flatten(&t.gradient, &mut row);
+        rows.push(row);
+    }
+    let n = rows.first().map(Vec::len).unwrap_or_else(|| {
+        let mut xs = Vec::new();
+        flatten(&args[wrt], &mut xs);
+        xs.len()
+    });
+    let columns = (0..n)
+        .map(|j| rows.iter().map(|r| r[j]).collect())
+        .collect();
+    Ok(Columns {
+        value,
+        columns,
+        stats,
+    })
+}

@@ -1,0 +1,284 @@
+//! [`Session`]: one program loaded once — parsed, inferred — and every
+//! program derived from it, built on demand and cached by what it is
+//! ([`Artefact`]). A command makes one session; tests make one per
+//! program.
+
+use std::cell::{OnceCell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use cranelift_entity::SecondaryMap;
+
+use super::passes::{Pass, timed};
+use super::{Artefact, Entry, Form, OptOptions, Optimised, generated, parse};
+use crate::ad::ForwardMode;
+use crate::diagnostic::Diagnostic;
+use crate::interchange::InputError;
+use crate::ir::{ExprId, Program, Type};
+use crate::opt::RuleDef;
+use crate::types::{Typing, infer_appended, infer_program, monomorphise};
+
+/// A loaded program and the programs derived from it.
+pub struct Session {
+    /// The prelude and the user's program, parsed once.
+    program: Program,
+    /// Their types, inferred once.
+    typing: Typing,
+    /// How `Artefact::Optimised` optimises.
+    opt: OptOptions,
+    rules: OnceCell<Result<Rc<Vec<RuleDef>>, Diagnostic>>,
+    built: RefCell<HashMap<Artefact, Rc<Entry>>>,
+    optimised: RefCell<HashMap<Artefact, Rc<Optimised>>>,
+}
+
+impl Session {
+    /// Parses and type-checks the prelude and `src`.
+    pub fn load(src: &str) -> Result<Session, Diagnostic> {
+        let program = parse(src)?;
+        Session::of_program(program)
+    }
+
+    /// A session for a program already parsed (prelude included).
+    pub fn of_program(program: Program) -> Result<Session, Diagnostic> {
+        let typing =
+            timed(Pass::Infer, || infer_program(&program)).map_err(|e| Diagnostic::from(&e))?;
+        Ok(Session {
+            program,
+            typing,
+            opt: OptOptions::default(),
+            rules: OnceCell::new(),
+            built: RefCell::new(HashMap::new()),
+            optimised: RefCell::new(HashMap::new()),
+        })
+    }
+
+    /// This session with the optimiser's options (the rules, the limits,
+    /// `opt --check`).
+    pub fn with_options(mut self, opt: OptOptions) -> Session {
+        self.opt = opt;
+        self.rules = OnceCell::new();
+        self.optimised.borrow_mut().clear();
+        self
+    }
+
+    /// The parsed program, prelude first.
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// The inferred types of [`Session::program`].
+    pub fn typing(&self) -> &Typing {
+        &self.typing
+    }
+
+    /// The optimiser's options.
+    pub fn options(&self) -> &OptOptions {
+        &self.opt
+    }
+
+    /// The monomorphic program of the definition `name`.
+    pub fn entry(&self, name: &str) -> Result<Rc<Entry>, Diagnostic> {
+        self.get(&Artefact::entry(name))
+    }
+
+    /// The position of the parameter `wrt` of entry `name`.
+    pub fn param(&self, name: &str, wrt: &str) -> Result<usize, Diagnostic> {
+        let base = self.entry(name)?;
+        base.params
+            .iter()
+            .position(|(n, _)| n == wrt)
+            .ok_or_else(|| {
+                Diagnostic::from(&InputError::Params {
+                    message: format!(
+                        "`{name}` has no parameter `{wrt}` (parameters: {})",
+                        base.signature()
+                    ),
+                    span: base.span,
+                })
+            })
+    }
+
+    /// The program `a`, built once.
+    pub fn get(&self, a: &Artefact) -> Result<Rc<Entry>, Diagnostic> {
+        if let Some(e) = self.built.borrow().get(a) {
+            return Ok(e.clone());
+        }
+        let e = self.build(a)?;
+        self.built.borrow_mut().insert(a.clone(), e.clone());
+        Ok(e)
+    }
+
+    /// The optimiser's output for `of` with its report (what `fsmooth opt`
+    /// prints), built once.
+    pub fn optimise(&self, of: &Artefact, exact_only: bool) -> Result<Rc<Optimised>, Diagnostic> {
+        let key = Artefact::Optimised {
+            of: Rc::new(of.clone()),
+            exact_only,
+        };
+        if let Some(o) = self.optimised.borrow().get(&key) {
+            return Ok(o.clone());
+        }
+        let input = self.get(of)?;
+        let mut rules = (*self.rules()?).clone();
+        if exact_only {
+            rules.retain(|r| !r.has_tag("ieee-inexact"));
+        }
+        let o = Rc::new(super::optimise::optimise(
+            key.clone(),
+            &input,
+            &rules,
+            &self.opt,
+        )?);
+        self.optimised.borrow_mut().insert(key, o.clone());
+        Ok(o)
+    }
+
+    /// The rule set of the optimiser's options, loaded once.
+    pub fn rules(&self) -> Result<Rc<Vec<RuleDef>>, Diagnostic> {
+        self.rules
+            .get_or_init(|| {
+                crate::opt::load(self.opt.rules.as_deref())
+                    .map(Rc::new)
+                    .map_err(|r| Diagnostic {
+                        code: r.code,
+                        message: r.render(),
+                        span: crate::diagnostic::Span::generated(),
+                        notes: Vec::new(),
+                    })
+            })
+            .clone()
+    }
+
+    fn build(&self, a: &Artefact) -> Result<Rc<Entry>, Diagnostic> {
+        let e = match a {
+            Artefact::Entry { name, mode } => {
+                entry_of(a.clone(), &self.program, &self.typing, name, *mode, false)
+            }
+            Artefact::Forward { entry, wrt, form } => {
+                let base = self.entry(entry)?;
+                super::forward::wrapper(self, a.clone(), &base, *wrt, *form)
+            }
+            Artefact::Reverse {
+                entry,
+                wrt,
+                checkpointing,
+            } => {
+                let base = self.entry(entry)?;
+                self.reverse(a.clone(), &base, *wrt, *checkpointing)
+            }
+            Artefact::Optimised { of, exact_only } => {
+                return Ok(self.optimise(of, *exact_only)?.entry.clone());
+            }
+            Artefact::Batched(of) => {
+                let e = self.get(of)?;
+                super::batch::batched(a.clone(), &e)
+            }
+        };
+        e.map(Rc::new)
+    }
+
+    /// `rev'entry` of `base` with respect to parameter `k`.
+    fn reverse(
+        &self,
+        a: Artefact,
+        base: &Entry,
+        k: usize,
+        checkpointing: crate::ad::Checkpointing,
+    ) -> Result<Entry, Diagnostic> {
+        if k >= base.params.len() {
+            return Err(no_param(base, k));
+        }
+        let seeded = base.result != Type::Double;
+        let (program, _) = timed(Pass::Reverse, || {
+            crate::ad::reverse_program(
+                &base.program,
+                &base.types,
+                &base.name_in_program(),
+                &base.param_types(),
+                k,
+                seeded,
+                checkpointing,
+            )
+        })
+        .map_err(|e| Diagnostic::from(&e))?;
+        // Reverse mode's output is ordinary code: type-check it like any program.
+        let typing = check(&program)?;
+        entry_of(
+            a,
+            &program,
+            &typing,
+            "rev'entry",
+            ForwardMode::Scalar,
+            false,
+        )
+    }
+
+    /// `program` (which extends the session's program with definitions at
+    /// its end) typed by inferring only what was appended.
+    pub(super) fn typed_appended(&self, program: &Program) -> Result<Typing, Diagnostic> {
+        timed(Pass::InferAppended, || {
+            infer_appended(program, &self.typing)
+        })
+        .map_err(|e| generated(Diagnostic::from(&e)))
+    }
+}
+
+/// A parameter position out of range (an artefact made by hand).
+pub(super) fn no_param(base: &Entry, k: usize) -> Diagnostic {
+    Diagnostic::from(&InputError::Params {
+        message: format!(
+            "`{}` has no parameter number {} (parameters: {})",
+            base.name,
+            k + 1,
+            base.signature()
+        ),
+        span: base.span,
+    })
+}
+
+/// Type inference of a program a pass generated: an error is that pass's bug.
+pub(super) fn check(program: &Program) -> Result<Typing, Diagnostic> {
+    timed(Pass::Check, || infer_program(program)).map_err(|e| generated(Diagnostic::from(&e)))
+}
+
+/// The entry `name` of `program` (typed by `typing`): monomorphised for it,
+/// its `deriv`s expanded in `mode` (with `rows`, the entry's own by
+/// D-Vec-Rows), and checked.
+pub(super) fn entry_of(
+    artefact: Artefact,
+    program: &Program,
+    typing: &Typing,
+    name: &str,
+    mode: ForwardMode,
+    rows: bool,
+) -> Result<Entry, Diagnostic> {
+    let mono = timed(Pass::Monomorphise, || monomorphise(program, typing, name))
+        .map_err(|e| Diagnostic::from(&e))?;
+    let (mut program, mut types): (Program, SecondaryMap<ExprId, Option<Type>>) =
+        (mono.program, mono.types);
+    if crate::ad::has_deriv(&program) {
+        timed(Pass::Forward, || {
+            crate::ad::expand_program(&mut program, &mut types, mode, rows.then_some(name))
+        })
+        .map_err(|e| Diagnostic::from(&e))?;
+        // AD's output is ordinary code: type-check it and take a fresh
+        // monomorphic copy (which also drops what is no longer used).
+        let typing = check(&program)?;
+        let mono = timed(Pass::Monomorphise, || monomorphise(&program, &typing, name))
+            .map_err(|e| Diagnostic::from(&e))?;
+        (program, types) = (mono.program, mono.types);
+    }
+    // The copy must type-check on its own: a check of monomorphisation.
+    check(&program)?;
+    Entry::new(artefact, name, program, types)
+}
+
+impl Form {
+    /// The forward mode that expands the wrapper's `deriv`.
+    pub fn mode(self) -> ForwardMode {
+        match self {
+            Form::Duals(m) | Form::Tangents(m) => m,
+            Form::Rows => ForwardMode::Vector,
+        }
+    }
+}

@@ -373,7 +373,7 @@ fn gmm_golden_gradient_in_every_mode() {
 /// `adbench gmm --engine native` reproduces the ADBench golden with the
 /// forward and reverse derivative programs, and `--repeat` adds timings.
 /// (fwd-opt on native code is tested on the dot product in
-/// `native::native_engine_from_the_command_line_matches_the_evaluator`;
+/// `native::programs::native_engine_from_the_command_line_matches_the_evaluator`;
 /// optimising GMM under `opt --check` takes minutes in a debug build.)
 #[test]
 fn gmm_golden_from_the_command_line_with_native_code() {

@@ -9,15 +9,35 @@
 //! // grad: F P INPUT => JSON       the gradient of F w.r.t. its parameter P
 //! //                              at INPUT (JSON), by reverse mode; forward
 //! //                              mode and the tape must agree (ρ ≤ 1e-10)
+//! // opt: F                      what `fsmooth opt --entry F --check`
+//! //| …                          prints, one `//|` line per line
+//! // opt: grad F wrt P           the same for F's optimised tangent-only
+//! //| …                          forward derivative (`ad --mode fwd-opt`)
+//! // fired: SPEC => FAMILY: RULE …; …   the rewrite rules in the
+//! //                              optimiser's explanation of `opt: SPEC`,
+//! //                              by family (`rewrite-rules/FAMILY.rules`)
+//! // listing: F                  the `compile --entry F --listing` text of
+//! //| …                          F up to its machine code
 //! ```
 //!
 //! Every file that loads is also printed and re-parsed (round trip).
 //! `FSMOOTH_BLESS=1 cargo test golden` rewrites the expectations in place.
+//! Files are checked on as many threads as the machine has cores: the
+//! optimiser in a debug build takes seconds on the paper's examples.
+//!
+//! The listing stops before the machine code, which depends on the host's
+//! CPU features (AVX or not); the normal form and the Cranelift IR as
+//! lowered do not (the IR names the host's default calling convention,
+//! `system_v` on Linux).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
 
+use fsmooth::codegen::{AotOptions, default_symbol};
 use fsmooth::eval::Limits;
+use fsmooth::opt::OptLimits;
 use fsmooth::pipeline;
 use fsmooth::syntax::print_program;
 
@@ -113,11 +133,132 @@ fn gradient_text(src: &str, spec: &str) -> String {
     r.to_string()
 }
 
+/// The optimiser's options in golden files: `opt --check`, with the
+/// explanation kept where a `fired:` line reads it (it costs a quarter
+/// more), and a time limit no phase reaches, so that what a phase does
+/// depends on its node and iteration limits only, never on how loaded the
+/// machine is (the default of 3 s per phase is close to what the paper's
+/// examples take in a debug build).
+fn golden_opt_options(explain: bool) -> pipeline::OptOptions {
+    pipeline::OptOptions {
+        explain,
+        limits: OptLimits {
+            time: Duration::from_secs(600),
+            ..OptLimits::default()
+        },
+        ..common::checked()
+    }
+}
+
+/// An `opt:` or `fired:` line's optimisation, or the error it gave.
+type Optimised = Result<pipeline::OptimisedEntry, String>;
+
+/// `F` optimised, or `grad F wrt P`: F's tangent-only forward derivative
+/// optimised (`pipeline::optimised_derivative`, with the report kept).
+fn optimise(src: &str, spec: &str, explain: bool) -> Optimised {
+    let code = |d: fsmooth::diagnostic::Diagnostic| format!("error[{}]", d.code);
+    let words: Vec<&str> = spec.split_whitespace().collect();
+    let entry = match words[..] {
+        [f] => pipeline::load(src)
+            .and_then(|l| pipeline::entry(&l, f))
+            .map_err(code)?,
+        ["grad", f, "wrt", p] => {
+            pipeline::tangent_derivative(src, f, p)
+                .map_err(code)?
+                .wrapper
+        }
+        _ => return Err("malformed: want `F` or `grad F wrt P`".to_string()),
+    };
+    pipeline::optimise_entry(&entry, &golden_opt_options(explain)).map_err(code)
+}
+
+/// What `opt: SPEC` prints.
+fn opt_text(o: &Optimised) -> String {
+    match o {
+        Ok(o) => print_program(&o.entry.program),
+        Err(e) => e.clone(),
+    }
+}
+
+/// The rules named in the explanation of `opt: SPEC` (the steps of the
+/// phases that lowered the cost), by family: `cond: if-div sub-if; …`.
+fn fired_text(o: &Optimised) -> String {
+    let o = match o {
+        Ok(o) => o,
+        Err(e) => return e.clone(),
+    };
+    let mut families: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (_, steps) in &o.report.explanation {
+        for step in steps {
+            // As `opt --explain` reads them: `(Rewrite=> NAME …`.
+            let rule = step.split("Rewrite").nth(1).and_then(|r| {
+                r.trim_start_matches(['=', '<', '>'])
+                    .split([' ', ')'])
+                    .find(|w| !w.is_empty())
+            });
+            if let Some(d) = rule.and_then(|r| o.rules.iter().find(|d| d.name == r)) {
+                families.entry(&d.family).or_default().insert(&d.name);
+            }
+        }
+    }
+    let parts: Vec<String> = families
+        .iter()
+        .map(|(f, rules)| {
+            format!(
+                "{f}: {}",
+                rules.iter().copied().collect::<Vec<_>>().join(" ")
+            )
+        })
+        .collect();
+    if parts.is_empty() {
+        "none".to_string()
+    } else {
+        parts.join("; ")
+    }
+}
+
+/// What `compile --entry F --listing` writes for `F`, up to its machine
+/// code (see the summary above).
+fn listing_text(src: &str, f: &str) -> String {
+    let entry = match pipeline::load(src).and_then(|l| pipeline::entry(&l, f)) {
+        Ok(e) => e,
+        Err(d) => return format!("error[{}]", d.code),
+    };
+    let options = AotOptions {
+        symbol: default_symbol(f, ""),
+        origin: "golden".into(),
+        listing: true,
+    };
+    match entry.object(&entry.params, &options) {
+        Ok(code) => {
+            let listing = code.listing.unwrap_or_default();
+            let ir = listing.split(";; machine code").next().unwrap_or_default();
+            ir.trim_end().to_string()
+        }
+        Err(e) => format!("error[{}]", fsmooth::diagnostic::Diagnose::code(&e)),
+    }
+}
+
+/// A block of `//|` lines from `text`: one per line, `//|` alone for an
+/// empty one.
+fn block(text: &str) -> Vec<String> {
+    text.trim_end()
+        .lines()
+        .map(|l| {
+            if l.is_empty() {
+                "//|".to_string()
+            } else {
+                format!("//| {l}")
+            }
+        })
+        .collect()
+}
+
 /// Checks one file; returns its failures and the blessed text.
 fn check_file(path: &Path) -> (Vec<String>, String) {
     let src = std::fs::read_to_string(path).expect("golden file readable");
     let mut failures = Vec::new();
-    let mut lines: Vec<String> = src.lines().map(str::to_string).collect();
+    let lines: Vec<String> = src.lines().map(str::to_string).collect();
     let name = path.display();
     let expect_error = lines
         .iter()
@@ -152,10 +293,59 @@ fn check_file(path: &Path) -> (Vec<String>, String) {
             "{name}: printed program does not parse ({d}):\n{printed}"
         )),
     }
-    for line in lines.iter_mut() {
+    // Each optimisation once, for its `opt:` and `fired:` lines; explained
+    // only for a `fired:` line.
+    let fired: BTreeSet<String> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("// fired:")?.rsplit_once(" => "))
+        .map(|(spec, _)| spec.trim().to_string())
+        .collect();
+    let mut optimised: BTreeMap<String, Optimised> = BTreeMap::new();
+    let mut out: Vec<String> = Vec::with_capacity(lines.len());
+    let mut rest_of_file = lines.into_iter().peekable();
+    while let Some(mut line) = rest_of_file.next() {
+        if let Some((kind, spec)) = line
+            .strip_prefix("// opt:")
+            .map(|r| ("opt", r))
+            .or_else(|| line.strip_prefix("// listing:").map(|r| ("listing", r)))
+        {
+            let spec = spec.trim().to_string();
+            let actual = match kind {
+                "opt" => opt_text(
+                    optimised
+                        .entry(spec.clone())
+                        .or_insert_with(|| optimise(&src, &spec, fired.contains(&spec))),
+                ),
+                _ => listing_text(&src, &spec),
+            };
+            let mut expected = Vec::new();
+            while let Some(l) = rest_of_file.next_if(|l| l.starts_with("//|")) {
+                expected.push(l);
+            }
+            let want = block(&actual);
+            if let Some(k) =
+                (0..expected.len().max(want.len())).find(|&k| expected.get(k) != want.get(k))
+            {
+                // A listing is long: its first difference says enough.
+                let printed = match kind {
+                    "opt" => format!("; it printed:\n{actual}"),
+                    _ => String::new(),
+                };
+                failures.push(format!(
+                    "{name}: {kind} `{spec}`, line {} of its output: expected {:?}, got {:?}{printed}",
+                    k + 1,
+                    expected.get(k).map_or("<end>", |l| l.as_str()),
+                    want.get(k).map_or("<end>", |l| l.as_str()),
+                ));
+            }
+            out.push(format!("// {kind}: {spec}"));
+            out.extend(want);
+            continue;
+        }
         if let Some(rest) = line.strip_prefix("// check:") {
             let Some((def, expected)) = rest.split_once(" : ") else {
                 failures.push(format!("{name}: malformed check line `{line}`"));
+                out.push(line);
                 continue;
             };
             let def = def.trim();
@@ -169,21 +359,28 @@ fn check_file(path: &Path) -> (Vec<String>, String) {
                     expected.trim()
                 ));
             }
-            *line = format!("// check: {def} : {actual}");
+            line = format!("// check: {def} : {actual}");
         } else if let Some((kind, rest)) = line
             .strip_prefix("// run:")
             .map(|r| ("run", r))
             .or_else(|| line.strip_prefix("// rules:").map(|r| ("rules", r)))
             .or_else(|| line.strip_prefix("// grad:").map(|r| ("grad", r)))
+            .or_else(|| line.strip_prefix("// fired:").map(|r| ("fired", r)))
         {
             let Some((expr, expected)) = rest.rsplit_once(" => ") else {
                 failures.push(format!("{name}: malformed {kind} line `{line}`"));
+                out.push(line);
                 continue;
             };
             let expr = expr.trim();
             let actual = match kind {
                 "run" => eval_text(&src, expr),
                 "grad" => gradient_text(&src, expr),
+                "fired" => fired_text(
+                    optimised
+                        .entry(expr.to_string())
+                        .or_insert_with(|| optimise(&src, expr, true)),
+                ),
                 _ => rules_used(&src, expr),
             };
             if actual != expected.trim() {
@@ -192,10 +389,11 @@ fn check_file(path: &Path) -> (Vec<String>, String) {
                     expected.trim()
                 ));
             }
-            *line = format!("// {kind}: {expr} => {actual}");
+            line = format!("// {kind}: {expr} => {actual}");
         }
+        out.push(line);
     }
-    let mut blessed = lines.join("\n");
+    let mut blessed = out.join("\n");
     blessed.push('\n');
     (failures, blessed)
 }
@@ -205,14 +403,31 @@ fn golden_files_hold() {
     let mut files = Vec::new();
     golden_files(&common::root().join("tests/golden"), &mut files);
     let bless = std::env::var_os("FSMOOTH_BLESS").is_some();
-    let mut all = Vec::new();
-    for f in &files {
-        let (failures, blessed) = check_file(f);
-        if bless && !failures.is_empty() {
-            std::fs::write(f, blessed).expect("bless writes");
+    // A queue of files shared by one thread per core, the optimiser's
+    // first (the slowest, seconds each); failures are reported in file
+    // order.
+    let mut order: Vec<usize> = (0..files.len()).collect();
+    order.sort_by_key(|&k| {
+        let text = std::fs::read_to_string(&files[k]).unwrap_or_default();
+        !text.contains("\n// opt:")
+    });
+    let next = Mutex::new(order.into_iter());
+    let results = Mutex::new(vec![Vec::new(); files.len()]);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(files.len()) {
+            s.spawn(|| {
+                while let Some(k) = next.lock().expect("queue").next() {
+                    let (failures, blessed) = check_file(&files[k]);
+                    if bless && !failures.is_empty() {
+                        std::fs::write(&files[k], blessed).expect("bless writes");
+                    }
+                    results.lock().expect("results")[k] = failures;
+                }
+            });
         }
-        all.extend(failures);
-    }
+    });
+    let all: Vec<String> = results.into_inner().expect("results").concat();
     assert!(
         all.is_empty() || bless,
         "{} golden failure(s) (FSMOOTH_BLESS=1 rewrites expectations):\n{}",

@@ -224,10 +224,20 @@ pub fn assemble<E>(
 /// observation's 3 rows of 15), the others their columns (15 columns of 3).
 pub struct BaDerivative {
     objective: Rc<Entry>,
-    plan: Plan,
-    /// The batched derivative and batched `baObservation`, and whether
-    /// the derivative gives rows.
-    batch: Option<(Rc<Entry>, Rc<Entry>, bool)>,
+    how: How,
+}
+
+/// How [`BaDerivative`] computes the observations' Jacobians.
+enum How {
+    /// One run of the batched derivative and one of batched
+    /// `baObservation`; `rows`: the derivative gives rows.
+    Batched {
+        derivative: Rc<Entry>,
+        base: Rc<Entry>,
+        rows: bool,
+    },
+    /// The mode's plan, once per observation.
+    PerObservation(Plan),
 }
 
 impl BaDerivative {
@@ -239,31 +249,18 @@ impl BaDerivative {
         checkpointing: Checkpointing,
     ) -> Result<BaDerivative, Diagnostic> {
         let objective = session.entry("baObjective")?;
-        let plan = Plan::new(
-            session,
-            "baObservation",
-            "params",
-            mode,
-            engine,
-            checkpointing,
-        )?;
-        let batch = match (
-            engine,
-            mode.tangent_program(Rc::from("baObservation"), plan.wrt),
-        ) {
-            (Engine::Native, Some(t)) => {
-                let rows = mode == Mode::FwdRows;
-                let derivative = session.get(&t.batched())?;
-                let base = session.get(&Artefact::entry("baObservation").batched())?;
-                Some((derivative, base, rows))
-            }
-            _ => None,
+        let (entry, wrt) = ("baObservation", "params");
+        let k = session.param(entry, wrt)?;
+        let how = match (engine, mode.tangent_program(Rc::from(entry), k)) {
+            // Batches of Doubles, vectors and matrices run on slices.
+            (Engine::Native, Some(t)) => How::Batched {
+                derivative: session.get(&t.batched())?,
+                base: session.get(&Artefact::entry(entry).batched())?,
+                rows: mode == Mode::FwdRows,
+            },
+            _ => How::PerObservation(Plan::new(session, entry, wrt, mode, engine, checkpointing)?),
         };
-        Ok(BaDerivative {
-            objective,
-            plan,
-            batch,
-        })
+        Ok(BaDerivative { objective, how })
     }
 
     /// `baObjective`'s residuals: `(reproj_err, w_err)`.
@@ -279,10 +276,10 @@ impl BaDerivative {
             .0
         {
             Value::Pair(p) => Ok((p.0.clone(), p.1.clone())),
-            other => Err(RunError::Eval(EvalError::Internal {
-                message: format!("baObjective returned {other}"),
-                span: self.objective.span,
-            })),
+            other => Err(internal(
+                format!("baObjective returned {other}"),
+                &self.objective,
+            )),
         }
     }
 
@@ -295,19 +292,26 @@ impl BaDerivative {
         limits: Limits,
     ) -> Result<(BaResult, Stats), RunError> {
         let mut stats = Stats::default();
-        if let Some((derivative, base, by_rows)) = &self.batch {
-            let obs = input.observations_args();
-            if let Some(tangents) = derivative.run_flat(engine, &obs)
-                && let Some(values) = base.run_flat(engine, &obs)
-            {
+        let plan = match &self.how {
+            How::PerObservation(plan) => plan,
+            How::Batched {
+                derivative,
+                base,
+                rows,
+            } => {
+                let obs = input.observations_args();
+                let flat = |e: &Rc<Entry>| {
+                    e.run_flat(engine, &obs)
+                        .unwrap_or_else(|| Err(internal("a batch of Doubles".into(), e)))
+                };
+                let (tangents, values) = (flat(derivative)?, flat(base)?);
                 // Per observation: 3 values, and 15 columns of 3 tangents
                 // (or 3 rows of 15).
-                let (tangents, values) = (tangents?, values?);
                 let (v, t) = (3, 3 * ROW_ENTRIES);
                 let r = assemble(input, |i, value, tangent| {
                     value.extend(values.get(v * i..v * (i + 1)).unwrap_or_default());
                     let mine = tangents.get(t * i..t * (i + 1)).unwrap_or_default();
-                    if !by_rows {
+                    if !rows {
                         tangent.extend(mine);
                     } else if mine.len() == t {
                         let column = |j| (0..3).map(move |k| mine[ROW_ENTRIES * k + j]);
@@ -317,11 +321,9 @@ impl BaDerivative {
                 })?;
                 return Ok((r, stats));
             }
-        }
+        };
         let r = assemble(input, |i, value, tangents| {
-            let c = self
-                .plan
-                .columns(input.observation_args(i), engine, limits)?;
+            let c = plan.columns(input.observation_args(i), engine, limits)?;
             stats.steps += c.stats.steps;
             stats.ops += c.stats.ops;
             crate::eval::flatten(&c.value, value);
@@ -332,6 +334,14 @@ impl BaDerivative {
         })?;
         Ok((r, stats))
     }
+}
+
+/// An internal error about `e` (a program that returned what it cannot).
+fn internal(message: String, e: &Entry) -> RunError {
+    RunError::Eval(EvalError::Internal {
+        message,
+        span: e.span,
+    })
 }
 
 /// The BA residual functions in F̃ (`examples/adbench/ba.fsm`), embedded so

@@ -14,6 +14,7 @@ mod forward;
 mod golden;
 mod native;
 mod opt;
+mod passes;
 mod props;
 mod regressions;
 mod reverse;

@@ -724,7 +724,7 @@ pub fn optimise_entry(e: &Entry, opts: &OptOptions) -> Result<OptimisedEntry, Di
         rules.retain(|r| !r.has_tag("ieee-inexact"));
     }
     let types: Vec<Type> = e.params.iter().map(|(_, t)| t.clone()).collect();
-    let normal = crate::ad::normal_program(&e.program, &e.types, &e.name_in_program(), &types)
+    let normal = crate::anf::normal_program(&e.program, &e.types, &e.name_in_program(), &types)
         .map_err(|err| Diagnostic::from(&err))?;
     let report = crate::opt::optimise(&normal, &rules, opts.limits, opts.explain, opts.check);
     if let Some(c) = &report.check
@@ -760,7 +760,7 @@ pub fn optimise_entry(e: &Entry, opts: &OptOptions) -> Result<OptimisedEntry, Di
         &name,
     )?;
     let mut shared =
-        crate::ad::normal_program(&tree.program, &tree.types, &tree.name_in_program(), &types)
+        crate::anf::normal_program(&tree.program, &tree.types, &tree.name_in_program(), &types)
             .map_err(|err| Diagnostic::from(&err))?;
     crate::opt::inline_single_uses(&mut shared);
     let typing = infer_program(&shared).map_err(|err| generated(Diagnostic::from(&err)))?;

@@ -1,5 +1,5 @@
 //! Source-to-source reverse mode (spec/ad-reverse.md), on the first-order
-//! normal form of `anf.rs`. For a block of bindings it generates
+//! normal form of `crate::anf`. For a block of bindings it generates
 //!
 //! - `fwd(B)`: the block's computation returning `(result, tape)`, where the
 //!   tape holds every value the block binds and, for loops and conditionals,
@@ -34,9 +34,11 @@ use std::rc::Rc;
 
 use super::AdError;
 use super::accum::{self, V, accumulable, node_type};
-use super::anf::{Atom, Binding, Block, LoopKind, Normal, Rhs};
-use super::build::{Atom as BAtom, Builder};
+use super::atom::Atom as BAtom;
 use super::derivatives::{contract, is_differentiable, partials};
+use crate::anf::to_ir;
+use crate::anf::{Atom, Binding, Block, LoopKind, Normal, Rhs};
+use crate::ir::build::Builder;
 use crate::ir::{Def, Expr, ExprId, Lit, Name, Prim, Type};
 
 /// CT[[T]]: the type of cotangents of values of type T.
@@ -583,11 +585,9 @@ impl<'b, 'a> Reverse<'b, 'a> {
         }
     }
 
+    /// An atom as IR ([`to_ir::atom`]).
     fn atom(&mut self, a: &Atom) -> ExprId {
-        match a {
-            Atom::Var(n, t) => self.b.var(n, t.clone()),
-            Atom::Lit(l, t) => self.b.add(Expr::Lit(*l), t.clone()),
-        }
+        to_ir::atom(self.b, a)
     }
 
     fn bind(&mut self, lets: &mut Lets, base: &str, value: ExprId) -> (Name, Type) {
@@ -715,70 +715,6 @@ impl<'b, 'a> Reverse<'b, 'a> {
         }
     }
 
-    /// A primitive or array binding's right-hand side as IR.
-    fn simple_rhs(&mut self, bd: &Binding) -> ExprId {
-        match &bd.rhs {
-            Rhs::Prim(op, args) => {
-                let xs = args.iter().map(|a| self.atom(a)).collect();
-                self.b.prim(*op, xs, bd.ty.clone())
-            }
-            Rhs::Array(args) => {
-                let xs: Vec<ExprId> = args.iter().map(|a| self.atom(a)).collect();
-                self.b.add(Expr::Array(xs.into()), bd.ty.clone())
-            }
-            _ => unreachable!("only primitive and array bindings are simple"),
-        }
-    }
-
-    /// The block's plain computation (no tape).
-    pub fn plain(&mut self, blk: &Block) -> ExprId {
-        let mut lets = Lets(Vec::new());
-        for bd in &blk.binds {
-            let v = self.plain_rhs(bd);
-            lets.0.push((bd.name.clone(), v));
-        }
-        let r = self.atom(&blk.result);
-        lets.wrap(self.b, r)
-    }
-
-    /// One binding's right-hand side, computed plainly (no tape).
-    fn plain_rhs(&mut self, bd: &Binding) -> ExprId {
-        match &bd.rhs {
-            Rhs::Prim(..) | Rhs::Array(_) => self.simple_rhs(bd),
-            Rhs::If(c, t, f) => {
-                let c = self.atom(c);
-                let t = self.plain(t);
-                let f = self.plain(f);
-                self.b.if_(c, t, f)
-            }
-            Rhs::Loop {
-                kind,
-                n,
-                state,
-                index,
-                body,
-            } => {
-                let n = self.atom(n);
-                let pb = self.plain(body);
-                let lam = self.b.lam(index.clone(), Type::Index, pb);
-                match (kind, state) {
-                    (LoopKind::Build, _) => self.b.prim(Prim::Build, vec![n, lam], bd.ty.clone()),
-                    (k, Some((z, s, st))) => {
-                        let f = self.b.lam(s.clone(), st.clone(), lam);
-                        let z = self.atom(z);
-                        let op = if *k == LoopKind::IFold {
-                            Prim::IFold
-                        } else {
-                            Prim::IScan
-                        };
-                        self.b.prim(op, vec![f, z, n], bd.ty.clone())
-                    }
-                    _ => unreachable!("folds have a state"),
-                }
-            }
-        }
-    }
-
     /// fwd(B): `(result, tape)`.
     pub fn fwd(&mut self, blk: &Block) -> ExprId {
         let mut lets = Lets(Vec::new());
@@ -812,17 +748,17 @@ impl<'b, 'a> Reverse<'b, 'a> {
     fn fwd_binding(&mut self, bd: &Binding, lets: &mut Lets) -> Option<Name> {
         match &bd.rhs {
             Rhs::Prim(..) | Rhs::Array(_) => {
-                let v = self.simple_rhs(bd);
+                let v = to_ir::simple_rhs(self.b, bd);
                 lets.0.push((bd.name.clone(), v));
                 (!recomputed(bd)).then(|| bd.name.clone())
             }
             Rhs::If(..) if recomputed(bd) => {
-                let v = self.plain_rhs(bd);
+                let v = to_ir::plain_rhs(self.b, bd);
                 lets.0.push((bd.name.clone(), v));
                 None
             }
             _ if self.unrecorded(bd) => {
-                let v = self.plain_rhs(bd);
+                let v = to_ir::plain_rhs(self.b, bd);
                 lets.0.push((bd.name.clone(), v));
                 Some(bd.name.clone())
             }
@@ -943,7 +879,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
             }
             if recomputed(bd) {
                 // Its operands are restored or recomputed already.
-                let v = self.plain_rhs(bd);
+                let v = to_ir::plain_rhs(self.b, bd);
                 lets.0.push((bd.name.clone(), v));
                 continue;
             }
@@ -1106,10 +1042,10 @@ impl<'b, 'a> Reverse<'b, 'a> {
             // to the result, which the tuple ends with.
             for bd in &blk.binds {
                 if self.deferred.get(&bd.name) == Some(&false) {
-                    let v = self.plain_rhs(bd);
+                    let v = to_ir::plain_rhs(self.b, bd);
                     lets.0.push((bd.name.clone(), v));
                 } else if self.deferred_path.contains(&bd.name) {
-                    let v = self.simple_rhs(bd);
+                    let v = to_ir::simple_rhs(self.b, bd);
                     lets.0.push((bd.name.clone(), v));
                 }
             }
@@ -1567,7 +1503,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
                     if let Some(done) = self.deferred.get_mut(&bd.name) {
                         // R-Defer, unfused: the fold itself, here.
                         *done = true;
-                        let v = self.plain_rhs(bd);
+                        let v = to_ir::plain_rhs(self.b, bd);
                         lets.0.push((bd.name.clone(), v));
                     }
                 }
@@ -2458,30 +2394,6 @@ pub(super) fn reverse_program(
         body: e,
         prelude: false,
     })
-}
-
-/// The normal form itself as a definition (for checking normalisation).
-pub(super) fn plain_program(b: &mut Builder<'_>, normal: &Normal, name: &str) -> Def {
-    let mut r = Reverse::new(b);
-    let mut e = r.plain(&normal.body);
-    for (p, t) in normal.params.iter().rev() {
-        let ft = Type::fun(t.clone(), r.b.ty(e));
-        e = r.b.add(
-            Expr::Lam {
-                param: p.clone(),
-                ann: Some(t.clone()),
-                body: e,
-            },
-            ft,
-        );
-    }
-    Def {
-        name: Rc::from(name),
-        span: crate::diagnostic::Span::generated(),
-        ann: None,
-        body: e,
-        prelude: false,
-    }
 }
 
 /// Whether the array `rhs` binds is made leaf by leaf by it (§5.6, the

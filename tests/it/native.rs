@@ -1607,7 +1607,7 @@ fn builds_of_builds_run_transposed_exactly() {
 /// the memory limit is `out-of-memory`. None of them panics.
 #[test]
 fn native_unsupported_bad_arguments_and_memory_limits_are_errors() {
-    use fsmooth::ad::anf::{Atom, Block, Normal};
+    use fsmooth::anf::{Atom, Block, Normal};
     let f = Type::fun(Type::Double, Type::Double);
     let normal = Normal {
         params: vec![("f'n1".into(), f.clone())],

@@ -10,6 +10,8 @@
 //! - `&&`, `||` were desugared to `if`; n-tuples to right-nested pairs;
 //! - top-level definitions are non-recursive and refer only to earlier ones.
 
+pub mod build;
+
 use std::fmt;
 use std::rc::Rc;
 

@@ -8,6 +8,7 @@
 
 pub mod ad;
 pub mod adbench;
+pub mod anf;
 pub mod cli;
 pub mod codegen;
 pub mod diagnostic;

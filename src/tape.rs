@@ -550,7 +550,7 @@ impl Interp<'_> {
     fn numeric_partials(&mut self, op: Prim, xs: &[f64], y: f64) -> Vec<f64> {
         if !self.partials.contains_key(&op) {
             let mut types = cranelift_entity::SecondaryMap::new();
-            let mut b = crate::ad::Builder::new(&mut self.table, &mut types);
+            let mut b = crate::ir::build::Builder::new(&mut self.table, &mut types);
             let args = [Atom::Var(Rc::from("a")), Atom::Var(Rc::from("b"))];
             let ps = partials(op, &args[..op.arity()], &Atom::Var(Rc::from("r")), &mut b);
             let ps = ps

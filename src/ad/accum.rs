@@ -17,7 +17,7 @@
 //! over the *primal* value's lengths, so a cotangent is always shaped like
 //! its primal (ragged arrays included).
 
-use super::build::Builder;
+use crate::ir::build::Builder;
 use crate::ir::{ExprId, Name, Prim, Type};
 
 /// A variable and its type, read as often as needed.

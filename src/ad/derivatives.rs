@@ -9,8 +9,9 @@
 //! primal arguments and the primal result `r` to variables first, so the
 //! table may mention them any number of times.
 
-use super::build::{Atom, Builder};
+use super::atom::Atom;
 use crate::ir::Prim;
+use crate::ir::build::Builder;
 
 /// One partial derivative ∂r/∂aᵢ = sign · num / den (num, den default 1).
 pub struct Partial {

@@ -19,9 +19,9 @@
 
 use std::collections::HashMap;
 
-use super::build::Builder;
 use super::forward::Forward;
 use super::{AdError, ForwardMode};
+use crate::ir::build::Builder;
 use crate::ir::{Expr, ExprId, Name, Prim, Type};
 
 struct Binder {

@@ -17,8 +17,9 @@
 use std::collections::HashMap;
 
 use super::AdError;
-use super::build::{Atom, Builder};
+use super::atom::Atom;
 use super::derivatives::{Partial, contract, is_differentiable, partials};
+use crate::ir::build::Builder;
 use crate::ir::{Def, Expr, ExprId, Lit, Name, Prim, Type};
 
 pub(super) struct Forward<'b, 'a> {

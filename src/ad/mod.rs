@@ -10,8 +10,7 @@
 //! pipeline type-checks it again.
 
 mod accum;
-pub mod anf;
-mod build;
+mod atom;
 pub mod derivatives;
 mod expand;
 mod forward;
@@ -22,10 +21,30 @@ use std::collections::HashMap;
 use cranelift_entity::SecondaryMap;
 use thiserror::Error;
 
+use crate::anf::AnfError;
 use crate::diagnostic::{Diagnose, Span};
+use crate::ir::build::Builder;
 use crate::ir::{Expr, ExprId, Program, Type};
 
-pub use build::{Atom, Builder};
+pub use atom::Atom;
+
+/// Temporary: codegen's imports move after the codegen split merges.
+/// Codegen still reads the normal form as `ad::anf` and matches
+/// `normalise`'s error as an [`AdError`]; then it names `crate::anf` and
+/// its [`AnfError`], and this module goes.
+pub mod anf {
+    pub use crate::anf::*;
+
+    /// [`crate::anf::normalise`], its error as an [`AdError`](super::AdError).
+    pub fn normalise(
+        prog: &crate::ir::Program,
+        types: &cranelift_entity::SecondaryMap<crate::ir::ExprId, Option<crate::ir::Type>>,
+        entry: &str,
+        params: &[crate::ir::Type],
+    ) -> Result<Normal, super::AdError> {
+        Ok(crate::anf::normalise(prog, types, entry, params)?)
+    }
+}
 
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum AdError {
@@ -39,6 +58,16 @@ pub enum AdError {
     Unsupported { what: String },
     #[error("internal error in AD: {message} (please report this)")]
     Internal { message: String },
+}
+
+/// Normalisation is reverse mode's first step: its (internal) errors are
+/// reverse mode's.
+impl From<AnfError> for AdError {
+    fn from(e: AnfError) -> AdError {
+        match e {
+            AnfError::Internal { message } => AdError::Internal { message },
+        }
+    }
 }
 
 impl Diagnose for AdError {
@@ -132,41 +161,21 @@ pub enum Checkpointing {
     Off,
 }
 
-/// The reverse-mode program of entry `entry` (monomorphic, `deriv`-free),
-/// with respect to parameter `wrt`: a one-definition program `rev'entry`
-/// (see `reverse::reverse_program`); with `seed`, it takes the result's
-/// cotangent as a last argument (a vector–Jacobian product).
+/// The reverse-mode program of an entry, given as its first-order normal
+/// form (monomorphic, `deriv`-free), with respect to parameter `wrt`: a
+/// one-definition program `rev'entry` (see `reverse::reverse_program`);
+/// with `seed`, it takes the result's cotangent as a last argument (a
+/// vector–Jacobian product).
 pub fn reverse_program(
-    prog: &Program,
-    types: &SecondaryMap<ExprId, Option<Type>>,
-    entry: &str,
-    params: &[Type],
+    normal: &crate::anf::Normal,
     wrt: usize,
     seed: bool,
     checkpointing: Checkpointing,
 ) -> Result<(Program, SecondaryMap<ExprId, Option<Type>>), AdError> {
-    let normal = anf::normalise(prog, types, entry, params)?;
     let mut out = Program::new();
     let mut out_types = SecondaryMap::new();
     let mut b = Builder::new(&mut out, &mut out_types);
-    let def = reverse::reverse_program(&mut b, &normal, wrt, seed, "rev'entry", checkpointing)?;
+    let def = reverse::reverse_program(&mut b, normal, wrt, seed, "rev'entry", checkpointing)?;
     out.defs.push(def);
     Ok((out, out_types))
-}
-
-/// The first-order normal form of an entry as a program (`anf'entry`), to
-/// check normalisation against the original.
-pub fn normal_program(
-    prog: &Program,
-    types: &SecondaryMap<ExprId, Option<Type>>,
-    entry: &str,
-    params: &[Type],
-) -> Result<Program, AdError> {
-    let normal = anf::normalise(prog, types, entry, params)?;
-    let mut out = Program::new();
-    let mut out_types = SecondaryMap::new();
-    let mut b = Builder::new(&mut out, &mut out_types);
-    let def = reverse::plain_program(&mut b, &normal, "anf'entry");
-    out.defs.push(def);
-    Ok(out)
 }

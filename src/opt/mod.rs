@@ -8,7 +8,7 @@
 //! - `convert`: IR ↔ egg.
 //!
 //! [`optimise`] takes a program in first-order normal form (one
-//! definition, see `ad::normal_program`) and returns it optimised.
+//! definition, see `anf::normal_program`) and returns it optimised.
 
 pub mod analysis;
 pub mod check;

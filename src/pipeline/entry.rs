@@ -15,8 +15,7 @@ use cranelift_entity::SecondaryMap;
 
 use super::Artefact;
 use super::passes::{Pass, timed};
-use crate::ad::AdError;
-use crate::ad::anf::{self, Normal};
+use crate::anf::{self, AnfError, Normal};
 use crate::codegen::{CodegenError, Native};
 use crate::diagnostic::{Diagnostic, Span};
 use crate::eval::{EvalError, Evaluator, Limits, Snapshot, Stats, TraceEvent, Value};
@@ -36,7 +35,7 @@ pub struct Entry {
     pub params: Vec<(String, Type)>,
     pub result: Type,
     pub span: Span,
-    normal: OnceCell<Result<Rc<Normal>, AdError>>,
+    normal: OnceCell<Result<Rc<Normal>, AnfError>>,
     native: OnceCell<Result<Rc<Native>, CodegenError>>,
 }
 
@@ -205,7 +204,7 @@ impl Entry {
 
     /// The first-order normal form (`ad::anf`) of the entry, computed once:
     /// what the optimiser, reverse mode and native code start from.
-    pub fn normal(&self) -> Result<Rc<Normal>, AdError> {
+    pub fn normal(&self) -> Result<Rc<Normal>, AnfError> {
         self.normal
             .get_or_init(|| {
                 timed(Pass::Normalise, || {
@@ -257,14 +256,11 @@ impl Entry {
 }
 
 /// A normalisation failure as native code generation reports it.
-fn normalisation_error(e: AdError) -> CodegenError {
-    match e {
-        AdError::Unsupported { what } => CodegenError::Unsupported { what },
-        other => CodegenError::Compile {
-            message: format!(
-                "normalisation: {other} [{}]",
-                crate::diagnostic::Diagnose::code(&other)
-            ),
-        },
+fn normalisation_error(e: AnfError) -> CodegenError {
+    CodegenError::Compile {
+        message: format!(
+            "normalisation: {e} [{}]",
+            crate::diagnostic::Diagnose::code(&e)
+        ),
     }
 }

@@ -42,11 +42,8 @@ pub(super) fn optimise(
     rules: &[RuleDef],
     opts: &OptOptions,
 ) -> Result<Optimised, Diagnostic> {
-    let types = e.param_types();
-    let normal = timed(Pass::Normalise, || {
-        crate::ad::normal_program(&e.program, &e.types, &e.name_in_program(), &types)
-    })
-    .map_err(|err| Diagnostic::from(&err))?;
+    let normal = e.normal().map_err(|err| Diagnostic::from(&err))?;
+    let normal = crate::anf::to_ir::program_of(&normal);
     let report = timed(Pass::Optimise, || {
         crate::opt::optimise(&normal, rules, opts.limits, opts.explain, opts.check)
     });
@@ -83,10 +80,8 @@ pub(super) fn optimise(
         ForwardMode::Scalar,
         false,
     )?;
-    let mut shared = timed(Pass::Normalise, || {
-        crate::ad::normal_program(&tree.program, &tree.types, &tree.name_in_program(), &types)
-    })
-    .map_err(|err| Diagnostic::from(&err))?;
+    let shared = tree.normal().map_err(|err| Diagnostic::from(&err))?;
+    let mut shared = crate::anf::to_ir::program_of(&shared);
     crate::opt::inline_single_uses(&mut shared);
     let typing = check(&shared)?;
     let entry = entry_of(

@@ -189,16 +189,9 @@ impl Session {
             return Err(no_param(base, k));
         }
         let seeded = base.result != Type::Double;
+        let normal = base.normal().map_err(|e| Diagnostic::from(&e))?;
         let (program, _) = timed(Pass::Reverse, || {
-            crate::ad::reverse_program(
-                &base.program,
-                &base.types,
-                &base.name_in_program(),
-                &base.param_types(),
-                k,
-                seeded,
-                checkpointing,
-            )
+            crate::ad::reverse_program(&normal, k, seeded, checkpointing)
         })
         .map_err(|e| Diagnostic::from(&e))?;
         // Reverse mode's output is ordinary code: type-check it like any program.

@@ -1,6 +1,8 @@
-//! A small builder for typed IR, used by the AD passes: every node it
-//! creates gets a ground type in the pass's type table and a generated
-//! span, and fresh names avoid every name already in the program.
+//! A small builder for typed IR, used by the passes that generate code
+//! (forward and reverse mode, the normal form's conversion back to IR,
+//! the tape oracle): every node it creates gets a ground type in the
+//! pass's type table and a generated span, and fresh names avoid every
+//! name already in the program.
 
 use std::collections::HashSet;
 use std::rc::Rc;
@@ -9,21 +11,6 @@ use cranelift_entity::SecondaryMap;
 
 use crate::diagnostic::Span;
 use crate::ir::{Expr, ExprId, Lit, Name, Prim, Program, Type};
-
-/// A cheap scalar operand that may be duplicated: each use makes a new node.
-#[derive(Clone, Debug)]
-pub enum Atom {
-    Var(Name),
-    /// `fst x`: the primal part of a dual-number variable.
-    Fst(Name),
-    /// `snd x`: the tangent part of a dual-number variable.
-    Snd(Name),
-    Lit(f64),
-    /// `fst x` of a vector-mode dual `x : Double * Vector` (VT-Double).
-    VFst(Name),
-    /// `(snd x)[j]`: the tangent of vector-mode dual `x` in direction `j`.
-    VTan(Name, Name),
-}
 
 pub struct Builder<'a> {
     pub prog: &'a mut Program,
@@ -197,30 +184,5 @@ impl<'a> Builder<'a> {
         let et = self.ty(body);
         let lam = self.lam(i, Type::Index, body);
         self.prim(Prim::Build, vec![n, lam], Type::array(et))
-    }
-
-    pub fn atom(&mut self, a: &Atom) -> ExprId {
-        match a {
-            Atom::Var(n) => self.var(n, Type::Double),
-            Atom::Fst(n) => {
-                let v = self.var(n, Type::pair(Type::Double, Type::Double));
-                self.fst(v)
-            }
-            Atom::Snd(n) => {
-                let v = self.var(n, Type::pair(Type::Double, Type::Double));
-                self.snd(v)
-            }
-            Atom::Lit(x) => self.double(*x),
-            Atom::VFst(n) => {
-                let v = self.var(n, Type::Double.vdual());
-                self.fst(v)
-            }
-            Atom::VTan(n, j) => {
-                let v = self.var(n, Type::Double.vdual());
-                let t = self.snd(v);
-                let jv = self.var(j, Type::Index);
-                self.get(t, jv)
-            }
-        }
     }
 }

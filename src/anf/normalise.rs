@@ -1,170 +1,20 @@
-//! Normalisation to first-order A-normal form, the input of reverse mode
-//! (spec/ad-reverse.md, "Normal form"). Every function is inlined by
-//! partial evaluation over static closures: a function-valued expression
-//! evaluates at compile time to a lambda with its environment, and
-//! application binds the argument. What is left is a [`Block`] of
-//! bindings whose right-hand sides apply one primitive to atoms, or are
-//! `if`, `build`, `ifold` or `iscan` with nested blocks. Every bound name
-//! is fresh, so blocks never shadow. This is Stalingrad's point: with no
-//! recursion, and functions never stored in data, every closure can be
-//! resolved statically.
+//! Normalisation to the first-order A-normal form, the input of reverse
+//! mode, the optimiser and the native backend (spec/ad-reverse.md,
+//! "Normal form"). Every function is inlined by partial evaluation over
+//! static closures: a function-valued expression evaluates at compile
+//! time to a lambda with its environment, and application binds the
+//! argument. What is left is a [`Block`] of bindings whose right-hand
+//! sides apply one primitive to atoms, or are `if`, `build`, `ifold` or
+//! `iscan` with nested blocks. Every bound name is fresh, so blocks never
+//! shadow. This is Stalingrad's point: with no recursion, and functions
+//! never stored in data, every closure can be resolved statically.
 
 use std::rc::Rc;
 
 use cranelift_entity::SecondaryMap;
 
-use super::AdError;
-use crate::ir::{Expr, ExprId, Lit, Name, Prim, Program, Type};
-
-#[derive(Clone, Debug)]
-pub enum Atom {
-    Var(Name, Type),
-    Lit(Lit, Type),
-}
-
-impl Atom {
-    pub fn ty(&self) -> &Type {
-        match self {
-            Atom::Var(_, t) | Atom::Lit(_, t) => t,
-        }
-    }
-    pub fn var(&self) -> Option<&Name> {
-        match self {
-            Atom::Var(n, _) => Some(n),
-            Atom::Lit(..) => None,
-        }
-    }
-}
-
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum LoopKind {
-    Build,
-    IFold,
-    IScan,
-}
-
-#[derive(Clone, Debug)]
-pub enum Rhs {
-    Prim(Prim, Vec<Atom>),
-    Array(Vec<Atom>),
-    If(Atom, Block, Block),
-    /// `build n (fun i -> body)`, `ifold (fun s i -> body) z n`,
-    /// `iscan (fun s i -> body) z n`.
-    Loop {
-        kind: LoopKind,
-        n: Atom,
-        /// The initial state and the state variable (folds and scans).
-        state: Option<(Atom, Name, Type)>,
-        index: Name,
-        body: Block,
-    },
-}
-
-impl Rhs {
-    /// Every atom `self` uses, nested blocks (and their results) included.
-    pub fn for_each_atom(&self, f: &mut impl FnMut(&Atom)) {
-        match self {
-            Rhs::Prim(_, args) | Rhs::Array(args) => args.iter().for_each(f),
-            Rhs::If(c, t, e) => {
-                f(c);
-                t.for_each_atom(f);
-                e.for_each_atom(f);
-            }
-            Rhs::Loop { n, state, body, .. } => {
-                f(n);
-                if let Some((z, _, _)) = state {
-                    f(z);
-                }
-                body.for_each_atom(f);
-            }
-        }
-    }
-
-    /// [`Rhs::for_each_atom`], mutably.
-    pub fn for_each_atom_mut(&mut self, f: &mut impl FnMut(&mut Atom)) {
-        match self {
-            Rhs::Prim(_, args) | Rhs::Array(args) => args.iter_mut().for_each(f),
-            Rhs::If(c, t, e) => {
-                f(c);
-                t.for_each_atom_mut(f);
-                e.for_each_atom_mut(f);
-            }
-            Rhs::Loop { n, state, body, .. } => {
-                f(n);
-                if let Some((z, _, _)) = state {
-                    f(z);
-                }
-                body.for_each_atom_mut(f);
-            }
-        }
-    }
-
-    /// Every name bound inside `self`: the bindings of nested blocks, loop
-    /// indices and states.
-    pub fn for_each_binder_mut(&mut self, f: &mut impl FnMut(&mut Name)) {
-        match self {
-            Rhs::Prim(..) | Rhs::Array(_) => {}
-            Rhs::If(_, t, e) => {
-                t.for_each_binder_mut(f);
-                e.for_each_binder_mut(f);
-            }
-            Rhs::Loop {
-                state, index, body, ..
-            } => {
-                if let Some((_, s, _)) = state {
-                    f(s);
-                }
-                f(index);
-                body.for_each_binder_mut(f);
-            }
-        }
-    }
-}
-
-impl Block {
-    /// Every atom the block uses, its result included.
-    pub fn for_each_atom(&self, f: &mut impl FnMut(&Atom)) {
-        for bind in &self.binds {
-            bind.rhs.for_each_atom(f);
-        }
-        f(&self.result);
-    }
-
-    /// [`Block::for_each_atom`], mutably.
-    pub fn for_each_atom_mut(&mut self, f: &mut impl FnMut(&mut Atom)) {
-        for bind in &mut self.binds {
-            bind.rhs.for_each_atom_mut(f);
-        }
-        f(&mut self.result);
-    }
-
-    /// Every name bound in the block, nested blocks included.
-    pub fn for_each_binder_mut(&mut self, f: &mut impl FnMut(&mut Name)) {
-        for bind in &mut self.binds {
-            f(&mut bind.name);
-            bind.rhs.for_each_binder_mut(f);
-        }
-    }
-}
-
-#[derive(Clone, Debug)]
-pub struct Binding {
-    pub name: Name,
-    pub ty: Type,
-    pub rhs: Rhs,
-}
-
-#[derive(Clone, Debug)]
-pub struct Block {
-    pub binds: Vec<Binding>,
-    pub result: Atom,
-}
-
-/// The entry as a first-order function: parameters and body.
-pub struct Normal {
-    pub params: Vec<(Name, Type)>,
-    pub body: Block,
-}
+use super::{AnfError, Atom, Binding, Block, LoopKind, Normal, Rhs};
+use crate::ir::{Expr, ExprId, Name, Prim, Program, Type};
 
 /// What an expression evaluates to at compile time.
 #[derive(Clone)]
@@ -227,7 +77,7 @@ pub fn normalise(
     types: &SecondaryMap<ExprId, Option<Type>>,
     entry: &str,
     params: &[Type],
-) -> Result<Normal, AdError> {
+) -> Result<Normal, AnfError> {
     let mut n = Normaliser {
         prog,
         types,
@@ -268,10 +118,10 @@ impl Normaliser<'_> {
             .expect("monomorphic programs type every node")
     }
 
-    fn data(&self, v: Sv) -> Result<Atom, AdError> {
+    fn data(&self, v: Sv) -> Result<Atom, AnfError> {
         match v {
             Sv::Data(a) => Ok(a),
-            Sv::Fun(_) => Err(AdError::Internal {
+            Sv::Fun(_) => Err(AnfError::Internal {
                 message: "a function where data was expected".into(),
             }),
         }
@@ -305,8 +155,8 @@ impl Normaliser<'_> {
     /// Runs `f` in a new block and returns that block.
     fn block(
         &mut self,
-        f: impl FnOnce(&mut Self) -> Result<Atom, AdError>,
-    ) -> Result<Block, AdError> {
+        f: impl FnOnce(&mut Self) -> Result<Atom, AnfError>,
+    ) -> Result<Block, AnfError> {
         self.blocks.push(Vec::new());
         self.memo.push(std::collections::HashMap::new());
         let r = f(self);
@@ -315,12 +165,12 @@ impl Normaliser<'_> {
         Ok(Block { binds, result: r? })
     }
 
-    fn global(&mut self, x: &Name) -> Result<Sv, AdError> {
+    fn global(&mut self, x: &Name) -> Result<Sv, AnfError> {
         if let Some((_, v)) = self.globals.iter().rev().find(|(n, _)| n == x) {
             return Ok(v.clone());
         }
         let Some(d) = self.prog.defs.iter().rev().find(|d| d.name == *x) else {
-            return Err(AdError::Internal {
+            return Err(AnfError::Internal {
                 message: format!("`{x}` is not defined"),
             });
         };
@@ -339,14 +189,14 @@ impl Normaliser<'_> {
         Ok(v)
     }
 
-    fn apply(&mut self, f: Sv, arg: Sv) -> Result<Sv, AdError> {
+    fn apply(&mut self, f: Sv, arg: Sv) -> Result<Sv, AnfError> {
         let Sv::Fun(c) = f else {
-            return Err(AdError::Internal {
+            return Err(AnfError::Internal {
                 message: "applied data".into(),
             });
         };
         let Expr::Lam { param, body, .. } = self.prog.expr(c.lam).clone() else {
-            return Err(AdError::Internal {
+            return Err(AnfError::Internal {
                 message: "closure without a lambda".into(),
             });
         };
@@ -354,7 +204,7 @@ impl Normaliser<'_> {
         self.norm(body, &env)
     }
 
-    fn norm(&mut self, e: ExprId, env: &Env) -> Result<Sv, AdError> {
+    fn norm(&mut self, e: ExprId, env: &Env) -> Result<Sv, AnfError> {
         Ok(match self.prog.expr(e).clone() {
             Expr::Var(x) => match lookup(env, &x) {
                 Some(v) => v,
@@ -399,7 +249,7 @@ impl Normaliser<'_> {
                 Sv::Data(self.emit(self.ty(e), Rhs::Array(atoms)))
             }
             Expr::Deriv { .. } => {
-                return Err(AdError::Internal {
+                return Err(AnfError::Internal {
                     message: "`deriv` must be expanded before normalisation".into(),
                 });
             }
@@ -463,70 +313,5 @@ impl Normaliser<'_> {
                 }
             },
         })
-    }
-}
-
-/// The normal form as indented text, one binding per line: a debugging
-/// view of what reverse mode and the native backend work on (not source
-/// syntax; `fsmooth print` shows programs).
-impl std::fmt::Display for Block {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.write(f, 0)
-    }
-}
-
-impl std::fmt::Display for Atom {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Atom::Var(x, _) => write!(f, "{x}"),
-            Atom::Lit(Lit::Int(k), _) => write!(f, "{k}"),
-            Atom::Lit(Lit::Double(x), _) => write!(f, "{x:?}"),
-            Atom::Lit(Lit::Bool(b), _) => write!(f, "{b}"),
-        }
-    }
-}
-
-impl Block {
-    fn write(&self, f: &mut std::fmt::Formatter<'_>, depth: usize) -> std::fmt::Result {
-        let pad = "  ".repeat(depth);
-        let list = |atoms: &[Atom]| {
-            atoms
-                .iter()
-                .map(|a| a.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        for b in &self.binds {
-            write!(f, "{pad}{} =", b.name)?;
-            match &b.rhs {
-                Rhs::Prim(op, args) => writeln!(f, " {}({})", op.name(), list(args))?,
-                Rhs::Array(items) => writeln!(f, " [{}]", list(items))?,
-                Rhs::If(c, t, e) => {
-                    writeln!(f, " if {c} then")?;
-                    t.write(f, depth + 1)?;
-                    writeln!(f, "{pad}else")?;
-                    e.write(f, depth + 1)?;
-                }
-                Rhs::Loop {
-                    kind,
-                    n,
-                    state,
-                    index,
-                    body,
-                } => {
-                    let k = match kind {
-                        LoopKind::Build => "build",
-                        LoopKind::IFold => "ifold",
-                        LoopKind::IScan => "iscan",
-                    };
-                    match state {
-                        Some((z, s, _)) => writeln!(f, " {k} {n} from {z} ({s}, {index}) ->")?,
-                        None => writeln!(f, " {k} {n} ({index}) ->")?,
-                    }
-                    body.write(f, depth + 1)?;
-                }
-            }
-        }
-        writeln!(f, "{pad}=> {}", self.result)
     }
 }

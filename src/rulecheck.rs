@@ -43,7 +43,7 @@ use crate::ir::{Def, Expr, Program, Type};
 use crate::opt::analysis::symbol_of;
 use crate::opt::check::graph_of;
 use crate::opt::convert::from_recexpr;
-use crate::opt::engine::subexpr;
+use crate::opt::lang::subexpr;
 use crate::opt::lang::{Dbl, Fsm};
 use crate::opt::rules::{Cond, RuleDef, holds, search};
 use crate::pipeline::{self, Session};

@@ -34,8 +34,7 @@ use egg::{ENodeOrVar, FlatTerm, Id, Language, PatternAst, RecExpr, Searcher, Sym
 
 use super::analysis::{FsmAnalysis, Graph};
 use super::convert::{from_recexpr, to_recexpr};
-use super::engine::subexpr;
-use super::lang::Fsm;
+use super::lang::{Fsm, subexpr};
 use super::rules::{Cond, RuleDef, holds};
 use crate::eval::Limits;
 use crate::ir::Program;

@@ -18,11 +18,8 @@ use egg::{CostFunction, Extractor, Id, Language, RecExpr, Runner, StopReason, Tr
 
 use super::analysis::{FsmAnalysis, Graph, node_free, node_total};
 use super::check::{CheckReport, check_chain_with};
-use super::lang::Fsm;
+use super::lang::{Fsm, subexpr};
 use super::rules::{RuleDef, rewrite};
-
-/// The phases of Fig. 9, in order.
-pub const PHASES: &[&str] = &["inline", "fission", "simplify", "normalise", "cleanup"];
 
 /// Resource limits of one phase (spec/rules-format.md §9.1: the
 /// iteration limit is the one most phases reach).
@@ -311,21 +308,3 @@ pub fn run_phase(
     (best, stats, steps, checked)
 }
 
-/// The subterm rooted at `id` as its own RecExpr.
-pub fn subexpr(expr: &RecExpr<Fsm>, id: Id) -> RecExpr<Fsm> {
-    // Collected in a Vec: `RecExpr::add` is O(n) per node in egg 0.11.
-    let mut out: Vec<Fsm> = Vec::new();
-    let mut map: BTreeMap<usize, Id> = BTreeMap::new();
-    fn go(expr: &RecExpr<Fsm>, id: Id, out: &mut Vec<Fsm>, map: &mut BTreeMap<usize, Id>) -> Id {
-        if let Some(n) = map.get(&usize::from(id)) {
-            return *n;
-        }
-        let node = expr[id].clone().map_children(|c| go(expr, c, out, map));
-        out.push(node);
-        let n = Id::from(out.len() - 1);
-        map.insert(usize::from(id), n);
-        n
-    }
-    go(expr, id, &mut out, &mut map);
-    RecExpr::from(out)
-}

@@ -8,7 +8,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-use egg::{Id, Symbol, define_language};
+use std::collections::BTreeMap;
+
+use egg::{Id, Language, RecExpr, Symbol, define_language};
 
 /// A Double literal, ordered and hashed by its bits.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -92,3 +94,22 @@ pub const OPERATORS: &[&str] = &[
     ">=", "=", "<>", "not", "sin", "cos", "tan", "log", "exp", "sqrt", "toDouble", "build",
     "ifold", "iscan", "concat", "accum", "addAt", "get", "length", "pair", "fst", "snd",
 ];
+
+/// The subterm rooted at `id` as its own RecExpr.
+pub fn subexpr(expr: &RecExpr<Fsm>, id: Id) -> RecExpr<Fsm> {
+    // Collected in a Vec: `RecExpr::add` is O(n) per node in egg 0.11.
+    let mut out: Vec<Fsm> = Vec::new();
+    let mut map: BTreeMap<usize, Id> = BTreeMap::new();
+    fn go(expr: &RecExpr<Fsm>, id: Id, out: &mut Vec<Fsm>, map: &mut BTreeMap<usize, Id>) -> Id {
+        if let Some(n) = map.get(&usize::from(id)) {
+            return *n;
+        }
+        let node = expr[id].clone().map_children(|c| go(expr, c, out, map));
+        out.push(node);
+        let n = Id::from(out.len() - 1);
+        map.insert(usize::from(id), n);
+        n
+    }
+    go(expr, id, &mut out, &mut map);
+    RecExpr::from(out)
+}

@@ -18,6 +18,7 @@ mod inline;
 pub use inline::uniquify;
 pub mod lang;
 pub mod rules;
+pub mod schedule;
 
 use crate::ir::{Def, Expr, Program};
 
@@ -34,21 +35,6 @@ pub fn inline_single_uses(prog: &mut Program) {
     if let Some(last) = prog.defs.last_mut() {
         last.body = body;
     }
-}
-
-/// The phases in the order they run: Fig. 9's sequence twice, then
-/// `simplify` once more, which removes the bounds tests that the last
-/// `cleanup` (`ifold-single-guarded`) leaves on loop indices. The phases
-/// after the first sequence refine its result and run with
-/// `OptLimits::refine_iterations` (spec/rules-format.md §9.1, step 3).
-fn schedule() -> Vec<&'static str> {
-    let mut s: Vec<&'static str> = engine::PHASES
-        .iter()
-        .chain(engine::PHASES)
-        .copied()
-        .collect();
-    s.push("simplify");
-    s
 }
 
 /// The optimised program and a report of what happened.
@@ -169,7 +155,7 @@ pub fn optimise(
     let mut report = check::CheckReport::default();
     // Fig. 9 runs the sequence of phases twice: once focused on the
     // differentiated code, once on the whole program.
-    let schedule = schedule();
+    let schedule = schedule::schedule();
     for (nonce, phase) in schedule.iter().copied().enumerate() {
         if expr.as_ref().len() > MAX_TERM {
             // Graceful: a term too large to saturate is left as it is.
@@ -199,7 +185,7 @@ pub fn optimise(
             &expr,
             &bounds,
             &group,
-            if nonce < engine::PHASES.len() {
+            if nonce < schedule::PHASES.len() {
                 limits
             } else {
                 OptLimits {

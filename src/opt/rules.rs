@@ -294,7 +294,7 @@ pub fn parse_family(family: &str, file: &str, text: &str) -> Result<Vec<RuleDef>
             for tag in t.split(',').map(str::trim).filter(|t| !t.is_empty()) {
                 let bad_phase = tag
                     .strip_prefix("phase=")
-                    .is_some_and(|p| !super::engine::PHASES.contains(&p));
+                    .is_some_and(|p| !super::schedule::PHASES.contains(&p));
                 if bad_phase {
                     return Err(err(
                         line,
@@ -302,7 +302,7 @@ pub fn parse_family(family: &str, file: &str, text: &str) -> Result<Vec<RuleDef>
                         "unknown-phase",
                         format!(
                             "unknown phase in `{tag}` (phases: {})",
-                            super::engine::PHASES.join(", ")
+                            super::schedule::PHASES.join(", ")
                         ),
                     ));
                 }

@@ -5,6 +5,7 @@ mod adbench;
 mod adbench_ba;
 mod adbench_hand;
 mod adbench_lstm;
+mod architecture;
 mod aot;
 mod cli;
 mod common;

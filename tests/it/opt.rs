@@ -992,7 +992,7 @@ fn refining_phases_are_short_and_change_nothing_on_ba() {
     let limits = short.limits;
     assert!(limits.refine_iterations < limits.iterations);
     let o = pipeline::optimise_entry(&d.wrapper, &short).expect("optimises");
-    let first = fsmooth::opt::engine::PHASES.len();
+    let first = fsmooth::opt::schedule::PHASES.len();
     for (k, p) in o.report.phases.iter().enumerate() {
         let cap = if k < first {
             limits.iterations

@@ -22,17 +22,14 @@ use cranelift_codegen::ir::{
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 
-use super::fuse::{self, Fused, Index, Plan};
-use super::hoist;
-use super::horizontal;
-use super::layout::{Leaf, SLOT, clif_types, elem_bytes, leaves, slots};
-use super::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH, ctx_window};
-use super::skip;
-use super::version;
-use super::{
-    CodegenError, compile_error, guard, inplace, interchange, jam, scratch, twice, unroll,
-    unsupported, vertical,
+use crate::codegen::backend::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH, ctx_window};
+use crate::codegen::layout::{Leaf, SLOT, clif_types, elem_bytes, leaves, slots};
+use crate::codegen::passes::fuse::{self, Fused, Index, Plan};
+use crate::codegen::passes::{
+    guard, hoist, horizontal, inplace, jam, loop_interchange, scratch, skip, twice, unroll, version,
+    vertical,
 };
+use crate::codegen::{CodegenError, compile_error, unsupported};
 use crate::ad::anf::{Atom, Binding, Block as AnfBlock, LoopKind, Normal, Rhs};
 use crate::ir::{Lit, Name, Prim, Type};
 
@@ -816,11 +813,11 @@ impl Lower<'_, '_> {
                 Ok(Vec::new())
             })
         };
-        let varying = interchange::varying(&f.terms, index);
+        let varying = loop_interchange::varying(&f.terms, index);
         let pairable = f
             .elements
             .iter()
-            .all(|e| interchange::pairs(&f.terms, e, &varying));
+            .all(|e| loop_interchange::pairs(&f.terms, e, &varying));
         if !pairable {
             let zero = self.iconst(0);
             scalar(self, n, zero)?;
@@ -1108,14 +1105,14 @@ impl Lower<'_, '_> {
                 let r = match (kind, state) {
                     (LoopKind::Build, None) => {
                         let built = |a: &Name| !self.fused.contains_key(a);
-                        let rows_built = |reads: &[interchange::Read]| {
+                        let rows_built = |reads: &[loop_interchange::Read]| {
                             reads.iter().all(|r| match r {
-                                interchange::Read::Row(row) => built(&row.array),
+                                loop_interchange::Read::Row(row) => built(&row.array),
                                 _ => true,
                             })
                         };
                         let nest = (n, index, body, &bind.ty);
-                        if let Some(plan) = interchange::plan(index, body, &bind.ty)
+                        if let Some(plan) = loop_interchange::plan(index, body, &bind.ty)
                             && rows_built(&plan.reads)
                         {
                             // E-Build-Bot, then E-IFold-Bot of the first
@@ -1125,7 +1122,7 @@ impl Lower<'_, '_> {
                             self.nest(nest, plan.m, code, &plan.reads, |this, n, m| {
                                 this.sums_i_major(n, m, index, &plan)
                             })
-                        } else if let Some(plan) = interchange::transpose(index, body)
+                        } else if let Some(plan) = loop_interchange::transpose(index, body)
                             && rows_built(&plan.reads)
                         {
                             // E-Build-Bot of the nest, then of its first row.
@@ -1386,7 +1383,7 @@ impl Lower<'_, '_> {
         n: Value,
         m: Value,
         j: &Name,
-        plan: &interchange::Plan<'_>,
+        plan: &loop_interchange::Plan<'_>,
     ) -> R<Value> {
         let zero = self.iconst(0);
         let out = self.alloc(n, 8)?;
@@ -1402,8 +1399,8 @@ impl Lower<'_, '_> {
         // a ⊥ the nest does not have); the others per element, two at a
         // time when they are arithmetic on Doubles and reads at j of
         // arrays of Doubles (Note [Interchange], pairs).
-        let varying = interchange::varying(plan.terms, j);
-        let pairs = interchange::pairs(plan.terms, plan.term, &varying)
+        let varying = loop_interchange::varying(plan.terms, j);
+        let pairs = loop_interchange::pairs(plan.terms, plan.term, &varying)
             && plan.terms.iter().all(|b| match &b.rhs {
                 Rhs::Prim(Prim::Get, args) if varying.contains(&b.name) => {
                     args[0].var().is_some_and(|a| !self.fused.contains_key(a))
@@ -1687,9 +1684,9 @@ impl Lower<'_, '_> {
     /// the loop runs over), and the element is a Double. Then the set of
     /// those bindings (all of them).
     fn pairable(&self, index: &Name, body: &AnfBlock) -> Option<HashSet<Name>> {
-        let varying = interchange::varying(&body.binds, index);
+        let varying = loop_interchange::varying(&body.binds, index);
         let ok = varying.len() == body.binds.len()
-            && interchange::pairs(&body.binds, &body.result, &varying)
+            && loop_interchange::pairs(&body.binds, &body.result, &varying)
             && body.binds.iter().all(|b| match &b.rhs {
                 Rhs::Prim(Prim::Get, _) => self.untested_read(index, b),
                 _ => true,
@@ -1710,7 +1707,7 @@ impl Lower<'_, '_> {
         if self.scratch.loops.contains_key(index) {
             return None;
         }
-        let varying = interchange::varying(&body.binds, index);
+        let varying = loop_interchange::varying(&body.binds, index);
         let mut paths: HashMap<&Name, Vec<bool>> = HashMap::default();
         let mut offsets: HashMap<&Name, &Atom> = HashMap::default();
         let mut tuples: HashMap<&Name, (&Atom, &Atom)> = HashMap::default();
@@ -1915,7 +1912,7 @@ impl Lower<'_, '_> {
         n: Value,
         m: Value,
         j: &Name,
-        plan: &interchange::Transpose<'_>,
+        plan: &loop_interchange::Transpose<'_>,
         ty: &Type,
     ) -> R<Value> {
         let desc = 2 * SLOT;
@@ -1935,7 +1932,7 @@ impl Lower<'_, '_> {
         // The terms that do not depend on `j` (reading `a[i]`, projecting
         // it) once per `i`, when there are rows (`n > 0`): the guard
         // tested their reads only for elements that exist.
-        let varying = interchange::varying(&plan.body.binds, j);
+        let varying = loop_interchange::varying(&plan.body.binds, j);
         let (per_i, per_ij): (Vec<&Binding>, Vec<&Binding>) = plan
             .body
             .binds
@@ -1979,7 +1976,7 @@ impl Lower<'_, '_> {
         (n_atom, j, outer, ty): (&Atom, &Name, &AnfBlock, &Type),
         m_atom: &Atom,
         inner_code: i64,
-        reads: &[interchange::Read],
+        reads: &[loop_interchange::Read],
         fast: impl FnOnce(&mut Self, Value, Value) -> R<Value>,
     ) -> R<Vals> {
         let n = self.scalar(n_atom)?;
@@ -2011,28 +2008,28 @@ impl Lower<'_, '_> {
     /// The guard of an interchanged nest (Note [Interchange]): every read
     /// in bounds for every `i < m` and `j < n` (trivially, with no
     /// iteration).
-    fn nest_guard(&mut self, reads: &[interchange::Read], n: Value, m: Value) -> R<Value> {
+    fn nest_guard(&mut self, reads: &[loop_interchange::Read], n: Value, m: Value) -> R<Value> {
         let zero = self.iconst(0);
         // The guard: every read in bounds (trivially, with no element or
         // no term).
         let mut ok = self.b.ins().iconst(types::I8, 1);
-        let mut rows: Vec<&interchange::Row> = Vec::new();
+        let mut rows: Vec<&loop_interchange::Row> = Vec::new();
         for read in reads {
             let cond = match read {
-                interchange::Read::Outer(a) => {
+                loop_interchange::Read::Outer(a) => {
                     let len = self.length_of(a)?;
                     self.b.ins().icmp(IntCC::SignedLessThanOrEqual, m, len)
                 }
-                interchange::Read::Inner(a) => {
+                loop_interchange::Read::Inner(a) => {
                     let len = self.length_of(a)?;
                     self.b.ins().icmp(IntCC::SignedLessThanOrEqual, n, len)
                 }
-                interchange::Read::Const(a, c) => {
+                loop_interchange::Read::Const(a, c) => {
                     let len = self.length_of(a)?;
                     let c = self.scalar(c)?;
                     self.b.ins().icmp(IntCC::UnsignedLessThan, c, len)
                 }
-                interchange::Read::Row(row) => {
+                loop_interchange::Read::Row(row) => {
                     if !rows.contains(&row) {
                         rows.push(row);
                     }

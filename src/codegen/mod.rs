@@ -92,26 +92,10 @@
 //! innermost loop that its bounds guard checked (Note [Bounds guards] in
 //! `codegen/guard.rs`).
 
-mod aot;
-mod fuse;
-mod guard;
-mod header;
-mod hoist;
-mod horizontal;
-mod inplace;
-mod interchange;
-mod jam;
-mod jit;
+mod backend;
 mod layout;
 mod lower;
-mod module;
-mod runtime;
-mod scratch;
-mod skip;
-mod twice;
-mod unroll;
-mod version;
-mod vertical;
+mod passes;
 
 use thiserror::Error;
 
@@ -120,8 +104,8 @@ use crate::diagnostic::{Diagnose, Span};
 use crate::ir::Type;
 use crate::pipeline::Entry;
 
-pub use aot::{AotOptions, ObjectCode, c_identifier, compile_object, default_symbol};
-pub use jit::{Arg, Native, NativeLimits, Out, Outputs, Rows};
+pub use backend::aot::{AotOptions, ObjectCode, c_identifier, compile_object, default_symbol};
+pub use backend::jit::{Arg, Native, NativeLimits, Out, Outputs, Rows};
 
 /// Why native compilation or a native call failed. The run-time variants
 /// carry the same stable codes as `eval::EvalError`.

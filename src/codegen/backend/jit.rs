@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 
-use super::layout::{Leaf, SLOT, leaves, slots};
+use crate::codegen::layout::{Leaf, SLOT, leaves, slots};
 use super::module::{HELPERS, define_entry, host_isa, signature};
 use super::runtime::{self, Arena, Ctx};
-use super::{CodegenError, compile_error};
+use crate::codegen::{CodegenError, compile_error};
 use crate::ad::anf::Normal;
 use crate::eval::Value;
 use crate::ir::Type;
@@ -129,7 +129,7 @@ impl Native {
     /// Normalises `entry` (`ad::anf`) and compiles it.
     pub fn compile(entry: &Entry) -> Result<Native, CodegenError> {
         let start = Instant::now();
-        let normal = super::normalise_entry(entry)?;
+        let normal = crate::codegen::normalise_entry(entry)?;
         let mut native = Native::compile_normal(&normal)?;
         native.compile_time = start.elapsed();
         Ok(native)

@@ -71,10 +71,10 @@ use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 use cranelift_object::{ObjectBuilder, ObjectModule};
 
 use super::header::{self, CParam, c_params, c_results};
-use super::layout::{Leaf, SLOT, leaves, slots};
+use crate::codegen::layout::{Leaf, SLOT, leaves, slots};
 use super::module::{HELPERS, define_entry, entry_signature, host_isa, signature};
 use super::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH};
-use super::{CodegenError, compile_error};
+use crate::codegen::{CodegenError, compile_error};
 use crate::ir::Type;
 use crate::pipeline::Entry;
 
@@ -173,7 +173,7 @@ pub fn compile_object(entry: &Entry, options: &AotOptions) -> Result<ObjectCode,
             reason,
         });
     }
-    let normal = super::normalise_entry(entry)?;
+    let normal = crate::codegen::normalise_entry(entry)?;
     let params: Vec<(String, Type)> = entry.params.clone();
     let result = normal.body.result.ty().clone();
     let builder = ObjectBuilder::new(host_isa(true)?, symbol.as_bytes(), default_libcall_names())

@@ -270,7 +270,7 @@ impl Analysis {
                     // (`lower::copied`): `a` is consumed there, so an
                     // `addAt` on `a` later cannot write into it.
                     if *kind == LoopKind::Build
-                        && let Some(a) = super::lower::copied(body, index)
+                        && let Some(a) = crate::codegen::lower::copied(body, index)
                     {
                         self.use_(a, &pos, Use::Consume);
                     }
@@ -299,7 +299,7 @@ impl Analysis {
                         }
                         // `build n (fun i -> a[i])` is a view of `a`'s
                         // buffer (`lower::copied`): never owned.
-                        (LoopKind::Build, None) if super::lower::copied(body, index).is_some() => {
+                        (LoopKind::Build, None) if crate::codegen::lower::copied(body, index).is_some() => {
                             Def::Other
                         }
                         _ => Def::Fresh,

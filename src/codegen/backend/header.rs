@@ -18,7 +18,8 @@ use cranelift_codegen::ir::types;
 
 use super::aot::{CTX_LIMIT, CTX_SPARE, CTX_TEMPS, CTX_USED, c_identifier};
 use super::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH};
-use super::{CodegenError, compile_error, unsupported};
+use crate::codegen::layout;
+use crate::codegen::{CodegenError, compile_error, unsupported};
 use crate::ir::Type;
 
 /// One parameter of the typed C entry.
@@ -129,7 +130,7 @@ fn elem_c(t: &Type) -> Result<(String, String), CodegenError> {
             "void".into(),
             format!(
                 " (each element {} 8-byte slots: {})",
-                super::layout::slots(t)?,
+                layout::slots(t)?,
                 slot_names(t)?
             ),
         ),
@@ -139,14 +140,14 @@ fn elem_c(t: &Type) -> Result<(String, String), CodegenError> {
 
 fn slot_names(t: &Type) -> Result<String, CodegenError> {
     let mut ls = Vec::new();
-    super::layout::leaves(t, 0, &mut ls)?;
+    layout::leaves(t, 0, &mut ls)?;
     Ok(ls
         .iter()
         .map(|l| match l {
-            super::layout::Leaf::Double(_) => "double",
-            super::layout::Leaf::Index(_) => "int64_t",
-            super::layout::Leaf::Bool(_) => "fsmooth_bool",
-            super::layout::Leaf::Array(..) => "fsmooth_array",
+            layout::Leaf::Double(_) => "double",
+            layout::Leaf::Index(_) => "int64_t",
+            layout::Leaf::Bool(_) => "fsmooth_bool",
+            layout::Leaf::Array(..) => "fsmooth_array",
         })
         .collect::<Vec<_>>()
         .join(", "))

@@ -66,7 +66,7 @@ use rustc_hash::FxHashSet as HashSet;
 use crate::ad::anf::{Atom, Binding, Block as AnfBlock, Rhs};
 use crate::ir::{Name, Prim, Type};
 
-use super::interchange;
+use super::loop_interchange;
 
 /// How a fold skips (Note [Skipping folds]).
 pub struct Plan {
@@ -108,7 +108,7 @@ pub fn plan(
         return None;
     }
     let test = c.var()?.clone();
-    let varying = interchange::varying(prefix, index);
+    let varying = loop_interchange::varying(prefix, index);
     if !varying.contains(&test) {
         return None;
     }

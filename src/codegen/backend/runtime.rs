@@ -12,8 +12,8 @@
 use std::alloc::{Layout, alloc, dealloc};
 use std::ptr::NonNull;
 
-use super::CodegenError;
-use super::layout::{SLOT, slots};
+use crate::codegen::CodegenError;
+use crate::codegen::layout::{SLOT, slots};
 use crate::eval::Value;
 use crate::ir::Type;
 
@@ -540,7 +540,7 @@ pub unsafe fn read_value(t: &Type, src: *const u64) -> Result<Value, CodegenErro
             }
             Value::array(items)
         }
-        Type::Fun(..) => return Err(super::unsupported("a function-valued result")),
+        Type::Fun(..) => return Err(crate::codegen::unsupported("a function-valued result")),
     })
 }
 

@@ -22,15 +22,15 @@ use cranelift_codegen::ir::{
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 
-use crate::codegen::backend::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH, ctx_window};
+use crate::ad::anf::{Atom, Binding, Block as AnfBlock, LoopKind, Normal, Rhs};
+use crate::codegen::abi::{self, CTX_A, CTX_B, CTX_SCRATCH, ctx_window};
 use crate::codegen::layout::{Leaf, SLOT, clif_types, elem_bytes, leaves, slots};
 use crate::codegen::passes::fuse::{self, Fused, Index, Plan};
 use crate::codegen::passes::{
-    guard, hoist, horizontal, inplace, jam, loop_interchange, scratch, skip, twice, unroll, version,
-    vertical,
+    guard, hoist, horizontal, inplace, jam, loop_interchange, scratch, skip, twice, unroll,
+    version, vertical, view,
 };
 use crate::codegen::{CodegenError, compile_error, unsupported};
-use crate::ad::anf::{Atom, Binding, Block as AnfBlock, LoopKind, Normal, Rhs};
 use crate::ir::{Lit, Name, Prim, Type};
 
 type R<T> = Result<T, CodegenError>;
@@ -157,7 +157,7 @@ pub fn lower_function(
     }
     let r = l.block(&normal.body)?;
     l.store(normal.body.result.ty(), &r, out, 0)?;
-    let ok = l.b.ins().iconst(types::I64, rt::OK);
+    let ok = l.b.ins().iconst(types::I64, abi::OK);
     l.b.ins().return_(&[ok]);
     l.fail_block();
     l.b.seal_all_blocks();
@@ -474,14 +474,14 @@ impl Lower<'_, '_> {
                 .ins()
                 .icmp_imm_s(IntCC::SignedGreaterThan, count, i64::MAX / size.max(1));
         let (max, zero) = (self.iconst(i64::MAX), self.iconst(0));
-        self.fail_if(too_big, rt::OUT_OF_MEMORY, max, zero);
+        self.fail_if(too_big, abi::OUT_OF_MEMORY, max, zero);
         let bytes = self.b.ins().imul_imm_s(count, size);
         if let Some(k) = self.into_scratch.take() {
             return self.alloc_scratch(k, bytes);
         }
         let p = self.call1("fsmooth_alloc", &[self.ctx, bytes])?;
         let null = self.b.ins().icmp_imm_s(IntCC::Equal, p, 0);
-        self.fail_if(null, rt::OUT_OF_MEMORY, bytes, zero);
+        self.fail_if(null, abi::OUT_OF_MEMORY, bytes, zero);
         Ok(p)
     }
 
@@ -513,7 +513,7 @@ impl Lower<'_, '_> {
         let p = self.call1("fsmooth_scratch", &[self.ctx, bytes, kv])?;
         let null = self.b.ins().icmp_imm_s(IntCC::Equal, p, 0);
         let zero = self.iconst(0);
-        self.fail_if(null, rt::OUT_OF_MEMORY, bytes, zero);
+        self.fail_if(null, abi::OUT_OF_MEMORY, bytes, zero);
         self.b.ins().jump(join, &args_of(&[p]));
         self.b.switch_to_block(join);
         Ok(self.b.block_params(join)[0])
@@ -949,7 +949,7 @@ impl Lower<'_, '_> {
                 // Some element is ⊥ (Note [Fusion], exactness): the loop
                 // stops there with E-Build's ⊥ and never reaches the jump.
                 self.build(n_atom, index, body, &bind.ty, None)?;
-                let (code, m1) = (self.iconst(rt::INDEX_OUT_OF_BOUNDS), self.iconst(-1));
+                let (code, m1) = (self.iconst(abi::INDEX_OUT_OF_BOUNDS), self.iconst(-1));
                 let fail = self.fail;
                 self.b.ins().jump(fail, &args_of(&[code, m1, m1]));
                 self.b.switch_to_block(cont);
@@ -1000,7 +1000,7 @@ impl Lower<'_, '_> {
                 let n = self.iconst(elems.len() as i64);
                 if self.trusted == 0 {
                     let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, j, n);
-                    self.fail_if(out, rt::INDEX_OUT_OF_BOUNDS, j, n);
+                    self.fail_if(out, abi::INDEX_OUT_OF_BOUNDS, j, n);
                 }
                 let mut v = elems[0].clone();
                 for (e, el) in elems.iter().enumerate().skip(1) {
@@ -1025,7 +1025,7 @@ impl Lower<'_, '_> {
                 let j = self.scalar(k)?;
                 if self.trusted == 0 {
                     let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, j, n);
-                    self.fail_if(out, rt::INDEX_OUT_OF_BOUNDS, j, n);
+                    self.fail_if(out, abi::INDEX_OUT_OF_BOUNDS, j, n);
                 }
                 self.env.insert(index, vec![j]);
                 self.trusted += 1;
@@ -1118,7 +1118,7 @@ impl Lower<'_, '_> {
                             // E-Build-Bot, then E-IFold-Bot of the first
                             // element's sum.
                             self.interchanged.push(bind.name.clone());
-                            let code = rt::NEGATIVE_COUNT;
+                            let code = abi::NEGATIVE_COUNT;
                             self.nest(nest, plan.m, code, &plan.reads, |this, n, m| {
                                 this.sums_i_major(n, m, index, &plan)
                             })
@@ -1127,7 +1127,7 @@ impl Lower<'_, '_> {
                         {
                             // E-Build-Bot of the nest, then of its first row.
                             self.interchanged.push(bind.name.clone());
-                            let code = rt::NEGATIVE_SIZE;
+                            let code = abi::NEGATIVE_SIZE;
                             self.nest(nest, plan.m, code, &plan.reads, |this, n, m| {
                                 this.rows_i_major(n, m, index, &plan, &bind.ty)
                             })
@@ -1258,11 +1258,11 @@ impl Lower<'_, '_> {
         guard: Option<&guard::Plan>,
     ) -> R<Vals> {
         let count = self.scalar(n)?;
-        self.check_count_of(n, count, rt::NEGATIVE_SIZE);
+        self.check_count_of(n, count, abi::NEGATIVE_SIZE);
         let n = count;
         let el = array_elem(ty)?;
         let size = elem_bytes(el)?;
-        if let Some(src) = copied(body, index)
+        if let Some(src) = view::copied(body, index)
             && src
                 .var()
                 .is_some_and(|a| self.outlives_loops.contains(a) && !self.fused.contains_key(a))
@@ -1282,7 +1282,7 @@ impl Lower<'_, '_> {
             let a = self.atom(src)?;
             let (from, len) = (a[0], a[1]);
             let short = self.b.ins().icmp(IntCC::SignedGreaterThan, n, len);
-            self.fail_if(short, rt::INDEX_OUT_OF_BOUNDS, len, len);
+            self.fail_if(short, abi::INDEX_OUT_OF_BOUNDS, len, len);
             return Ok(vec![from, n]);
         }
         let p = self.alloc(n, size)?;
@@ -1581,7 +1581,7 @@ impl Lower<'_, '_> {
                             let bits = self.b.ins().vhigh_bits(types::I8, is_zero);
                             let any = self.b.ins().icmp_imm_s(IntCC::NotEqual, bits, 0);
                             let z = self.iconst(0);
-                            self.fail_if(any, rt::DIVISION_BY_ZERO, z, z);
+                            self.fail_if(any, abi::DIVISION_BY_ZERO, z, z);
                             self.b.ins().fdiv(x, y)
                         }
                     }
@@ -1980,7 +1980,7 @@ impl Lower<'_, '_> {
         fast: impl FnOnce(&mut Self, Value, Value) -> R<Value>,
     ) -> R<Vals> {
         let n = self.scalar(n_atom)?;
-        self.check_count_of(n_atom, n, rt::NEGATIVE_SIZE);
+        self.check_count_of(n_atom, n, abi::NEGATIVE_SIZE);
         let m = self.scalar(m_atom)?;
         let some = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
         let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, m, 0);
@@ -2176,7 +2176,7 @@ impl Lower<'_, '_> {
         guard: Option<&guard::Plan>,
     ) -> R<Vals> {
         let count = self.scalar(n)?;
-        self.check_count_of(n, count, rt::NEGATIVE_COUNT);
+        self.check_count_of(n, count, abi::NEGATIVE_COUNT);
         let n = count;
         let z = self.atom(z)?;
         if guard.is_none()
@@ -2352,7 +2352,7 @@ impl Lower<'_, '_> {
         body: &AnfBlock,
     ) -> R<Vals> {
         let count = self.scalar(n)?;
-        self.check_count_of(n, count, rt::NEGATIVE_COUNT);
+        self.check_count_of(n, count, abi::NEGATIVE_COUNT);
         let n = count;
         let z = self.atom(z)?;
         let size = elem_bytes(st_ty)?;
@@ -2521,13 +2521,13 @@ impl Lower<'_, '_> {
         for (k, lane) in lanes.iter().enumerate() {
             self.restore(lane);
             let mk = self.scalar(m)?;
-            self.check_count_of(m, mk, rt::NEGATIVE_COUNT);
+            self.check_count_of(m, mk, abi::NEGATIVE_COUNT);
             let zk = self.atom(z)?;
             if let Some(g) = &guard {
                 let ok = self.guard_holds(mk, g, Some((&zk, st)))?;
                 let fails = self.b.ins().icmp_imm_s(IntCC::Equal, ok, 0);
                 let none = self.iconst(0);
-                self.fail_if(fails, rt::INDEX_OUT_OF_BOUNDS, none, none);
+                self.fail_if(fails, abi::INDEX_OUT_OF_BOUNDS, none, none);
             }
             counts[k] = mk;
             inits[k] = zk;
@@ -2692,7 +2692,7 @@ impl Lower<'_, '_> {
                 let zero = self.b.ins().f64const(0.0);
                 let is_zero = self.b.ins().fcmp(FloatCC::Equal, y, zero);
                 let z = self.iconst(0);
-                self.fail_if(is_zero, rt::DIVISION_BY_ZERO, z, z);
+                self.fail_if(is_zero, abi::DIVISION_BY_ZERO, z, z);
                 self.b.ins().fdiv(x, y)
             }
             Prim::Pow => {
@@ -2721,7 +2721,7 @@ impl Lower<'_, '_> {
         let bad = self.b.ins().icmp_imm_s(IntCC::Equal, ok, 0);
         let xb = self.b.ins().bitcast(types::I64, MemFlagsData::new(), x);
         let yb = self.b.ins().bitcast(types::I64, MemFlagsData::new(), y);
-        self.fail_if(bad, rt::DOMAIN_POW, xb, yb);
+        self.fail_if(bad, abi::DOMAIN_POW, xb, yb);
     }
 
     /// E-Arith / E-Arith-Bot on Indices: exact, or `integer-overflow`.
@@ -2729,7 +2729,7 @@ impl Lower<'_, '_> {
         let z = self.iconst(0);
         let checked = |l: &mut Self, (r, of): (Value, Value), k: i64| {
             let k = l.iconst(k);
-            l.fail_if(of, rt::OVERFLOW, k, z);
+            l.fail_if(of, abi::OVERFLOW, k, z);
             r
         };
         Ok(match op {
@@ -2749,12 +2749,12 @@ impl Lower<'_, '_> {
                 // Division truncates toward zero (`sdiv`), which would trap
                 // on these two cases: test them first.
                 let y0 = self.b.ins().icmp_imm_s(IntCC::Equal, y, 0);
-                self.fail_if(y0, rt::DIVISION_BY_ZERO, z, z);
+                self.fail_if(y0, abi::DIVISION_BY_ZERO, z, z);
                 let xmin = self.b.ins().icmp_imm_s(IntCC::Equal, x, i64::MIN);
                 let ym1 = self.b.ins().icmp_imm_s(IntCC::Equal, y, -1);
                 let of = self.b.ins().band(xmin, ym1);
                 let k = self.iconst(3);
-                self.fail_if(of, rt::OVERFLOW, k, z);
+                self.fail_if(of, abi::OVERFLOW, k, z);
                 self.b.ins().sdiv(x, y)
             }
             Prim::Pow => {
@@ -2777,7 +2777,7 @@ impl Lower<'_, '_> {
         }
         let min = self.b.ins().icmp_imm_s(IntCC::Equal, x, i64::MIN);
         let (k, z) = (self.iconst(1), self.iconst(0));
-        self.fail_if(min, rt::OVERFLOW, k, z);
+        self.fail_if(min, abi::OVERFLOW, k, z);
         self.b.ins().ineg(x)
     }
 
@@ -2816,7 +2816,7 @@ impl Lower<'_, '_> {
                 // cos x is NaN exactly when x is not finite.
                 let c = self.call1("fsmooth_cos", &[x])?;
                 let bad = self.b.ins().fcmp(FloatCC::UnorderedOrEqual, c, zero);
-                domain(self, bad, rt::DOMAIN_TAN);
+                domain(self, bad, abi::DOMAIN_TAN);
                 self.call1("fsmooth_tan", &[x])?
             }
             Prim::Log => {
@@ -2824,12 +2824,12 @@ impl Lower<'_, '_> {
                     .b
                     .ins()
                     .fcmp(FloatCC::UnorderedOrLessThanOrEqual, x, zero);
-                domain(self, bad, rt::DOMAIN_LOG);
+                domain(self, bad, abi::DOMAIN_LOG);
                 self.call1("fsmooth_log", &[x])?
             }
             Prim::Sqrt => {
                 let bad = self.b.ins().fcmp(FloatCC::UnorderedOrLessThan, x, zero);
-                domain(self, bad, rt::DOMAIN_SQRT);
+                domain(self, bad, abi::DOMAIN_SQRT);
                 self.b.ins().sqrt(x)
             }
             _ => return Err(compile_error("not a math function")),
@@ -2851,7 +2851,7 @@ impl Lower<'_, '_> {
         let (p, n) = (a[0], a[1]);
         if self.trusted == 0 && !known && !unchecked {
             let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, n);
-            self.fail_if(out, rt::INDEX_OUT_OF_BOUNDS, i, n);
+            self.fail_if(out, abi::INDEX_OUT_OF_BOUNDS, i, n);
         }
         let size = elem_bytes(&el)?;
         let at = self.element(p, i, size);
@@ -2897,7 +2897,7 @@ impl Lower<'_, '_> {
         let cv = self.atom(c)?;
         if !unchecked {
             let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, n);
-            self.fail_if(out, rt::INDEX_OUT_OF_BOUNDS, i, n);
+            self.fail_if(out, abi::INDEX_OUT_OF_BOUNDS, i, n);
         }
         let dst = if in_place {
             p
@@ -3070,7 +3070,7 @@ impl Lower<'_, '_> {
         let z = self.atom(zero)?;
         let n = self.scalar(n)?;
         let src = self.accum_source(cs)?;
-        self.check_count(n, rt::NEGATIVE_SIZE);
+        self.check_count(n, abi::NEGATIVE_SIZE);
         let size = elem_bytes(&zt)?;
         let rec_ty = Type::pair(Type::Index, zt.clone());
         let out = self.alloc(n, size)?;
@@ -3114,7 +3114,7 @@ impl Lower<'_, '_> {
         self.for_each_record(&src, &rec_ty, &mut |l, v| {
             let j = v[0];
             let bad = l.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, j, n);
-            l.fail_if(bad, rt::INDEX_OUT_OF_BOUNDS, j, n);
+            l.fail_if(bad, abi::INDEX_OUT_OF_BOUNDS, j, n);
             let dst = l.element(out, j, size);
             for leaf in ls_ref {
                 match *leaf {
@@ -3210,21 +3210,6 @@ fn records_at_index(body: &AnfBlock, index: &Name) -> bool {
         &b.name == r
             && matches!(&b.rhs, Rhs::Prim(Prim::Pair, args) if args[0].var() == Some(index))
     })
-}
-
-/// The array `a` if `body` (of a `build` over `index`) is just `a[index]`:
-/// the build is a view of `a` (no buffer of its own).
-pub(super) fn copied<'b>(body: &'b AnfBlock, index: &Name) -> Option<&'b Atom> {
-    let [bind] = body.binds.as_slice() else {
-        return None;
-    };
-    let Rhs::Prim(Prim::Get, args) = &bind.rhs else {
-        return None;
-    };
-    let [a @ Atom::Var(..), Atom::Var(i, _)] = args.as_slice() else {
-        return None;
-    };
-    (i == index && body.result.var() == Some(&bind.name)).then_some(a)
 }
 
 /// `(k, hot, cold)` if `body` (of a `build` over `index`) is `if index =

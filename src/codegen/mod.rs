@@ -92,6 +92,7 @@
 //! innermost loop that its bounds guard checked (Note [Bounds guards] in
 //! `codegen/guard.rs`).
 
+mod abi;
 mod backend;
 mod layout;
 mod lower;
@@ -104,7 +105,8 @@ use crate::diagnostic::{Diagnose, Span};
 use crate::ir::Type;
 use crate::pipeline::Entry;
 
-pub use backend::aot::{AotOptions, ObjectCode, c_identifier, compile_object, default_symbol};
+pub use backend::aot::{AotOptions, ObjectCode, compile_object, default_symbol};
+pub use backend::c_signature::c_identifier;
 pub use backend::jit::{Arg, Native, NativeLimits, Out, Outputs, Rows};
 
 /// Why native compilation or a native call failed. The run-time variants

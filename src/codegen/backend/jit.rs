@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 
-use crate::codegen::layout::{Leaf, SLOT, leaves, slots};
 use super::module::{HELPERS, define_entry, host_isa, signature};
 use super::runtime::{self, Arena, Ctx};
-use crate::codegen::{CodegenError, compile_error};
 use crate::ad::anf::Normal;
+use crate::codegen::layout::{Leaf, SLOT, leaves, slots};
+use crate::codegen::{CodegenError, compile_error};
 use crate::eval::Value;
 use crate::ir::Type;
 use crate::pipeline::Entry;

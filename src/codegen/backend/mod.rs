@@ -11,7 +11,7 @@
 //! — lives beside them in `codegen/layout.rs` and `codegen/abi.rs`.
 
 pub(super) mod aot;
-
+pub(super) mod c_signature;
 pub(super) mod header;
 pub(super) mod jit;
 pub(super) mod module;

@@ -16,9 +16,9 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::FunctionBuilderContext;
 use cranelift_module::{FuncId, Linkage, Module};
 
+use crate::ad::anf::Normal;
 use crate::codegen::lower::{Imports, lower_function};
 use crate::codegen::{CodegenError, compile_error, unsupported};
-use crate::ad::anf::Normal;
 
 /// A helper the lowering calls by name: its parameter and result types.
 pub struct Helper {

@@ -13,31 +13,13 @@ use std::alloc::{Layout, alloc, dealloc};
 use std::ptr::NonNull;
 
 use crate::codegen::CodegenError;
+use crate::codegen::abi::{
+    DIVISION_BY_ZERO, DOMAIN, DOMAIN_IPOW, DOMAIN_OPS, DOMAIN_POW, INDEX_OUT_OF_BOUNDS,
+    NEGATIVE_COUNT, NEGATIVE_SIZE, OK, OUT_OF_MEMORY, OVERFLOW, OVERFLOW_OPS, STACKS,
+};
 use crate::codegen::layout::{SLOT, slots};
 use crate::eval::Value;
 use crate::ir::Type;
-
-/// Status codes returned by compiled code (0 is success). A domain error
-/// is `DOMAIN + k` for the operation `DOMAIN_OPS[k]`.
-pub const OK: i64 = 0;
-pub const INDEX_OUT_OF_BOUNDS: i64 = 1;
-pub const NEGATIVE_SIZE: i64 = 2;
-pub const NEGATIVE_COUNT: i64 = 3;
-pub const DIVISION_BY_ZERO: i64 = 4;
-pub const OVERFLOW: i64 = 5;
-pub const OUT_OF_MEMORY: i64 = 6;
-pub const DOMAIN: i64 = 16;
-/// The operations with domain errors: Double `**`, Index `**`, `log`,
-/// `sqrt`, `tan`.
-pub const DOMAIN_OPS: [&str; 5] = ["**", "** on Index", "log", "sqrt", "tan"];
-pub const DOMAIN_POW: i64 = DOMAIN;
-pub const DOMAIN_IPOW: i64 = DOMAIN + 1;
-pub const DOMAIN_LOG: i64 = DOMAIN + 2;
-pub const DOMAIN_SQRT: i64 = DOMAIN + 3;
-pub const DOMAIN_TAN: i64 = DOMAIN + 4;
-/// Operations that can overflow on Index, by the number stored with
-/// [`OVERFLOW`].
-pub const OVERFLOW_OPS: [&str; 5] = ["+", "-", "*", "/", "**"];
 
 /// The context of one call, passed to compiled code as its first
 /// argument. Compiled code reads `arena` only through the helpers, writes
@@ -69,19 +51,6 @@ impl Ctx {
             windows: [[0; 3]; STACKS],
         }
     }
-}
-
-/// Byte offsets of [`Ctx`]'s fields, for compiled code.
-pub const CTX_A: i32 = 8;
-pub const CTX_B: i32 = 16;
-pub const CTX_SCRATCH: i32 = 24;
-/// The scratch stacks (Note [Scratch arrays]): 0 for the arrays of one
-/// iteration of their innermost loop, 1 for the others.
-pub const STACKS: usize = 2;
-/// The byte offsets of stack `k`'s window's base, cursor and end.
-pub const fn ctx_window(k: usize) -> [i32; 3] {
-    let at = 64 + 24 * k as i32;
-    [at, at + 8, at + 16]
 }
 
 /// A bump allocator over large chunks, all freed together on drop.

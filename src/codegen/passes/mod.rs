@@ -42,3 +42,4 @@ pub(super) mod twice;
 pub(super) mod unroll;
 pub(super) mod version;
 pub(super) mod vertical;
+pub(super) mod view;

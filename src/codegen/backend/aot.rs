@@ -1,12 +1,12 @@
 //! Ahead-of-time output: an entry compiled by cranelift-object into a
 //! relocatable, position-independent object file for the host, plus the C
-//! header that describes it (`codegen/header.rs`). The object needs only
-//! libc and libm (`gcc main.c out.o -lm`).
+//! header that describes it (`codegen/backend/header.rs`). The object needs
+//! only libc and libm (`gcc main.c out.o -lm`).
 //!
 //! The object holds, for an entry compiled under the symbol `S`:
 //!
-//! - `S_slots`, the slot-level entry (`codegen/module.rs`), lowered by the
-//!   same `lower_function` as the JIT's;
+//! - `S_slots`, the slot-level entry (`codegen/backend/module.rs`), lowered by
+//!   the same `lower_function` as the JIT's;
 //! - `S`, a typed C-ABI wrapper: one C parameter per scalar leaf of the
 //!   parameters (an array is a pointer and a length), one out-pointer per
 //!   leaf of the result; it packs the slots on its stack and calls `S_slots`;
@@ -46,20 +46,19 @@
 //! as much, if any (GMM: 32 ms a call, about the JIT's 30–32 ms).
 //!
 //! `ctx.used` counts the chunks and blocks in use (not the spares) and the
-//! scratch blocks; `ctx.limit` (bytes, 0 for none) bounds it, spares
-//! included when one is taken, so whether a call runs out of memory does
-//! not depend on earlier calls. Arrays that do not outlive a loop
-//! iteration (Note [Scratch arrays] in `codegen/scratch.rs`) come from two
-//! more lists of blocks of at least 64 KiB, the scratch stacks, which the
-//! loops release as they go (a stack keeps one block between iterations
-//! and between calls); what a ⊥ leaves there is freed by
-//! `fsmooth_ctx_release` too. A released scratch block joins the spares,
-//! and a new one is a spare when one fits, as the arena's blocks are: a
-//! loop whose iterations each need more than one block takes no memory
-//! from the system after its first iteration. (Freed and allocated again,
-//! such blocks — glibc maps the large ones — faulted their pages in at
-//! every iteration: BA's `fwd-opt` Jacobian took 8 000 page faults and 88
-//! ms a call, 58 ms with spares.)
+//! scratch blocks; `ctx.limit` (bytes, 0 for none) bounds it, spares included
+//! when one is taken, so whether a call runs out of memory does not depend on
+//! earlier calls. Arrays that do not outlive a loop iteration (Note [Scratch
+//! arrays] in `codegen/passes/scratch.rs`) come from two more lists of blocks
+//! of at least 64 KiB, the scratch stacks, which the loops release as they go
+//! (a stack keeps one block between iterations and between calls); what a ⊥
+//! leaves there is freed by `fsmooth_ctx_release` too. A released scratch
+//! block joins the spares, and a new one is a spare when one fits, as the
+//! arena's blocks are: a loop whose iterations each need more than one block
+//! takes no memory from the system after its first iteration. (Freed and
+//! allocated again, such blocks — glibc maps the large ones — faulted their
+//! pages in at every iteration: BA's `fwd-opt` Jacobian took 8 000 page faults
+//! and 88 ms a call, 58 ms with spares.)
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
@@ -143,7 +142,7 @@ pub fn compile_object(entry: &Entry, options: &AotOptions) -> Result<ObjectCode,
             reason,
         });
     }
-    let normal = crate::codegen::normalise_entry(entry)?;
+    let normal = super::module::normalise_entry(entry)?;
     let params: Vec<(String, Type)> = entry.params.clone();
     let result = normal.body.result.ty().clone();
     let builder = ObjectBuilder::new(host_isa(true)?, symbol.as_bytes(), default_libcall_names())
@@ -521,7 +520,7 @@ fn define_arena_alloc(m: &mut ObjectModule, name: &str) -> Result<FuncId, Codege
 }
 
 /// The least size of a scratch block (Note [Scratch arrays] in
-/// `codegen/scratch.rs`), a window many iterations' arrays share.
+/// `codegen/passes/scratch.rs`), a window many iterations' arrays share.
 const TEMP_BLOCK: i64 = 1 << 16;
 
 /// The addresses of scratch stack `k`'s list head and window in `ctx`.

@@ -3,7 +3,7 @@
 //! (so the function pointer stays valid) and calls the compiled entry on
 //! [`Value`]s.
 //!
-//! The compiled entry is the slot-level entry of `codegen/module.rs`:
+//! The compiled entry is the slot-level entry of `codegen/backend/module.rs`:
 //! `fn(ctx: *mut Ctx, args: *const u64, out: *mut u64) -> i64`.
 
 use std::sync::{Arc, Mutex};
@@ -129,7 +129,7 @@ impl Native {
     /// Normalises `entry` (`ad::anf`) and compiles it.
     pub fn compile(entry: &Entry) -> Result<Native, CodegenError> {
         let start = Instant::now();
-        let normal = crate::codegen::normalise_entry(entry)?;
+        let normal = super::module::normalise_entry(entry)?;
         let mut native = Native::compile_normal(&normal)?;
         native.compile_time = start.elapsed();
         Ok(native)

@@ -21,14 +21,14 @@ use crate::codegen::layout::{SLOT, slots};
 use crate::eval::Value;
 use crate::ir::Type;
 
-/// The context of one call, passed to compiled code as its first
-/// argument. Compiled code reads `arena` only through the helpers, writes
-/// `a`, `b` (error details) and `scratch` (Index `**` results), and
-/// allocates scratch arrays (Note [Scratch arrays] in `codegen/scratch.rs`)
-/// from the window `base ≤ cur ≤ end` of their stack in `windows` itself,
-/// calling `fsmooth_scratch` only when it is full. The layout is the C
-/// `fsmooth_ctx`'s (`codegen/header.rs`); `c_only` are the fields only an
-/// object file uses (`limit`, `used`, and the two stacks' block lists).
+/// The context of one call, passed to compiled code as its first argument.
+/// Compiled code reads `arena` only through the helpers, writes `a`, `b`
+/// (error details) and `scratch` (Index `**` results), and allocates scratch
+/// arrays (Note [Scratch arrays] in `codegen/passes/scratch.rs`) from the
+/// window `base ≤ cur ≤ end` of their stack in `windows` itself, calling
+/// `fsmooth_scratch` only when it is full. The layout is the C `fsmooth_ctx`'s
+/// (`codegen/backend/header.rs`); `c_only` are the fields only an object file
+/// uses (`limit`, `used`, and the two stacks' block lists).
 #[repr(C)]
 pub struct Ctx {
     pub arena: *mut Arena,
@@ -57,13 +57,12 @@ impl Ctx {
 /// Requests larger than a quarter chunk get a chunk of their own.
 ///
 /// Besides these chunks it holds two stacks of *scratch* chunks, for the
-/// arrays that do not outlive an iteration of a loop (Note [Scratch
-/// arrays] in `codegen/scratch.rs`). Compiled code allocates from the last
-/// chunk of a stack through the stack's window in [`Ctx`] and, when an
-/// iteration ends, moves the window back to where it was when the
-/// iteration began ([`Arena::release_scratch`] when that is in an earlier
-/// chunk, whose later chunks become spares), so the next iteration reuses
-/// the memory.
+/// arrays that do not outlive an iteration of a loop (Note [Scratch arrays] in
+/// `codegen/passes/scratch.rs`). Compiled code allocates from the last chunk
+/// of a stack through the stack's window in [`Ctx`] and, when an iteration
+/// ends, moves the window back to where it was when the iteration began
+/// ([`Arena::release_scratch`] when that is in an earlier chunk, whose later
+/// chunks become spares), so the next iteration reuses the memory.
 ///
 /// [`Arena::reset`] keeps the chunks for the next call instead of freeing
 /// them: a chunk the system allocator hands out anew is mapped and zeroed

@@ -96,7 +96,7 @@ impl Lower<'_, '_> {
 
     /// The fold of `n ≥ 0` iterations from `z`, iterations `2k` and `2k +
     /// 1` per trip, then the last one alone when `n` is odd (Note [Two
-    /// iterations per trip] in `codegen/twice.rs`).
+    /// iterations per trip] in `codegen/passes/twice.rs`).
     pub(super) fn doubled_fold(
         &mut self,
         n: Value,

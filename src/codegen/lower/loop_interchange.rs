@@ -116,9 +116,9 @@ impl Lower<'_, '_> {
         Ok(ok)
     }
 
-    /// The fast path of a `build` of sums with its loops interchanged
-    /// (Note [Interchange] in `codegen/interchange.rs`), inside [`nest`]'s
-    /// guard: the sums of `n` elements over `m` terms, i-major.
+    /// The fast path of a `build` of sums with its loops interchanged (Note
+    /// [Interchange] in `codegen/passes/loop_interchange.rs`), inside
+    /// [`nest`]'s guard: the sums of `n` elements over `m` terms, i-major.
     ///
     /// [`nest`]: Self::nest
     pub(super) fn sums_i_major(

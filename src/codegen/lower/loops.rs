@@ -331,7 +331,7 @@ impl Lower<'_, '_> {
 // `codegen/passes/guard.rs`): the plan, its test, and the two versions.
 impl Lower<'_, '_> {
     /// The guard of the innermost loop `name` over `index`, if it has one
-    /// (Note [Bounds guards] in `codegen/guard.rs`).
+    /// (Note [Bounds guards] in `codegen/passes/guard.rs`).
     pub(super) fn guard_plan(
         &mut self,
         name: &Name,

@@ -230,17 +230,17 @@ pub struct Lowered {
     /// The indices of the folds of `addAt`s run two iterations at a time
     /// (Note [Bounds guards], pairs of `addAt`s).
     pub paired: Vec<Name>,
-    /// The indices of the folds that skip four iterations at a time when
-    /// they keep their state (Note [Skipping folds] in `codegen/skip.rs`).
+    /// The indices of the folds that skip four iterations at a time when they
+    /// keep their state (Note [Skipping folds] in `codegen/passes/skip.rs`).
     pub skipping: Vec<Name>,
     /// The indices of the folds run two iterations per trip (Note [Two
-    /// iterations per trip] in `codegen/twice.rs`).
+    /// iterations per trip] in `codegen/passes/twice.rs`).
     pub doubled: Vec<Name>,
     /// The indices of the loops run two iterations at a time with their
-    /// inner folds jammed (Note [Jamming] in `codegen/jam.rs`).
+    /// inner folds jammed (Note [Jamming] in `codegen/passes/jam.rs`).
     pub jammed: Vec<Name>,
     /// The members of each group run as one loop (Note [Horizontal
-    /// fusion] in `codegen/horizontal.rs`).
+    /// fusion] in `codegen/passes/horizontal.rs`).
     pub horizontal: Vec<Vec<Name>>,
 }
 
@@ -258,7 +258,7 @@ struct Lower<'a, 'f> {
     env: HashMap<Name, Vals>,
     ctx: Value,
     fail: Block,
-    /// The bindings not built (Note [Fusion] in `codegen/fuse.rs`) ...
+    /// The bindings not built (Note [Fusion] in `codegen/passes/fuse.rs`) ...
     plan: Plan,
     /// ... and, once their binding is passed, how to read them.
     fused: HashMap<Name, Live>,
@@ -274,20 +274,20 @@ struct Lower<'a, 'f> {
     /// bounds test (arrays are immutable).
     in_bounds: Vec<(Name, Name)>,
     /// The arrays that live one loop iteration (Note [Scratch arrays] in
-    /// `codegen/scratch.rs`) and the loops that release them ...
+    /// `codegen/passes/scratch.rs`) and the loops that release them ...
     scratch: scratch::Scratch,
     /// ... and the stack of the next allocation when it is the scratch
     /// array of the binding being lowered.
     into_scratch: Option<usize>,
     /// Whether the `addAt` being lowered updates its array in place (Note
-    /// [In-place updates] in `codegen/inplace.rs`).
+    /// [In-place updates] in `codegen/passes/inplace.rs`).
     in_place: Option<bool>,
     /// Which `addAt` bindings update in place.
     updates: inplace::Updates,
     /// The loop nests lowered interchanged (Note [Interchange]).
     interchanged: Vec<Name>,
     /// The innermost loops behind a bounds guard (Note [Bounds guards] in
-    /// `codegen/guard.rs`) ...
+    /// `codegen/passes/guard.rs`) ...
     guarded: Vec<Name>,
     /// ... the bindings whose tests the guard being lowered covers ...
     covered: HashSet<Name>,
@@ -300,10 +300,10 @@ struct Lower<'a, 'f> {
     /// See [`Lowered::doubled`].
     doubled: Vec<Name>,
     /// The indices of the loops run two iterations at a time with their
-    /// inner folds jammed (Note [Jamming] in `codegen/jam.rs`) ...
+    /// inner folds jammed (Note [Jamming] in `codegen/passes/jam.rs`) ...
     jammed: Vec<Name>,
     /// The members of each group run as one loop (Note [Horizontal
-    /// fusion] in `codegen/horizontal.rs`).
+    /// fusion] in `codegen/passes/horizontal.rs`).
     horizontal_groups: Vec<Vec<Name>>,
     /// Whether the code being lowered is the slow version of a region
     /// (Note [Horizontal fusion]): loops without bounds guards.

@@ -319,7 +319,7 @@ impl Lower<'_, '_> {
     }
 
     /// E-AddAt / E-AddAt-Bot: slot `i` of `a` ⊕ `c`, in `a`'s own buffer
-    /// when `in_place` (Note [In-place updates] in `codegen/inplace.rs`:
+    /// when `in_place` (Note [In-place updates] in `codegen/passes/inplace.rs`:
     /// nothing can read the old array), else in a copy.
     /// The bounds test is left out when a bounds guard covers it
     /// (`unchecked`, Note [Bounds guards]).

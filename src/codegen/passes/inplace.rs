@@ -3,9 +3,9 @@
 //! Input: the normal form as lowered (after fusion, unrolling, hoisting
 //! and versioning) and its speculative conditionals. Output: the names of
 //! the `addAt` bindings whose array operand nothing can observe after
-//! them, so `lower.rs` writes into the operand's buffer instead of a
-//! copy. Everything else copies, which E-AddAt allows as well: the
-//! analysis only decides cost, never a value.
+//! them, so the lowering (`codegen/lower/`) writes into the operand's
+//! buffer instead of a copy. Everything else copies, which E-AddAt allows
+//! as well: the analysis only decides cost, never a value.
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::rc::Rc;

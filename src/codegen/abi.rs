@@ -52,7 +52,7 @@ pub const CTX_LIMIT: i32 = 32;
 pub const CTX_USED: i32 = 40;
 /// The heads of the lists of blocks of the two scratch stacks (Note [Scratch
 /// arrays] in `codegen/passes/scratch.rs`), at `CTX_TEMPS + 8 k`; their
-/// windows follow (`runtime::ctx_window`).
+/// windows follow ([`ctx_window`]).
 pub const CTX_TEMPS: i32 = 48;
 /// The head of the list of blocks `fsmooth_ctx_reset` kept for later calls
 /// (after the scratch windows).

@@ -1,9 +1,10 @@
-//! What compiled code calls and what one call needs around it: the call
-//! context ([`Ctx`]), the arena every array is allocated from, the
-//! `extern "C"` helpers registered with the JIT (allocation, copying, the
-//! transcendental functions, Index `**`), the status codes compiled code
-//! returns, and the copying of [`Value`]s into and out of the flat layout
-//! (Note [Native layout] in `codegen/mod.rs`).
+//! The JIT's runtime, what compiled code calls and what one call needs
+//! around it: the call context ([`Ctx`]), the arena every array is
+//! allocated from, the `extern "C"` helpers registered with the JIT
+//! (allocation, copying, the transcendental functions, Index `**`), the
+//! error a returned status code stands for (the codes themselves are
+//! `codegen/abi.rs`'s), and the copying of [`Value`]s into and out of the
+//! flat layout (Note [Native layout] in `codegen/mod.rs`).
 //!
 //! The helpers must never unwind into compiled code: none of them panics.
 //! The math helpers call the same Rust functions as the evaluator, so

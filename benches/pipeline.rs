@@ -180,7 +180,8 @@ fn native_gmm(c: &mut Criterion) {
         b.iter(|| {
             let r =
                 pipeline::reverse_derivative(GMM_SOURCE, "gmmObjectiveFlat", "theta").expect("rev");
-            fsmooth::codegen::Native::compile(&r.rev).expect("compiles")
+            fsmooth::codegen::Native::compile(&r.rev.normal().expect("normalises"))
+                .expect("compiles")
         })
     });
     g.finish();

@@ -145,19 +145,19 @@ fn modes_with(
     let (objective, t) = timed(|| {
         let loaded = pipeline::load(src).expect("loads");
         let e = pipeline::entry(&loaded, f).expect("entry");
-        Native::compile(&e).expect("objective compiles")
+        Native::compile(&e.normal().expect("normalises")).expect("objective compiles")
     });
     extra.compile(program, "objective", t);
     let (fwd, t) = timed(|| {
         let d = pipeline::tangent_derivative(src, f, wrt).expect("fwd");
-        Native::compile(&d.wrapper).expect("fwd compiles")
+        Native::compile(&d.wrapper.normal().expect("normalises")).expect("fwd compiles")
     });
     extra.compile(program, "fwd", t);
     let fwd_opt = opt.then(|| {
         let (n, t) = timed(|| {
             let d = pipeline::tangent_derivative(src, f, wrt).expect("fwd");
             let o = pipeline::optimise_entry(&d.wrapper, &OptOptions::default()).expect("opt");
-            Native::compile(&o.entry).expect("fwd-opt compiles")
+            Native::compile(&o.entry.normal().expect("normalises")).expect("fwd-opt compiles")
         });
         extra.compile(program, "fwd-opt", t);
         n
@@ -166,7 +166,7 @@ fn modes_with(
         let (n, t) = timed(|| {
             let d = pipeline::tangent_derivative_with(src, f, wrt, ForwardMode::Vector)
                 .expect("fwd-vec");
-            Native::compile(&d.wrapper).expect("fwd-vec compiles")
+            Native::compile(&d.wrapper.normal().expect("normalises")).expect("fwd-vec compiles")
         });
         extra.compile(program, "fwd-vec", t);
         n
@@ -174,14 +174,17 @@ fn modes_with(
     let fwd_rows = vector.then(|| {
         let (n, t) = timed(|| {
             let r = pipeline::rows_derivative(src, f, wrt).expect("fwd-rows");
-            Native::compile(&r.rows).expect("fwd-rows compiles")
+            Native::compile(&r.rows.normal().expect("normalises")).expect("fwd-rows compiles")
         });
         extra.compile(program, "fwd-rows", t);
         n
     });
     let ((rev, seeded), t) = timed(|| {
         let r = pipeline::reverse_derivative(src, f, wrt).expect("rev");
-        (Native::compile(&r.rev).expect("rev compiles"), r.seeded)
+        (
+            Native::compile(&r.rev.normal().expect("normalises")).expect("rev compiles"),
+            r.seeded,
+        )
     });
     extra.compile(program, "rev", t);
     Modes {

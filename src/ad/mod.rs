@@ -28,24 +28,6 @@ use crate::ir::{Expr, ExprId, Program, Type};
 
 pub use atom::Atom;
 
-/// Temporary: codegen's imports move after the codegen split merges.
-/// Codegen still reads the normal form as `ad::anf` and matches
-/// `normalise`'s error as an [`AdError`]; then it names `crate::anf` and
-/// its [`AnfError`], and this module goes.
-pub mod anf {
-    pub use crate::anf::*;
-
-    /// [`crate::anf::normalise`], its error as an [`AdError`](super::AdError).
-    pub fn normalise(
-        prog: &crate::ir::Program,
-        types: &cranelift_entity::SecondaryMap<crate::ir::ExprId, Option<crate::ir::Type>>,
-        entry: &str,
-        params: &[crate::ir::Type],
-    ) -> Result<Normal, super::AdError> {
-        Ok(crate::anf::normalise(prog, types, entry, params)?)
-    }
-}
-
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum AdError {
     #[error("`deriv` of an expression whose free variable `{name}` is a function ({ty})")]

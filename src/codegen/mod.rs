@@ -1,9 +1,10 @@
-//! Native code: the first-order normal form (`ad::anf`) lowered to
+//! Native code: the first-order normal form (`anf`) lowered to
 //! Cranelift IR and compiled in memory by cranelift-jit, or ahead of time
 //! into an object file by cranelift-object ([`compile_object`], the
 //! `fsmooth compile` command). Only `codegen/` names Cranelift.
 //!
-//! Input: an [`Entry`] (normalised here) or an [`anf::Normal`] directly:
+//! Input: an [`anf::Normal`] (the pipeline normalises an entry once,
+//! `pipeline::Entry::normal`, and asks for its code):
 //! every function is already inlined and every bound name is fresh, so
 //! the lowering never sees a closure and needs no scoping. Output: a
 //! [`Native`] whose [`Native::call`] takes and returns evaluator
@@ -14,14 +15,39 @@
 //! definitions the entry uses, so a ⊥ in an unused top-level definition
 //! is not reached (native code refines the evaluator there, §9).
 //!
+//! [`anf::Normal`]: crate::anf::Normal
+//!
+//! # Layout
+//!
+//! Three layers, each depending only on the ones before it:
+//!
+//! - `passes/`: the rewrites and analyses of the normal form (vertical
+//!   fusion, unrolling, hoisting, versioning, fusion, scratch arrays,
+//!   in-place updates, loop interchange, bounds guards, jamming, skipping
+//!   and doubled folds, horizontal fusion). They decide what native code
+//!   does and never name Cranelift, so each one's exactness argument is
+//!   about the normal form alone;
+//! - `lower/`: the one lowering of a normal form to Cranelift IR, which
+//!   runs the passes and emits what they planned;
+//! - `backend/`: what makes the IR run: the JIT with its Rust runtime, the
+//!   object file with its C signature and header, and `module.rs`, which
+//!   both share.
+//!
+//! Beside them, `layout.rs` (Note [Native layout], below) and `abi.rs` (the
+//! status codes and the call context's byte offsets) are what lowered code and
+//! its callers agree on. They depend on nothing in `codegen/` but
+//! [`CodegenError`], so neither the passes nor the lowering depend on a
+//! backend. This file holds the public API, re-exported from `backend/`, and
+//! [`CodegenError`].
+//!
 //! # Representation (Note [Native layout])
 //!
 //! A value of type `T` is a fixed number of machine words, its *slots*
-//! (see `codegen/layout.rs`): Double is one `f64`, Index one `i64`, Bool one `i8`
-//! (kept in an 8-byte slot in memory), an array two (`ptr`, `len`), and a
-//! pair the slots of its first component followed by those of its second.
-//! Tuples are therefore never boxed: in registers they are just several
-//! SSA values.
+//! (see `codegen/layout.rs`): Double is one `f64`, Index one `i64`, Bool
+//! one `i8` (kept in an 8-byte slot in memory), an array two (`ptr`,
+//! `len`), and a pair the slots of its first component followed by those
+//! of its second. Tuples are therefore never boxed: in registers they are
+//! just several SSA values.
 //!
 //! An array of `n` elements of type `T` is one contiguous buffer of
 //! `n × slots(T)` words, element `i` at `ptr + 8·slots(T)·i` (an array of
@@ -38,43 +64,42 @@
 //!
 //! # Memory
 //!
-//! A pull array read only by `get` and `length`, with a simple body, is
-//! not built at all: each read computes its element (Note [Fusion] in
-//! `codegen/fuse.rs`; the dot product's `vectorEMul`, a slice of a
-//! difference, BA's chains of small vector maps), and an `accum` of a
-//! `concat` reads the parts in place, computing them there when they are
-//! such a `build` (reverse mode's scatter-adds). Every other buffer
-//! comes from an arena owned by the Rust wrapper of one call
-//! (`runtime::Arena`): the compiled code calls `fsmooth_alloc` once per
-//! array, never per element, and the whole arena is freed when the call
-//! returns, after the result has been copied out into [`Value`]s. An
-//! array that cannot outlive an iteration of some loop comes instead from
-//! one of two scratch stacks, by moving a pointer, and is freed when that
-//! iteration ends (Note [Scratch arrays] in `codegen/scratch.rs`); a
-//! `build` whose elements the next loop reads one per iteration is
-//! computed in that loop, so that its elements become such arrays (Note
-//! [Vertical fusion] in `codegen/vertical.rs`).
-//! [`Native::call_slices`] skips the conversion for scalars, flat arrays
-//! of Double or Index, and matrices of Double (rows): argument slices are
-//! read in place, and the result's arrays are slices of the arena, which
-//! the returned [`Outputs`] owns
-//! (on the dot product of 10⁶ elements, in the test profile: 1.4 ms
-//! against 21 ms through `call`).
+//! A pull array read only by `get` and `length`, with a simple body, is not
+//! built at all: each read computes its element (Note [Fusion] in
+//! `codegen/passes/fuse.rs`; the dot product's `vectorEMul`, a slice of a
+//! difference, BA's chains of small vector maps), and an `accum` of a `concat`
+//! reads the parts in place, computing them there when they are such a `build`
+//! (reverse mode's scatter-adds). Every other buffer comes from an arena owned
+//! by the Rust wrapper of one call (`backend/runtime.rs`, `Arena`): the
+//! compiled code calls `fsmooth_alloc` once per array, never per element, and
+//! the whole arena is freed when the call returns, after the result has been
+//! copied out into [`Value`]s. An array that cannot outlive an iteration of
+//! some loop comes instead from one of two scratch stacks, by moving a
+//! pointer, and is freed when that iteration ends (Note [Scratch arrays] in
+//! `codegen/passes/scratch.rs`); a `build` whose elements the next loop reads
+//! one per iteration is computed in that loop, so that its elements become
+//! such arrays (Note [Vertical fusion] in `codegen/passes/vertical.rs`).
+//! [`Native::call_slices`] skips the conversion for scalars, flat arrays of
+//! Double or Index, and matrices of Double (rows): argument slices are read in
+//! place, and the result's arrays are slices of the arena, which the returned
+//! [`Outputs`] owns (on the dot product of 10⁶ elements, in the test profile:
+//! 1.4 ms against 21 ms through `call`).
 //!
 //! # Ahead of time
 //!
 //! [`compile_object`] feeds the same `lower::lower_function` (through
-//! `module::define_entry`, generic over `cranelift_module::Module`) into an
-//! `ObjectModule` for the host ISA, position-independent, and adds a typed
-//! C-ABI wrapper and a header (`aot.rs`, `header.rs`). The object needs only
-//! libc and libm: `fsmooth_alloc`, `fsmooth_copy` and `fsmooth_ipow` are
-//! emitted into it as local Cranelift functions (over `malloc`, `memcpy`),
-//! and the math helpers are libm's `sin`, `cos`, `tan`, `log`, `exp`,
-//! `pow`, which the JIT's Rust shims call too. There the arena is the
-//! caller's `fsmooth_ctx`: arrays bumped out of 64 KiB chunks, all freed
-//! by `fsmooth_ctx_release` or kept for the next call by
-//! `fsmooth_ctx_reset` (Note [AOT memory] in `aot.rs`). The status codes
-//! are the ones below, named in the header after the error codes.
+//! `backend::module::define_entry`, generic over `cranelift_module::Module`)
+//! into an `ObjectModule` for the host ISA, position-independent, and adds a
+//! typed C-ABI wrapper and a header (`backend/aot.rs`,
+//! `backend/c_signature.rs`, `backend/header.rs`). The object needs only libc
+//! and libm: `fsmooth_alloc`, `fsmooth_copy` and `fsmooth_ipow` are emitted
+//! into it as local Cranelift functions (over `malloc`, `memcpy`), and the
+//! math helpers are libm's `sin`, `cos`, `tan`, `log`, `exp`, `pow`, which the
+//! JIT's Rust shims call too. There the arena is the caller's `fsmooth_ctx`:
+//! arrays bumped out of 64 KiB chunks, all freed by `fsmooth_ctx_release` or
+//! kept for the next call by `fsmooth_ctx_reset` (Note [AOT memory] in
+//! `backend/aot.rs`). The status codes are the ones below, named in the header
+//! after the error codes.
 //!
 //! # Errors
 //!
@@ -84,44 +109,27 @@
 //! details in the call context and returns a non-zero status; the wrapper
 //! turns it into a [`CodegenError`] with the evaluator's error code
 //! (inside a speculated loop invariant, Note [Hoisting] in
-//! `codegen/hoist.rs`, the test branches to code that redoes the binding
+//! `codegen/passes/hoist.rs`, the test branches to code that redoes the binding
 //! in the loop instead, which then exits as above). A
 //! test is left out only where it cannot fire: a read `a[i]` in a loop
 //! over `0 .. length a`, the reads inside a fused body, which the
 //! fusion guard checked (Note [Fusion]), and the reads and updates of an
 //! innermost loop that its bounds guard checked (Note [Bounds guards] in
-//! `codegen/guard.rs`).
+//! `codegen/passes/guard.rs`).
 
-mod aot;
-mod fuse;
-mod guard;
-mod header;
-mod hoist;
-mod horizontal;
-mod inplace;
-mod interchange;
-mod jam;
-mod jit;
+mod abi;
+mod backend;
 mod layout;
 mod lower;
-mod module;
-mod runtime;
-mod scratch;
-mod skip;
-mod twice;
-mod unroll;
-mod version;
-mod vertical;
+mod passes;
 
 use thiserror::Error;
 
-use crate::ad::anf;
 use crate::diagnostic::{Diagnose, Span};
-use crate::ir::Type;
-use crate::pipeline::Entry;
 
-pub use aot::{AotOptions, ObjectCode, c_identifier, compile_object, default_symbol};
-pub use jit::{Arg, Native, NativeLimits, Out, Outputs, Rows};
+pub use backend::aot::{AotOptions, ObjectCode, compile_object, default_symbol};
+pub use backend::c_signature::c_identifier;
+pub use backend::jit::{Arg, Native, NativeLimits, Out, Outputs, Rows};
 
 /// Why native compilation or a native call failed. The run-time variants
 /// carry the same stable codes as `eval::EvalError`.
@@ -187,22 +195,6 @@ impl Diagnose for CodegenError {
             _ => Vec::new(),
         }
     }
-}
-
-/// The first-order normal form of `entry` (`ad::anf`), which both
-/// backends lower.
-fn normalise_entry(entry: &Entry) -> Result<anf::Normal, CodegenError> {
-    let params: Vec<Type> = entry.params.iter().map(|(_, t)| t.clone()).collect();
-    anf::normalise(
-        &entry.program,
-        &entry.types,
-        &entry.name_in_program(),
-        &params,
-    )
-    .map_err(|e| match e {
-        crate::ad::AdError::Unsupported { what } => CodegenError::Unsupported { what },
-        other => compile_error(format!("normalisation: {other} [{}]", other.code())),
-    })
 }
 
 fn unsupported(what: impl Into<String>) -> CodegenError {

@@ -307,4 +307,3 @@ pub fn run_phase(
     };
     (best, stats, steps, checked)
 }
-

@@ -15,7 +15,7 @@
 
 use std::rc::Rc;
 
-use super::session::{check, entry_of};
+use super::typed::{check, entry_of};
 use super::{Artefact, Entry, ForwardMode, avoiding};
 use crate::diagnostic::{Diagnostic, Span};
 use crate::ir::{Def, Expr, ExprId, Name, Prim, Program, Type};

@@ -225,7 +225,7 @@ impl Entry {
         self.native
             .get_or_init(|| {
                 let normal = self.normal().map_err(normalisation_error)?;
-                timed(Pass::Compile, || Native::compile_normal(&normal)).map(Rc::new)
+                timed(Pass::Compile, || Native::compile(&normal)).map(Rc::new)
             })
             .clone()
     }

@@ -7,16 +7,17 @@
 
 use std::rc::Rc;
 
-use super::session::{Session, entry_of, no_param};
+use super::typed::{entry_of, no_param, typed_appended};
 use super::{Artefact, Entry, Form, avoiding};
 use crate::diagnostic::{Diagnostic, Span};
 use crate::interchange::InputError;
 use crate::ir::{Def, Expr, ExprId, Lit, Name, Prim, Program, Type};
+use crate::types::Typing;
 
-/// The wrapper of `base` (a monomorphic entry of `session`) with respect
-/// to its parameter `k`, in `form`.
+/// The wrapper of `base` (a monomorphic entry of the typed `program`) with
+/// respect to its parameter `k`, in `form`.
 pub(super) fn wrapper(
-    session: &Session,
+    (program, typing): (&Program, &Typing),
     artefact: Artefact,
     base: &Entry,
     k: usize,
@@ -53,7 +54,7 @@ pub(super) fn wrapper(
             None
         }
     };
-    let mut prog = session.program().clone();
+    let mut prog = program.clone();
     let g = Span::generated();
     let entry_name = &base.name;
     // Parameter names that do not shadow the entry.
@@ -97,7 +98,7 @@ pub(super) fn wrapper(
         body,
         prelude: false,
     });
-    let typing = session.typed_appended(&prog)?;
+    let typing = typed_appended(&prog, typing)?;
     entry_of(
         artefact,
         &prog,

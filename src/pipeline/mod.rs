@@ -27,6 +27,7 @@ mod forward;
 mod optimise;
 pub mod passes;
 mod session;
+mod typed;
 
 use std::rc::Rc;
 

@@ -7,7 +7,7 @@
 use std::rc::Rc;
 
 use super::passes::{Pass, timed};
-use super::session::{check, entry_of};
+use super::typed::{check, entry_of};
 use super::{Artefact, Entry, ForwardMode};
 use crate::diagnostic::{Diagnostic, Span};
 use crate::opt::RuleDef;

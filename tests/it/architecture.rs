@@ -94,7 +94,7 @@ fn imports(name: &str, text: &str, known: &BTreeSet<String>, is_dir: bool) -> BT
                 .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':' || *c == '{')
                 .collect();
             let mut heads = vec![path.trim_end_matches([':', '{']).to_string()];
-            if let Some((head, group)) = path.split_once('{') {
+            if let Some((head, _)) = path.split_once('{') {
                 let group_text: String = rest[head.len() + 1..]
                     .chars()
                     .take_while(|c| *c != '}')
@@ -239,14 +239,40 @@ fn layers_do_not_import_what_sequences_them() {
     // (layer, modules it must not import)
     let rules: &[(&str, &[&str])] = &[
         ("", &[]),
-        ("eval", &["ad", "anf", "opt", "codegen", "pipeline", "gradient", "types", "syntax", "cli"]),
-        ("anf", &["ad", "opt", "codegen", "pipeline", "gradient", "eval", "cli"]),
-        ("types", &["ad", "anf", "opt", "codegen", "pipeline", "gradient", "eval", "cli"]),
-        ("syntax", &["ad", "anf", "opt", "codegen", "pipeline", "gradient", "eval", "types", "cli"]),
+        (
+            "eval",
+            &[
+                "ad", "anf", "opt", "codegen", "pipeline", "gradient", "types", "syntax", "cli",
+            ],
+        ),
+        (
+            "anf",
+            &[
+                "ad", "opt", "codegen", "pipeline", "gradient", "eval", "cli",
+            ],
+        ),
+        (
+            "types",
+            &[
+                "ad", "anf", "opt", "codegen", "pipeline", "gradient", "eval", "cli",
+            ],
+        ),
+        (
+            "syntax",
+            &[
+                "ad", "anf", "opt", "codegen", "pipeline", "gradient", "eval", "types", "cli",
+            ],
+        ),
         ("ad", &["opt", "codegen", "pipeline", "gradient", "cli"]),
         ("opt", &["ad", "codegen", "pipeline", "gradient", "cli"]),
-        ("codegen", &["ad", "opt", "pipeline", "gradient", "adbench", "cli"]),
-        ("pipeline", &["gradient", "adbench", "difftest", "rulecheck", "cli"]),
+        (
+            "codegen",
+            &["ad", "opt", "pipeline", "gradient", "adbench", "cli"],
+        ),
+        (
+            "pipeline",
+            &["gradient", "adbench", "difftest", "rulecheck", "cli"],
+        ),
         ("gradient", &["adbench", "difftest", "cli"]),
     ];
     let mut bad = Vec::new();
@@ -287,8 +313,17 @@ fn only_the_command_line_prints_or_reads_files() {
             continue;
         }
         for needle in [
-            "println!", "eprintln!", "print!(", "eprint!(", "dbg!(", "std::fs::", "File::",
-            "io::stdout", "io::stderr", "io::stdin", "read_dir",
+            "println!",
+            "eprintln!",
+            "print!(",
+            "eprint!(",
+            "dbg!(",
+            "std::fs::",
+            "File::",
+            "io::stdout",
+            "io::stderr",
+            "io::stdin",
+            "read_dir",
         ] {
             if text.contains(needle) {
                 bad.push(format!("{name}: {needle}"));

@@ -244,7 +244,7 @@ fn native_bottoms_have_the_evaluators_codes() {
 /// the memory limit is `out-of-memory`. None of them panics.
 #[test]
 fn native_unsupported_bad_arguments_and_memory_limits_are_errors() {
-    use fsmooth::ad::anf::{Atom, Block, Normal};
+    use fsmooth::anf::{Atom, Block, Normal};
     let f = Type::fun(Type::Double, Type::Double);
     let normal = Normal {
         params: vec![("f'n1".into(), f.clone())],
@@ -253,7 +253,7 @@ fn native_unsupported_bad_arguments_and_memory_limits_are_errors() {
             result: Atom::Var("f'n1".into(), f),
         },
     };
-    let e = Native::compile_normal(&normal).expect_err("a function parameter");
+    let e = Native::compile(&normal).expect_err("a function parameter");
     assert_eq!(e.code(), "native-unsupported", "{e}");
 
     let n = compile(&load_entry("let f (v: Vector) = vectorSum v\n", "f"));

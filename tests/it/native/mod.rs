@@ -101,7 +101,8 @@ fn load_entry(src: &str, name: &str) -> std::rc::Rc<Entry> {
 }
 
 fn compile(entry: &Entry) -> Native {
-    Native::compile(entry).unwrap_or_else(|e| panic!("native compile of {}: {e}", entry.name))
+    Native::compile(&entry.normal().expect("normalises"))
+        .unwrap_or_else(|e| panic!("native compile of {}: {e}", entry.name))
 }
 
 fn compare_src(src: &str, name: &str, args: &[Value]) -> Outcome {

@@ -41,7 +41,8 @@ fn native_random_programs_agree_with_the_evaluator() {
             ty.to_type()
         );
         let e = load_entry(&src, "typed'check");
-        let n = Native::compile(&e).map_err(|m| TestCaseError::fail(format!("{m}\n{src}")))?;
+        let n = Native::compile(&e.normal().expect("normalises"))
+            .map_err(|m| TestCaseError::fail(format!("{m}\n{src}")))?;
         match compare(&e, &n, &[]) {
             Ok(Outcome::Value) => values.set(values.get() + 1),
             Ok(Outcome::Bottom) => bottoms.set(bottoms.get() + 1),
@@ -106,7 +107,8 @@ fn native_random_gradient_programs_agree_with_the_evaluator() {
                 (&rev.rev, rev.seeded),
             ];
             for (entry, seeded) in programs {
-                let n = Native::compile(entry).map_err(|e| fail(format!("{}: {e}", entry.name)))?;
+                let n = Native::compile(&entry.normal().expect("normalises"))
+                    .map_err(|e| fail(format!("{}: {e}", entry.name)))?;
                 for x in &points {
                     let mut args = vec![x.clone()];
                     if seeded {

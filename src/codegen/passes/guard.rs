@@ -33,7 +33,7 @@
 //! A state component keeps its length when the body's result has at its
 //! place (through pairs) an array made from the same component by
 //! projections and `addAt`s (E-AddAt keeps the length): the accumulators
-//! of reverse mode (Note [In-place updates] in `codegen/inplace.rs`).
+//! of reverse mode (Note [In-place updates] in `codegen/passes/inplace.rs`).
 //! Its length is then the initial state's. E-IFold-Bot (`m < 0`) and
 //! E-Build-Bot are tested before the guard, as the loop would.
 //!
@@ -47,8 +47,8 @@
 //! Doubles that needs no test (covered by the guard, or the loop runs
 //! over its length), an order comparison of Doubles (a lane mask), or a
 //! Double conditional of two atoms on such a comparison (a lane-wise
-//! `bitselect`, Note [Selects] in `lower.rs`), with a Double element,
-//! runs two elements at a time in the lanes of an `f64x2` (the last
+//! `bitselect`, Note [Selects] in `codegen/lower/mod.rs`), with a Double
+//! element, runs two elements at a time in the lanes of an `f64x2` (the last
 //! alone when `n` is odd). A lane operation is the scalar IEEE
 //! operation, so every bit is the same; the only ⊥ left is a division by
 //! zero (both lanes tested), the same ⊥ from any element. Vector forward mode's tangent maps and the Jacobians of
@@ -79,7 +79,7 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use crate::ad::anf::{Atom, Block, Rhs};
+use crate::anf::{Atom, Block, Rhs};
 use crate::ir::{Name, Prim, Type};
 
 /// Where the length a check tests against comes from.

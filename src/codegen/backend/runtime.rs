@@ -1,9 +1,10 @@
-//! What compiled code calls and what one call needs around it: the call
-//! context ([`Ctx`]), the arena every array is allocated from, the
-//! `extern "C"` helpers registered with the JIT (allocation, copying, the
-//! transcendental functions, Index `**`), the status codes compiled code
-//! returns, and the copying of [`Value`]s into and out of the flat layout
-//! (Note [Native layout] in `codegen/mod.rs`).
+//! The JIT's runtime, what compiled code calls and what one call needs
+//! around it: the call context ([`Ctx`]), the arena every array is
+//! allocated from, the `extern "C"` helpers registered with the JIT
+//! (allocation, copying, the transcendental functions, Index `**`), the
+//! error a returned status code stands for (the codes themselves are
+//! `codegen/abi.rs`'s), and the copying of [`Value`]s into and out of the
+//! flat layout (Note [Native layout] in `codegen/mod.rs`).
 //!
 //! The helpers must never unwind into compiled code: none of them panics.
 //! The math helpers call the same Rust functions as the evaluator, so
@@ -12,41 +13,23 @@
 use std::alloc::{Layout, alloc, dealloc};
 use std::ptr::NonNull;
 
-use super::CodegenError;
-use super::layout::{SLOT, slots};
+use crate::codegen::CodegenError;
+use crate::codegen::abi::{
+    DIVISION_BY_ZERO, DOMAIN, DOMAIN_IPOW, DOMAIN_OPS, DOMAIN_POW, INDEX_OUT_OF_BOUNDS,
+    NEGATIVE_COUNT, NEGATIVE_SIZE, OK, OUT_OF_MEMORY, OVERFLOW, OVERFLOW_OPS, STACKS,
+};
+use crate::codegen::layout::{SLOT, slots};
 use crate::eval::Value;
 use crate::ir::Type;
 
-/// Status codes returned by compiled code (0 is success). A domain error
-/// is `DOMAIN + k` for the operation `DOMAIN_OPS[k]`.
-pub const OK: i64 = 0;
-pub const INDEX_OUT_OF_BOUNDS: i64 = 1;
-pub const NEGATIVE_SIZE: i64 = 2;
-pub const NEGATIVE_COUNT: i64 = 3;
-pub const DIVISION_BY_ZERO: i64 = 4;
-pub const OVERFLOW: i64 = 5;
-pub const OUT_OF_MEMORY: i64 = 6;
-pub const DOMAIN: i64 = 16;
-/// The operations with domain errors: Double `**`, Index `**`, `log`,
-/// `sqrt`, `tan`.
-pub const DOMAIN_OPS: [&str; 5] = ["**", "** on Index", "log", "sqrt", "tan"];
-pub const DOMAIN_POW: i64 = DOMAIN;
-pub const DOMAIN_IPOW: i64 = DOMAIN + 1;
-pub const DOMAIN_LOG: i64 = DOMAIN + 2;
-pub const DOMAIN_SQRT: i64 = DOMAIN + 3;
-pub const DOMAIN_TAN: i64 = DOMAIN + 4;
-/// Operations that can overflow on Index, by the number stored with
-/// [`OVERFLOW`].
-pub const OVERFLOW_OPS: [&str; 5] = ["+", "-", "*", "/", "**"];
-
-/// The context of one call, passed to compiled code as its first
-/// argument. Compiled code reads `arena` only through the helpers, writes
-/// `a`, `b` (error details) and `scratch` (Index `**` results), and
-/// allocates scratch arrays (Note [Scratch arrays] in `codegen/scratch.rs`)
-/// from the window `base ≤ cur ≤ end` of their stack in `windows` itself,
-/// calling `fsmooth_scratch` only when it is full. The layout is the C
-/// `fsmooth_ctx`'s (`codegen/header.rs`); `c_only` are the fields only an
-/// object file uses (`limit`, `used`, and the two stacks' block lists).
+/// The context of one call, passed to compiled code as its first argument.
+/// Compiled code reads `arena` only through the helpers, writes `a`, `b`
+/// (error details) and `scratch` (Index `**` results), and allocates scratch
+/// arrays (Note [Scratch arrays] in `codegen/passes/scratch.rs`) from the
+/// window `base ≤ cur ≤ end` of their stack in `windows` itself, calling
+/// `fsmooth_scratch` only when it is full. The layout is the C `fsmooth_ctx`'s
+/// (`codegen/backend/header.rs`); `c_only` are the fields only an object file
+/// uses (`limit`, `used`, and the two stacks' block lists).
 #[repr(C)]
 pub struct Ctx {
     pub arena: *mut Arena,
@@ -71,30 +54,16 @@ impl Ctx {
     }
 }
 
-/// Byte offsets of [`Ctx`]'s fields, for compiled code.
-pub const CTX_A: i32 = 8;
-pub const CTX_B: i32 = 16;
-pub const CTX_SCRATCH: i32 = 24;
-/// The scratch stacks (Note [Scratch arrays]): 0 for the arrays of one
-/// iteration of their innermost loop, 1 for the others.
-pub const STACKS: usize = 2;
-/// The byte offsets of stack `k`'s window's base, cursor and end.
-pub const fn ctx_window(k: usize) -> [i32; 3] {
-    let at = 64 + 24 * k as i32;
-    [at, at + 8, at + 16]
-}
-
 /// A bump allocator over large chunks, all freed together on drop.
 /// Requests larger than a quarter chunk get a chunk of their own.
 ///
 /// Besides these chunks it holds two stacks of *scratch* chunks, for the
-/// arrays that do not outlive an iteration of a loop (Note [Scratch
-/// arrays] in `codegen/scratch.rs`). Compiled code allocates from the last
-/// chunk of a stack through the stack's window in [`Ctx`] and, when an
-/// iteration ends, moves the window back to where it was when the
-/// iteration began ([`Arena::release_scratch`] when that is in an earlier
-/// chunk, whose later chunks become spares), so the next iteration reuses
-/// the memory.
+/// arrays that do not outlive an iteration of a loop (Note [Scratch arrays] in
+/// `codegen/passes/scratch.rs`). Compiled code allocates from the last chunk
+/// of a stack through the stack's window in [`Ctx`] and, when an iteration
+/// ends, moves the window back to where it was when the iteration began
+/// ([`Arena::release_scratch`] when that is in an earlier chunk, whose later
+/// chunks become spares), so the next iteration reuses the memory.
 ///
 /// [`Arena::reset`] keeps the chunks for the next call instead of freeing
 /// them: a chunk the system allocator hands out anew is mapped and zeroed
@@ -540,7 +509,7 @@ pub unsafe fn read_value(t: &Type, src: *const u64) -> Result<Value, CodegenErro
             }
             Value::array(items)
         }
-        Type::Fun(..) => return Err(super::unsupported("a function-valued result")),
+        Type::Fun(..) => return Err(crate::codegen::unsupported("a function-valued result")),
     })
 }
 

@@ -77,7 +77,7 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use crate::ad::anf::{Atom, Binding, Block, Rhs};
+use crate::anf::{Atom, Binding, Block, Rhs};
 use crate::ir::{Lit, Name, Prim, Type};
 
 /// Folds literal Index arithmetic, then hoists loop invariants, in place.

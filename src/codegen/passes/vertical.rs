@@ -53,7 +53,7 @@
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::hoist::prim_can_fail;
-use crate::ad::anf::{Atom, Binding, Block, LoopKind, Rhs};
+use crate::anf::{Atom, Binding, Block, LoopKind, Rhs};
 use crate::ir::{Lit, Name, Prim, Type};
 
 /// Merges every producer of `b` (nested blocks first) into its consumer

@@ -3,14 +3,15 @@
 //! Input: the normal form as lowered (after fusion, unrolling, hoisting
 //! and versioning) and its speculative conditionals. Output: the names of
 //! the `addAt` bindings whose array operand nothing can observe after
-//! them, so `lower.rs` writes into the operand's buffer instead of a
-//! copy. Everything else copies, which E-AddAt allows as well: the
-//! analysis only decides cost, never a value.
+//! them, so the lowering (`codegen/lower/`) writes into the operand's
+//! buffer instead of a copy. Everything else copies, which E-AddAt allows
+//! as well: the analysis only decides cost, never a value.
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::rc::Rc;
 
-use crate::ad::anf::{Atom, Block, LoopKind, Rhs};
+use super::view;
+use crate::anf::{Atom, Block, LoopKind, Rhs};
 use crate::ir::{Name, Prim, Type};
 
 // Note [In-place updates]
@@ -267,10 +268,10 @@ impl Analysis {
                 } => {
                     self.use_(n, &pos, Use::Read);
                     // A view `build n (fun i -> a[i])` shares `a`'s buffer
-                    // (`lower::copied`): `a` is consumed there, so an
+                    // (`view::copied`): `a` is consumed there, so an
                     // `addAt` on `a` later cannot write into it.
                     if *kind == LoopKind::Build
-                        && let Some(a) = super::lower::copied(body, index)
+                        && let Some(a) = view::copied(body, index)
                     {
                         self.use_(a, &pos, Use::Consume);
                     }
@@ -298,8 +299,8 @@ impl Analysis {
                             Def::Fresh
                         }
                         // `build n (fun i -> a[i])` is a view of `a`'s
-                        // buffer (`lower::copied`): never owned.
-                        (LoopKind::Build, None) if super::lower::copied(body, index).is_some() => {
+                        // buffer (`view::copied`): never owned.
+                        (LoopKind::Build, None) if view::copied(body, index).is_some() => {
                             Def::Other
                         }
                         _ => Def::Fresh,

@@ -91,7 +91,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::ad::anf::{Atom, Block, LoopKind, Normal, Rhs};
+use crate::anf::{Atom, Block, LoopKind, Normal, Rhs};
 use crate::ir::{Lit, Name, Prim, Type};
 
 /// Cost at or below which a body is recomputed at every read.

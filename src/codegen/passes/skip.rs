@@ -46,11 +46,11 @@
 //!    four-iteration loop and in the tail; no loop inside it);
 //! 5. the conditional is not a select: a Double state and an atom `T`
 //!    (the maximum itself) is one `maxsd` per element (Note [Selects] in
-//!    `lower.rs`), branch-free, which skipping beat by 15% on random data
-//!    but ran 2.5× slower on sorted data, where every four iterations
-//!    change the state (`vmax`'s objective, AOT, 0.65 → 0.56 and 0.66 →
-//!    1.6 ms). The argmax's pair state has no such form; on sorted data
-//!    its gradient ran 1.9–2.4 → 2.4–2.6 ms.
+//!    `codegen/lower/mod.rs`), branch-free, which skipping beat by 15% on
+//!    random data but ran 2.5× slower on sorted data, where every four
+//!    iterations change the state (`vmax`'s objective, AOT, 0.65 → 0.56
+//!    and 0.66 → 1.6 ms). The argmax's pair state has no such form; on
+//!    sorted data its gradient ran 1.9–2.4 → 2.4–2.6 ms.
 //!
 //! Exactness. Under 2 and 3 the prefix `t₁ … tₖ` is defined and free of
 //! effects at every index of the loop, so evaluating it ahead, for
@@ -63,10 +63,10 @@
 
 use rustc_hash::FxHashSet as HashSet;
 
-use crate::ad::anf::{Atom, Binding, Block as AnfBlock, Rhs};
+use crate::anf::{Atom, Binding, Block as AnfBlock, Rhs};
 use crate::ir::{Name, Prim, Type};
 
-use super::interchange;
+use super::loop_interchange;
 
 /// How a fold skips (Note [Skipping folds]).
 pub struct Plan {
@@ -108,7 +108,7 @@ pub fn plan(
         return None;
     }
     let test = c.var()?.clone();
-    let varying = interchange::varying(prefix, index);
+    let varying = loop_interchange::varying(prefix, index);
     if !varying.contains(&test) {
         return None;
     }

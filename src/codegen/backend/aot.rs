@@ -1,12 +1,12 @@
 //! Ahead-of-time output: an entry compiled by cranelift-object into a
 //! relocatable, position-independent object file for the host, plus the C
-//! header that describes it (`codegen/header.rs`). The object needs only
-//! libc and libm (`gcc main.c out.o -lm`).
+//! header that describes it (`codegen/backend/header.rs`). The object needs
+//! only libc and libm (`gcc main.c out.o -lm`).
 //!
 //! The object holds, for an entry compiled under the symbol `S`:
 //!
-//! - `S_slots`, the slot-level entry (`codegen/module.rs`), lowered by the
-//!   same `lower_function` as the JIT's;
+//! - `S_slots`, the slot-level entry (`codegen/backend/module.rs`), lowered by
+//!   the same `lower_function` as the JIT's;
 //! - `S`, a typed C-ABI wrapper: one C parameter per scalar leaf of the
 //!   parameters (an array is a pointer and a length), one out-pointer per
 //!   leaf of the result; it packs the slots on its stack and calls `S_slots`;
@@ -46,20 +46,19 @@
 //! as much, if any (GMM: 32 ms a call, about the JIT's 30–32 ms).
 //!
 //! `ctx.used` counts the chunks and blocks in use (not the spares) and the
-//! scratch blocks; `ctx.limit` (bytes, 0 for none) bounds it, spares
-//! included when one is taken, so whether a call runs out of memory does
-//! not depend on earlier calls. Arrays that do not outlive a loop
-//! iteration (Note [Scratch arrays] in `codegen/scratch.rs`) come from two
-//! more lists of blocks of at least 64 KiB, the scratch stacks, which the
-//! loops release as they go (a stack keeps one block between iterations
-//! and between calls); what a ⊥ leaves there is freed by
-//! `fsmooth_ctx_release` too. A released scratch block joins the spares,
-//! and a new one is a spare when one fits, as the arena's blocks are: a
-//! loop whose iterations each need more than one block takes no memory
-//! from the system after its first iteration. (Freed and allocated again,
-//! such blocks — glibc maps the large ones — faulted their pages in at
-//! every iteration: BA's `fwd-opt` Jacobian took 8 000 page faults and 88
-//! ms a call, 58 ms with spares.)
+//! scratch blocks; `ctx.limit` (bytes, 0 for none) bounds it, spares included
+//! when one is taken, so whether a call runs out of memory does not depend on
+//! earlier calls. Arrays that do not outlive a loop iteration (Note [Scratch
+//! arrays] in `codegen/passes/scratch.rs`) come from two more lists of blocks
+//! of at least 64 KiB, the scratch stacks, which the loops release as they go
+//! (a stack keeps one block between iterations and between calls); what a ⊥
+//! leaves there is freed by `fsmooth_ctx_release` too. A released scratch
+//! block joins the spares, and a new one is a spare when one fits, as the
+//! arena's blocks are: a loop whose iterations each need more than one block
+//! takes no memory from the system after its first iteration. (Freed and
+//! allocated again, such blocks — glibc maps the large ones — faulted their
+//! pages in at every iteration: BA's `fwd-opt` Jacobian took 8 000 page faults
+//! and 88 ms a call, 58 ms with spares.)
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
@@ -70,27 +69,17 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 use cranelift_object::{ObjectBuilder, ObjectModule};
 
-use super::header::{self, CParam, c_params, c_results};
-use super::layout::{Leaf, SLOT, leaves, slots};
+use super::c_signature::{CParam, c_identifier, c_params, c_results, is_c_reserved};
+use super::header;
 use super::module::{HELPERS, define_entry, entry_signature, host_isa, signature};
-use super::runtime::{self as rt, CTX_A, CTX_B, CTX_SCRATCH};
-use super::{CodegenError, compile_error};
-use crate::ad::anf::Normal;
+use crate::anf::Normal;
+use crate::codegen::abi::{
+    self, CTX_A, CTX_ARENA, CTX_B, CTX_LIMIT, CTX_SCRATCH, CTX_SPARE, CTX_TEMPS, CTX_USED,
+};
+use crate::codegen::layout::{Leaf, SLOT, leaves, slots};
+use crate::codegen::{CodegenError, compile_error};
 use crate::ir::Type;
 
-/// Byte offsets of the fields of the C `fsmooth_ctx` beyond the JIT's
-/// `runtime::Ctx` prefix (`arena`, `a`, `b`, `scratch`): in an object file
-/// `arena` is the head of the list of blocks.
-pub const CTX_ARENA: i32 = 0;
-pub const CTX_LIMIT: i32 = 32;
-pub const CTX_USED: i32 = 40;
-/// The heads of the lists of blocks of the two scratch stacks (Note
-/// [Scratch arrays] in `codegen/scratch.rs`), at `CTX_TEMPS + 8 k`; their
-/// windows follow (`runtime::ctx_window`).
-pub const CTX_TEMPS: i32 = 48;
-/// The head of the list of blocks `fsmooth_ctx_reset` kept for later calls
-/// (after the scratch windows).
-pub const CTX_SPARE: i32 = rt::ctx_window(rt::STACKS)[0];
 /// Bytes before each block's data: the link to the previous block and the
 /// block's size in bytes (what it adds to `ctx.used`), which keeps
 /// `malloc`'s 16-byte alignment.
@@ -116,25 +105,6 @@ pub struct ObjectCode {
     pub listing: Option<String>,
 }
 
-/// A C identifier from an F̃ name: every character outside `[A-Za-z0-9_]`
-/// (such as `'`) becomes `_`, and a leading digit gets a `_` before it.
-pub fn c_identifier(name: &str) -> String {
-    let mut s: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
-        s.insert(0, '_');
-    }
-    s
-}
-
 /// Names an exported symbol must not take: what the object imports (libc,
 /// libm) and what every C program defines.
 const LINKED_NAMES: [&str; 11] = [
@@ -146,8 +116,7 @@ const LINKED_NAMES: [&str; 11] = [
 /// (the entry `main`, say).
 pub fn default_symbol(entry: &str, suffix: &str) -> String {
     let s = format!("{}{suffix}", c_identifier(entry));
-    if header::is_c_reserved(&s) || LINKED_NAMES.contains(&s.as_str()) || s.starts_with("fsmooth_")
-    {
+    if is_c_reserved(&s) || LINKED_NAMES.contains(&s.as_str()) || s.starts_with("fsmooth_") {
         format!("{s}_entry")
     } else {
         s
@@ -167,7 +136,7 @@ pub fn compile_object(
         Some("use letters, digits and `_`, not starting with a digit")
     } else if symbol.starts_with("fsmooth_") {
         Some("the prefix `fsmooth_` is reserved for the runtime")
-    } else if header::is_c_reserved(symbol) || LINKED_NAMES.contains(&symbol.as_str()) {
+    } else if is_c_reserved(symbol) || LINKED_NAMES.contains(&symbol.as_str()) {
         Some("it is a C keyword or a name the object or a C program links against")
     } else {
         None
@@ -555,7 +524,7 @@ fn define_arena_alloc(m: &mut ObjectModule, name: &str) -> Result<FuncId, Codege
 }
 
 /// The least size of a scratch block (Note [Scratch arrays] in
-/// `codegen/scratch.rs`), a window many iterations' arrays share.
+/// `codegen/passes/scratch.rs`), a window many iterations' arrays share.
 const TEMP_BLOCK: i64 = 1 << 16;
 
 /// The addresses of scratch stack `k`'s list head and window in `ctx`.
@@ -565,7 +534,7 @@ fn stack_fields(b: &mut FunctionBuilder, ctx: Value, k: Value) -> (Value, Value)
     let head = b.ins().iadd_imm_s(head, i64::from(CTX_TEMPS));
     let k24 = b.ins().imul_imm_s(k, 24);
     let win = b.ins().iadd(ctx, k24);
-    let win = b.ins().iadd_imm_s(win, i64::from(rt::ctx_window(0)[0]));
+    let win = b.ins().iadd_imm_s(win, i64::from(abi::ctx_window(0)[0]));
     (head, win)
 }
 
@@ -763,7 +732,7 @@ fn define_ipow(m: &mut ObjectModule, name: &str) -> Result<FuncId, CodegenError>
         b.switch_to_block(domain);
         b.ins().store(flags, x, ctx, CTX_A);
         b.ins().store(flags, y, ctx, CTX_B);
-        let code = b.ins().iconst(I64, rt::DOMAIN_IPOW);
+        let code = b.ins().iconst(I64, abi::DOMAIN_IPOW);
         b.ins().return_(&[code]);
         // |x| ≤ 1 ⟺ x + 1 ≤ 2 unsigned.
         b.switch_to_block(nonneg);
@@ -805,12 +774,12 @@ fn define_ipow(m: &mut ObjectModule, name: &str) -> Result<FuncId, CodegenError>
         b.switch_to_block(ok);
         let r = b.block_params(ok)[0];
         b.ins().store(flags, r, ctx, CTX_SCRATCH);
-        let z = b.ins().iconst(I64, rt::OK);
+        let z = b.ins().iconst(I64, abi::OK);
         b.ins().return_(&[z]);
         b.switch_to_block(overflow);
         let op = b.ins().iconst(I64, 4);
         b.ins().store(flags, op, ctx, CTX_A);
-        let code = b.ins().iconst(I64, rt::OVERFLOW);
+        let code = b.ins().iconst(I64, abi::OVERFLOW);
         b.ins().return_(&[code]);
         Ok(())
     })
@@ -856,7 +825,7 @@ fn define_release(m: &mut ObjectModule) -> Result<FuncId, CodegenError> {
             b.ins().jump(reset, &[]);
             b.switch_to_block(reset);
             let z = b.ins().iconst(I64, 0);
-            let windows = (0..rt::STACKS).flat_map(rt::ctx_window);
+            let windows = (0..abi::STACKS).flat_map(abi::ctx_window);
             for at in [CTX_ARENA, CTX_TEMPS, CTX_TEMPS + 8, CTX_SPARE, CTX_USED]
                 .into_iter()
                 .chain(windows)

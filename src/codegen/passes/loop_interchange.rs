@@ -62,7 +62,7 @@
 
 use rustc_hash::FxHashSet as HashSet;
 
-use crate::ad::anf::{Atom, Binding, Block, LoopKind, Rhs};
+use crate::anf::{Atom, Binding, Block, LoopKind, Rhs};
 use crate::ir::{Name, Prim, Type};
 
 /// A read the guard must test.
@@ -287,7 +287,7 @@ fn reads(
                     && let Some(mut row) = part(&parts, x)
                 {
                     if let (Prim::Snd, Type::Pair(l, _)) = (op, args[0].ty()) {
-                        row.at += super::layout::slots(l).ok()?;
+                        row.at += crate::codegen::layout::slots(l).ok()?;
                     }
                     if bind.ty.has_array() {
                         parts.push((&bind.name, row));
@@ -302,7 +302,7 @@ fn reads(
                 let read = if !inside(a) {
                     if kv == Some(i) {
                         if bind.ty.has_array() {
-                            let stride = super::layout::slots(&bind.ty).ok()?;
+                            let stride = crate::codegen::layout::slots(&bind.ty).ok()?;
                             let row = Row {
                                 array: a.clone(),
                                 at: 0,

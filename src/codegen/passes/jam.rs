@@ -55,7 +55,7 @@
 
 use rustc_hash::FxHashSet as HashSet;
 
-use crate::ad::anf::{Atom, Binding, Block, LoopKind, Rhs};
+use crate::anf::{Atom, Binding, Block, LoopKind, Rhs};
 use crate::ir::{Name, Prim, Type};
 
 /// How a loop body splits for jamming (Note [Jamming]): positions in its

@@ -3,7 +3,7 @@
 //! (so the function pointer stays valid) and calls the compiled entry on
 //! [`Value`]s.
 //!
-//! The compiled entry is the slot-level entry of `codegen/module.rs`:
+//! The compiled entry is the slot-level entry of `codegen/backend/module.rs`:
 //! `fn(ctx: *mut Ctx, args: *const u64, out: *mut u64) -> i64`.
 
 use std::sync::{Arc, Mutex};
@@ -12,14 +12,13 @@ use std::time::{Duration, Instant};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 
-use super::layout::{Leaf, SLOT, leaves, slots};
 use super::module::{HELPERS, define_entry, host_isa, signature};
 use super::runtime::{self, Arena, Ctx};
-use super::{CodegenError, compile_error};
-use crate::ad::anf::Normal;
+use crate::anf::Normal;
+use crate::codegen::layout::{Leaf, SLOT, leaves, slots};
+use crate::codegen::{CodegenError, compile_error};
 use crate::eval::Value;
 use crate::ir::Type;
-use crate::pipeline::Entry;
 
 type EntryFn = unsafe extern "C" fn(*mut Ctx, *const u64, *mut u64) -> i64;
 
@@ -126,17 +125,8 @@ fn declare_helpers(module: &mut JITModule) -> Result<Vec<(&'static str, FuncId)>
 }
 
 impl Native {
-    /// Normalises `entry` (`ad::anf`) and compiles it.
-    pub fn compile(entry: &Entry) -> Result<Native, CodegenError> {
-        let start = Instant::now();
-        let normal = super::normalise_entry(entry)?;
-        let mut native = Native::compile_normal(&normal)?;
-        native.compile_time = start.elapsed();
-        Ok(native)
-    }
-
     /// Compiles a first-order normal form.
-    pub fn compile_normal(normal: &Normal) -> Result<Native, CodegenError> {
+    pub fn compile(normal: &Normal) -> Result<Native, CodegenError> {
         let start = Instant::now();
         let mut module = new_module()?;
         match Native::define(&mut module, normal) {

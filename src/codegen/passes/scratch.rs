@@ -76,7 +76,7 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use crate::ad::anf::{Atom, Block, LoopKind, Rhs};
+use crate::anf::{Atom, Block, LoopKind, Rhs};
 use crate::ir::{Name, Prim, Type};
 
 /// The scratch arrays of a function, each with the loop that releases it

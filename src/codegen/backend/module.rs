@@ -1,5 +1,6 @@
 //! What the JIT and the object-file backend share: the target ISA, the
-//! table of helper functions the lowering may call, and [`define_entry`],
+//! table of helper
+//! functions the lowering may call, and [`define_entry`],
 //! which lowers a normal form (`lower::lower_function`) into the slot-level
 //! entry of any [`cranelift_module::Module`] — a `JITModule` for
 //! `Native`, an `ObjectModule` for `aot`. There is one lowering; the two
@@ -16,9 +17,9 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::FunctionBuilderContext;
 use cranelift_module::{FuncId, Linkage, Module};
 
-use super::lower::{Imports, lower_function};
-use super::{CodegenError, compile_error, unsupported};
-use crate::ad::anf::Normal;
+use crate::anf::Normal;
+use crate::codegen::lower::{Imports, lower_function};
+use crate::codegen::{CodegenError, compile_error, unsupported};
 
 /// A helper the lowering calls by name: its parameter and result types.
 pub struct Helper {
@@ -45,7 +46,7 @@ use types::{F64, I64};
 /// (null on failure), `fsmooth_copy(dst, src, bytes)`,
 /// `fsmooth_ipow(ctx, x, y) -> status` (result in `ctx.scratch`), and the
 /// math functions, which compute what libm's `sin`, `cos`, … compute.
-/// Scratch arrays (Note [Scratch arrays] in `codegen/scratch.rs`):
+/// Scratch arrays (Note [Scratch arrays] in `codegen/passes/scratch.rs`):
 /// `fsmooth_scratch(ctx, bytes, k) -> ptr` starts a new window of stack
 /// `k` when the context's is full, `fsmooth_release(ctx, mark, k)` moves
 /// the window back to `mark` in an earlier chunk.

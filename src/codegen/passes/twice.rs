@@ -29,7 +29,7 @@
 //! as often.
 
 use super::jam::scalars;
-use crate::ad::anf::{Block, Rhs};
+use crate::anf::{Block, Rhs};
 use crate::ir::Type;
 
 /// The most bindings a body run twice per trip may have (its branches'

@@ -35,7 +35,7 @@
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::unroll::{MAX_TRIPS, size, substitute_block};
-use crate::ad::anf::{Atom, Binding, Block, LoopKind, Rhs};
+use crate::anf::{Atom, Binding, Block, LoopKind, Rhs};
 use crate::ir::{Lit, Name, Prim, Type};
 
 /// The most bindings (nested ones included) a versioned rest may hold.

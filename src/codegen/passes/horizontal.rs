@@ -75,7 +75,7 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use crate::ad::anf::{Atom, Binding, Block, LoopKind, Rhs};
+use crate::anf::{Atom, Binding, Block, LoopKind, Rhs};
 use crate::ir::{Lit, Name, Prim, Type};
 
 /// The most bindings (nested ones counted) of a region's non-members: the

@@ -1,0 +1,271 @@
+//! Lowering of interchanged loop nests (Note [Interchange] in
+//! `codegen/passes/loop_interchange.rs`): the frame (the counts' ⊥s, the
+//! guard that every read is in bounds, and the nest as written when it
+//! fails), and the i-major fast paths of a `build` of sums and of a
+//! transposed `build` of `build`s.
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
+
+use super::{Lower, R, Vals, args_of, array_elem, offset};
+use crate::anf::{Atom, Binding, Block as AnfBlock, Rhs};
+use crate::codegen::abi;
+use crate::codegen::layout::{SLOT, elem_bytes};
+use crate::codegen::passes::loop_interchange;
+use crate::ir::{Name, Prim, Type};
+
+impl Lower<'_, '_> {
+    /// The frame of an interchanged nest `build n (fun j -> outer)` (Note
+    /// [Interchange]): E-Build-Bot of `n`, then, when `n > 0`, the inner
+    /// loop's count `m` tested (⊥ with `inner_code` when negative), then
+    /// the guard over `reads`. When it holds, `fast` builds the array
+    /// (its buffer returned) with the loops interchanged; when not, the
+    /// nest runs as written (cold) and stops with the evaluator's ⊥.
+    pub(super) fn nest(
+        &mut self,
+        (n_atom, j, outer, ty): (&Atom, &Name, &AnfBlock, &Type),
+        m_atom: &Atom,
+        inner_code: i64,
+        reads: &[loop_interchange::Read],
+        fast: impl FnOnce(&mut Self, Value, Value) -> R<Value>,
+    ) -> R<Vals> {
+        let n = self.scalar(n_atom)?;
+        self.check_count_of(n_atom, n, abi::NEGATIVE_SIZE);
+        let m = self.scalar(m_atom)?;
+        let some = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
+        let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, m, 0);
+        let bad = self.b.ins().band(some, neg);
+        let zero = self.iconst(0);
+        self.fail_if(bad, inner_code, m, zero);
+        let ok = self.nest_guard(reads, n, m)?;
+        let (fast_b, slow, join) = self.diamond(ok, &[types::I64]);
+        self.b.switch_to_block(fast_b);
+        // The fast path allocates first: a scratch array's buffer is its.
+        let out = fast(self, n, m)?;
+        self.b.ins().jump(join, &args_of(&[out]));
+        self.b.switch_to_block(slow);
+        self.b.set_cold_block(slow);
+        let was = std::mem::replace(&mut self.cold, true);
+        let built = self.build(n_atom, j, outer, ty, None);
+        self.cold = was;
+        let built = built?;
+        self.b.ins().jump(join, &args_of(&built[..1]));
+        self.b.switch_to_block(join);
+        let p = self.b.block_params(join)[0];
+        Ok(vec![p, n])
+    }
+
+    /// The guard of an interchanged nest (Note [Interchange]): every read
+    /// in bounds for every `i < m` and `j < n` (trivially, with no
+    /// iteration).
+    fn nest_guard(&mut self, reads: &[loop_interchange::Read], n: Value, m: Value) -> R<Value> {
+        let zero = self.iconst(0);
+        // The guard: every read in bounds (trivially, with no element or
+        // no term).
+        let mut ok = self.b.ins().iconst(types::I8, 1);
+        let mut rows: Vec<&loop_interchange::Row> = Vec::new();
+        for read in reads {
+            let cond = match read {
+                loop_interchange::Read::Outer(a) => {
+                    let len = self.length_of(a)?;
+                    self.b.ins().icmp(IntCC::SignedLessThanOrEqual, m, len)
+                }
+                loop_interchange::Read::Inner(a) => {
+                    let len = self.length_of(a)?;
+                    self.b.ins().icmp(IntCC::SignedLessThanOrEqual, n, len)
+                }
+                loop_interchange::Read::Const(a, c) => {
+                    let len = self.length_of(a)?;
+                    let c = self.scalar(c)?;
+                    self.b.ins().icmp(IntCC::UnsignedLessThan, c, len)
+                }
+                loop_interchange::Read::Row(row) => {
+                    if !rows.contains(&row) {
+                        rows.push(row);
+                    }
+                    continue;
+                }
+            };
+            ok = self.b.ins().band(ok, cond);
+        }
+        let n0 = self.b.ins().icmp_imm_s(IntCC::Equal, n, 0);
+        let m0 = self.b.ins().icmp_imm_s(IntCC::Equal, m, 0);
+        let empty = self.b.ins().bor(n0, m0);
+        ok = self.b.ins().bor(empty, ok);
+        if !rows.is_empty() {
+            // Every row in `a[i]`, i < m, at least n long (read only when
+            // the reads of the arrays themselves are in bounds).
+            let count = self.b.ins().select(ok, m, zero);
+            let flags = MemFlagsData::trusted();
+            let mut arrays = Vec::new();
+            for row in &rows {
+                let a = self.atom_of(&row.array)?;
+                arrays.push((a[0], row.stride as i64 * SLOT, (row.at as i64 + 1) * SLOT));
+            }
+            ok = self.counted_loop(count, &[ok], |l, i, st| {
+                let mut all = st[0];
+                for &(p, stride, len_at) in &arrays {
+                    let d = l.element(p, i, stride);
+                    let len = l.b.ins().load(types::I64, flags, d, offset(len_at)?);
+                    let fits = l.b.ins().icmp(IntCC::SignedLessThanOrEqual, n, len);
+                    all = l.b.ins().band(all, fits);
+                }
+                Ok(vec![all])
+            })?[0];
+        }
+        Ok(ok)
+    }
+
+    /// The fast path of a `build` of sums with its loops interchanged (Note
+    /// [Interchange] in `codegen/passes/loop_interchange.rs`), inside
+    /// [`nest`]'s guard: the sums of `n` elements over `m` terms, i-major.
+    ///
+    /// [`nest`]: Self::nest
+    pub(super) fn sums_i_major(
+        &mut self,
+        n: Value,
+        m: Value,
+        j: &Name,
+        plan: &loop_interchange::Plan<'_>,
+    ) -> R<Value> {
+        let zero = self.iconst(0);
+        let out = self.alloc(n, 8)?;
+        let z = self.scalar(plan.z)?;
+        let flags = MemFlagsData::trusted();
+        self.counted_loop(n, &[], |l, k, _| {
+            let at = l.element(out, k, 8);
+            l.b.ins().store(flags, z, at, 0);
+            Ok(Vec::new())
+        })?;
+        // The terms that do not depend on j, once per i (only when there
+        // is an element: a division by zero among them would otherwise be
+        // a ⊥ the nest does not have); the others per element, two at a
+        // time when they are arithmetic on Doubles and reads at j of
+        // arrays of Doubles (Note [Interchange], pairs).
+        let varying = loop_interchange::varying(plan.terms, j);
+        let pairs = loop_interchange::pairs(plan.terms, plan.term, &varying)
+            && plan.terms.iter().all(|b| match &b.rhs {
+                Rhs::Prim(Prim::Get, args) if varying.contains(&b.name) => {
+                    args[0].var().is_some_and(|a| !self.fused.contains_key(a))
+                }
+                _ => true,
+            });
+        let some = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
+        let rows = self.b.ins().select(some, m, zero);
+        self.counted_loop(rows, &[], |l, i, _| {
+            l.env.insert(plan.index.clone(), vec![i]);
+            l.trusted += 1;
+            let r = plan
+                .terms
+                .iter()
+                .filter(|b| !varying.contains(&b.name))
+                .try_for_each(|b| l.bind(b));
+            l.trusted -= 1;
+            r?;
+            let each = |l: &mut Self, k: Value| -> R<()> {
+                l.env.insert(j.clone(), vec![k]);
+                l.trusted += 1;
+                let r = plan
+                    .terms
+                    .iter()
+                    .filter(|b| varying.contains(&b.name))
+                    .try_for_each(|b| l.bind(b));
+                l.trusted -= 1;
+                r?;
+                let e = l.scalar(plan.term)?;
+                let at = l.element(out, k, 8);
+                let old = l.b.ins().load(types::F64, flags, at, 0);
+                let sum = l.b.ins().fadd(old, e);
+                l.b.ins().store(flags, sum, at, 0);
+                Ok(())
+            };
+            if !pairs {
+                l.counted_loop(n, &[], |l, k, _| {
+                    each(l, k)?;
+                    Ok(Vec::new())
+                })?;
+                return Ok(Vec::new());
+            }
+            let half = l.b.ins().sshr_imm_u(n, 1);
+            l.counted_loop(half, &[], |l, p, _| {
+                let k = l.b.ins().ishl_imm_u(p, 1);
+                l.pair(plan.terms, plan.term, &varying, j, k, (out, true))?;
+                Ok(Vec::new())
+            })?;
+            // The last element when n is odd.
+            let odd = l.b.ins().band_imm_u(n, 1);
+            let (tail, done) = (l.b.create_block(), l.b.create_block());
+            l.b.ins().brif(odd, tail, &[], done, &[]);
+            l.b.switch_to_block(tail);
+            let k = l.b.ins().iadd_imm_s(n, -1);
+            each(l, k)?;
+            l.b.ins().jump(done, &[]);
+            l.b.switch_to_block(done);
+            Ok(Vec::new())
+        })?;
+        Ok(out)
+    }
+
+    /// The fast path of a `build` of `build`s transposed (Note
+    /// [Interchange], builds of builds), inside [`nest`]'s guard: the `n`
+    /// rows of `m` elements allocated first, then filled i-major.
+    ///
+    /// [`nest`]: Self::nest
+    pub(super) fn rows_i_major(
+        &mut self,
+        n: Value,
+        m: Value,
+        j: &Name,
+        plan: &loop_interchange::Transpose<'_>,
+        ty: &Type,
+    ) -> R<Value> {
+        let desc = 2 * SLOT;
+        let out = self.alloc(n, desc)?;
+        let row_ty = array_elem(ty)?;
+        let el = array_elem(row_ty)?.clone();
+        let size = elem_bytes(&el)?;
+        let flags = MemFlagsData::trusted();
+        // E-Build's order of the rows' allocations: row 0 first.
+        self.counted_loop(n, &[], |l, k, _| {
+            let row = l.alloc(m, size)?;
+            let at = l.element(out, k, desc);
+            l.b.ins().store(flags, row, at, 0);
+            l.b.ins().store(flags, m, at, SLOT as i32);
+            Ok(Vec::new())
+        })?;
+        // The terms that do not depend on `j` (reading `a[i]`, projecting
+        // it) once per `i`, when there are rows (`n > 0`): the guard
+        // tested their reads only for elements that exist.
+        let varying = loop_interchange::varying(&plan.body.binds, j);
+        let (per_i, per_ij): (Vec<&Binding>, Vec<&Binding>) = plan
+            .body
+            .binds
+            .iter()
+            .partition(|b| !varying.contains(&b.name));
+        let rows = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
+        let none = self.iconst(0);
+        let m = self.b.ins().select(rows, m, none);
+        self.counted_loop(m, &[], |l, i, _| {
+            l.env.insert(plan.index.clone(), vec![i]);
+            l.trusted += 1;
+            let r = per_i.iter().try_for_each(|b| l.bind(b));
+            l.trusted -= 1;
+            r?;
+            l.counted_loop(n, &[], |l, k, _| {
+                l.env.insert(j.clone(), vec![k]);
+                l.trusted += 1;
+                let r = per_ij.iter().try_for_each(|b| l.bind(b));
+                l.trusted -= 1;
+                r?;
+                let v = l.atom(&plan.body.result)?;
+                let d = l.element(out, k, desc);
+                let row = l.b.ins().load(types::I64, flags, d, 0);
+                let at = l.element(row, i, size);
+                l.store(&el, &v, at, 0)?;
+                Ok(Vec::new())
+            })?;
+            Ok(Vec::new())
+        })?;
+        Ok(out)
+    }
+}

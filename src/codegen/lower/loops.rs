@@ -1,0 +1,445 @@
+//! Lowering of the loops of the normal form: `build` (with two shapes of
+//! its own: a view of an array, `codegen/passes/view.rs`, and a one-hot
+//! fill), `ifold` and `iscan`, each choosing among the strategies of the
+//! sibling files; their counts (Note [Known counts]); and their bounds
+//! guards, under which an innermost loop runs in two versions (Note
+//! [Bounds guards] in `codegen/passes/guard.rs`).
+
+use rustc_hash::FxHashSet as HashSet;
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
+
+use super::{Lower, R, Vals, args_of, array_elem, state_slot};
+use crate::anf::{Atom, Binding, Block as AnfBlock, Rhs};
+use crate::codegen::abi;
+use crate::codegen::compile_error;
+use crate::codegen::layout::elem_bytes;
+use crate::codegen::passes::{guard, twice, view};
+use crate::ir::{Lit, Name, Prim, Type};
+
+impl Lower<'_, '_> {
+    /// E-Build, E-Build-Elem, E-Build-Bot; behind its bounds guard when
+    /// it has one (Note [Bounds guards]).
+    pub(super) fn build(
+        &mut self,
+        n: &Atom,
+        index: &Name,
+        body: &AnfBlock,
+        ty: &Type,
+        guard: Option<&guard::Plan>,
+    ) -> R<Vals> {
+        let count = self.scalar(n)?;
+        self.check_count_of(n, count, abi::NEGATIVE_SIZE);
+        let n = count;
+        let el = array_elem(ty)?;
+        let size = elem_bytes(el)?;
+        if let Some(src) = view::copied(body, index)
+            && src
+                .var()
+                .is_some_and(|a| self.outlives_loops.contains(a) && !self.fused.contains_key(a))
+        {
+            // `build n (fun i -> a[i])` (the optimised gradient of the dot
+            // product, Example 7) is `a`'s first n elements: arrays are
+            // immutable, so the same buffer (Note [Native layout]; the
+            // in-place analysis counts such a build as not owned, Note
+            // [In-place updates]), when `a` is a parameter or bound
+            // outside every loop, so that its buffer is never a scratch
+            // array (Note [Scratch arrays]: a buffer a name bound outside
+            // every loop may point to stays in the main arena) and lives
+            // as long as the call. The loop would read a[i] for i = 0, 1,
+            // …: every read is in bounds when n ≤ length a, and otherwise
+            // the first ⊥ is E-Get-Bot at i = length a, with the same code
+            // and details as here.
+            let a = self.atom(src)?;
+            let (from, len) = (a[0], a[1]);
+            let short = self.b.ins().icmp(IntCC::SignedGreaterThan, n, len);
+            self.fail_if(short, abi::INDEX_OUT_OF_BOUNDS, len, len);
+            return Ok(vec![from, n]);
+        }
+        let p = self.alloc(n, size)?;
+        if let Some((k, hot, cold)) = one_hot(body, index)
+            && *el == Type::Double
+        {
+            // `build n (fun i -> if i = k then hot else cold)` (forward
+            // mode's one-hot seed, the vector maximum's gradient): every
+            // element is `cold` but element k (when 0 ≤ k < n). No element
+            // can be ⊥ (a comparison and atoms), so fill, then one store.
+            // A fill of +0.0 (all bits zero) is `memset`, which writes a
+            // large buffer without reading it first (with Note [Skipping
+            // folds], the vector maximum's gradient at n = 10⁶, AOT, best
+            // and median of 10 alternating rounds: 1.27, 1.41 → 0.86,
+            // 0.99 ms; `memset` is a fifth of its samples).
+            let cold = self.scalar(cold)?;
+            let bits = self.b.ins().bitcast(types::I64, MemFlagsData::new(), cold);
+            let zero = self.b.ins().icmp_imm_s(IntCC::Equal, bits, 0);
+            let (zeroes, fills, filled) = self.diamond(zero, &[]);
+            self.b.switch_to_block(zeroes);
+            let bytes = self.b.ins().ishl_imm_u(n, 3);
+            self.call("fsmooth_zero", &[p, bytes])?;
+            self.b.ins().jump(filled, &[]);
+            self.b.switch_to_block(fills);
+            let lanes = self.b.ins().splat(types::F64X2, cold);
+            let unaligned = MemFlagsData::new().with_notrap();
+            let half = self.b.ins().sshr_imm_u(n, 1);
+            self.counted_loop(half, &[], |l, h, _| {
+                let at = l.element(p, h, 16);
+                l.b.ins().store(unaligned, lanes, at, 0);
+                Ok(Vec::new())
+            })?;
+            let flags = MemFlagsData::trusted();
+            let odd = self.b.ins().band_imm_u(n, 1);
+            let last = self.b.ins().iadd_imm_s(n, -1);
+            self.counted_loop(odd, &[], |l, _, _| {
+                let at = l.element(p, last, 8);
+                l.b.ins().store(flags, cold, at, 0);
+                Ok(Vec::new())
+            })?;
+            self.b.ins().jump(filled, &[]);
+            self.b.switch_to_block(filled);
+            let flags = MemFlagsData::trusted();
+            let k = self.scalar(k)?;
+            let hot = self.scalar(hot)?;
+            let inside = self.b.ins().icmp(IntCC::UnsignedLessThan, k, n);
+            let (one, none) = (self.iconst(1), self.iconst(0));
+            let count = self.b.ins().select(inside, one, none);
+            self.counted_loop(count, &[], |l, _, _| {
+                let at = l.element(p, k, 8);
+                l.b.ins().store(flags, hot, at, 0);
+                Ok(Vec::new())
+            })?;
+            return Ok(vec![p, n]);
+        }
+        if guard.is_none()
+            && let Some(plan) = self.jam_plan(index, None, body)
+        {
+            self.jammed(n, &[], (index, None), body, &plan, |l, i, v| {
+                let at = l.element(p, i, size);
+                l.store(el, v, at, 0)?;
+                Ok(Vec::new())
+            })?;
+            return Ok(vec![p, n]);
+        }
+        let scalar = |l: &mut Self, n: Value, i0: Value| {
+            l.counted_loop(n, &[], |l, i, _| {
+                let i = l.b.ins().iadd(i, i0);
+                l.env.insert(index.clone(), vec![i]);
+                let v = l.iteration(index, body)?;
+                let at = l.element(p, i, size);
+                l.store(el, &v, at, 0)?;
+                Ok(Vec::new())
+            })
+        };
+        let run = |l: &mut Self| {
+            let zero = l.iconst(0);
+            // Two elements at a time where no read needs its test (Note
+            // [Bounds guards], pairs).
+            let Some(varying) = l.pairable(index, body) else {
+                return scalar(l, n, zero);
+            };
+            let pair =
+                |l: &mut Self, k| l.pair(&body.binds, &body.result, &varying, index, k, (p, false));
+            l.by_twos(n, pair, scalar)
+        };
+        self.versions(n, guard, None, run)?;
+        Ok(vec![p, n])
+    }
+
+    /// E-IFold-Zero, E-IFold-Succ, E-IFold-Done, E-IFold-Bot; behind its
+    /// bounds guard when it has one (Note [Bounds guards]).
+    pub(super) fn ifold(
+        &mut self,
+        n: &Atom,
+        (z, s, st): (&Atom, &Name, &Type),
+        index: &Name,
+        body: &AnfBlock,
+        guard: Option<&guard::Plan>,
+    ) -> R<Vals> {
+        let count = self.scalar(n)?;
+        self.check_count_of(n, count, abi::NEGATIVE_COUNT);
+        let n = count;
+        let z = self.atom(z)?;
+        if guard.is_none()
+            && let Some(plan) = self.jam_plan(index, Some(s), body)
+        {
+            let keep = |_: &mut Self, _: Value, v: &[Value]| Ok(v.to_vec());
+            return self.jammed(n, &z, (index, Some(s)), body, &plan, keep);
+        }
+        let run = |l: &mut Self| {
+            // Four iterations skipped at a time where they keep the state
+            // (Note [Skipping folds]).
+            if let Some(plan) = l.skip_plan(index, s, body) {
+                l.skipping.push(index.clone());
+                return l.skipping_fold(n, &z, (s, index), body, &plan);
+            }
+            // Two iterations at a time where only in-place `addAt`s change
+            // the state (Note [Bounds guards], pairs of `addAt`s).
+            if let Some(plan) = l.fold_pairs(index, s, st, body) {
+                l.paired.push(index.clone());
+                return l.paired_fold(n, &z, (s, index), body, &plan);
+            }
+            // Note [Two iterations per trip].
+            if twice::doubled(st, body) {
+                l.doubled.push(index.clone());
+                return l.doubled_fold(n, &z, (s, index), body);
+            }
+            l.counted_loop(n, &z, |l, i, st| l.fold_step((s, index), i, st, body))
+        };
+        self.versions(n, guard, Some((&z, st)), run)
+    }
+
+    /// E-IScan-Zero, E-IScan-Succ, E-IScan-Done, E-IScan-Bot: the n + 1
+    /// states in one buffer.
+    pub(super) fn iscan(
+        &mut self,
+        n: &Atom,
+        z: &Atom,
+        s: &Name,
+        st_ty: &Type,
+        index: &Name,
+        body: &AnfBlock,
+    ) -> R<Vals> {
+        let count = self.scalar(n)?;
+        self.check_count_of(n, count, abi::NEGATIVE_COUNT);
+        let n = count;
+        let z = self.atom(z)?;
+        let size = elem_bytes(st_ty)?;
+        let count = self.b.ins().iadd_imm_s(n, 1);
+        let p = self.alloc(count, size)?;
+        self.store(st_ty, &z, p, 0)?;
+        if let Some(plan) = self.jam_plan(index, Some(s), body) {
+            self.jammed(n, &z, (index, Some(s)), body, &plan, |l, i, v| {
+                let i1 = l.b.ins().iadd_imm_s(i, 1);
+                let at = l.element(p, i1, size);
+                l.store(st_ty, v, at, 0)?;
+                Ok(v.to_vec())
+            })?;
+            return Ok(vec![p, count]);
+        }
+        self.counted_loop(n, &z, |l, i, st| {
+            let v = l.fold_step((s, index), i, st, body)?;
+            let i1 = l.b.ins().iadd_imm_s(i, 1);
+            let at = l.element(p, i1, size);
+            l.store(st_ty, &v, at, 0)?;
+            Ok(v)
+        })?;
+        Ok(vec![p, count])
+    }
+}
+
+/// `(k, hot, cold)` if `body` (of a `build` over `index`) is `if index =
+/// k then hot else cold` (either order of the comparison), with `k`,
+/// `hot` and `cold` atoms bound outside it.
+fn one_hot<'b>(body: &'b AnfBlock, index: &Name) -> Option<(&'b Atom, &'b Atom, &'b Atom)> {
+    let [test, choice] = body.binds.as_slice() else {
+        return None;
+    };
+    let Rhs::Prim(Prim::Eq, args) = &test.rhs else {
+        return None;
+    };
+    let k = match (args[0].var(), args[1].var()) {
+        (Some(x), _) if x == index => &args[1],
+        (_, Some(y)) if y == index => &args[0],
+        _ => return None,
+    };
+    let Rhs::If(Atom::Var(c, _), t, e) = &choice.rhs else {
+        return None;
+    };
+    let outside = |a: &Atom| a.var().is_none_or(|x| x != index && x != &test.name);
+    (c == &test.name
+        && t.binds.is_empty()
+        && e.binds.is_empty()
+        && body.result.var() == Some(&choice.name)
+        && outside(k)
+        && outside(&t.result)
+        && outside(&e.result))
+    .then_some((k, &t.result, &e.result))
+}
+
+/// # Note [Known counts]
+///
+/// A loop's index is in `0 .. n` for a count `n` that E-Build-Bot /
+/// E-IFold-Bot have let through, so `n ≤ i64::MAX` and `i ≤ i64::MAX −
+/// 1`: `i + 1` cannot overflow (E-Arith-Bot never fires), and it is at
+/// least 1. Lengths and Index literals are at least 0 too. A `build`,
+/// `ifold` or `iscan` whose count is one of these skips its E-Build-Bot /
+/// E-IFold-Bot test, and such an `i + 1` is a plain addition: the tests
+/// could not fire, so every value and every ⊥ is the same. The rows of a
+/// triangle, `ifold … (r + 1)` inside a loop over `r` (GMM's `(Q y)_r`
+/// and its reverse), are such counts.
+///
+/// Every loop index of `b`, nested blocks included.
+pub(super) fn loop_indices(b: &AnfBlock) -> HashSet<Name> {
+    fn walk(b: &AnfBlock, out: &mut HashSet<Name>) {
+        for bind in &b.binds {
+            match &bind.rhs {
+                Rhs::Loop { index, body, .. } => {
+                    out.insert(index.clone());
+                    walk(body, out);
+                }
+                Rhs::If(_, t, e) => {
+                    walk(t, out);
+                    walk(e, out);
+                }
+                Rhs::Prim(..) | Rhs::Array(_) => {}
+            }
+        }
+    }
+    let mut out = HashSet::default();
+    walk(b, &mut out);
+    out
+}
+
+impl Lower<'_, '_> {
+    /// Whether the Index `a` is known to be at least 0 (Note [Known
+    /// counts]): a literal, a loop index, a length, or a successor.
+    pub(super) fn known_nonneg(&self, a: &Atom) -> bool {
+        match a {
+            Atom::Lit(Lit::Int(c), _) => *c >= 0,
+            Atom::Var(x, _) => self.nonneg.contains(x),
+            _ => false,
+        }
+    }
+
+    /// Whether `args` of an Index `+` are a loop index and 1, in either
+    /// order: `i ≤ n − 1` for a count `n ≤ i64::MAX`, so `i + 1` cannot
+    /// overflow (Note [Known counts]).
+    pub(super) fn successor(&self, args: &[Atom]) -> bool {
+        let index = |a: &Atom| a.var().is_some_and(|x| self.loop_indices.contains(x));
+        let one = |a: &Atom| matches!(a, Atom::Lit(Lit::Int(1), _));
+        matches!(args, [a, b] if (index(a) && one(b)) || (one(a) && index(b)))
+    }
+
+    /// E-Build-Bot, E-IFold-Bot, E-Accum-Bot: `n < 0` is ⊥ with `code`,
+    /// tested unless the count `a` is known to be at least 0 (Note [Known
+    /// counts]).
+    pub(super) fn check_count_of(&mut self, a: &Atom, n: Value, code: i64) {
+        if !self.known_nonneg(a) {
+            self.check_count(n, code);
+        }
+    }
+
+    /// E-Build-Bot, E-IFold-Bot, E-Accum-Bot: `n < 0` is ⊥ with `code`.
+    pub(super) fn check_count(&mut self, n: Value, code: i64) {
+        let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, n, 0);
+        let zero = self.iconst(0);
+        self.fail_if(neg, code, n, zero);
+    }
+}
+
+// The bounds guards of innermost loops (Note [Bounds guards] in
+// `codegen/passes/guard.rs`): the plan, its test, and the two versions.
+impl Lower<'_, '_> {
+    /// The guard of the innermost loop `name` over `index`, if it has one
+    /// (Note [Bounds guards] in `codegen/passes/guard.rs`).
+    pub(super) fn guard_plan(
+        &mut self,
+        name: &Name,
+        index: &Name,
+        state: Option<&Name>,
+        body: &AnfBlock,
+    ) -> Option<guard::Plan> {
+        if self.plain {
+            return None;
+        }
+        let known = |a: &Name| self.in_bounds.iter().any(|(k, b)| k == index && b == a);
+        let plan = guard::plan(index, state, body, |a| self.fused.contains_key(a), known)?;
+        self.guarded.push(name.clone());
+        Some(plan)
+    }
+
+    /// Whether the guard `plan` of a loop of `m ≥ 0` iterations holds
+    /// (Note [Bounds guards]): `m = 0`, or every check. `state` is a fold's
+    /// initial state and its type.
+    pub(super) fn guard_holds(
+        &mut self,
+        m: Value,
+        plan: &guard::Plan,
+        state: Option<(&[Value], &Type)>,
+    ) -> R<Value> {
+        let mut ok = self.b.ins().iconst(types::I8, 1);
+        for check in &plan.checks {
+            let len = match &check.length {
+                guard::Length::Outside(a) => self.length_of(a)?,
+                guard::Length::State(path) => {
+                    let (z, ty) =
+                        state.ok_or_else(|| compile_error("a state check without state"))?;
+                    z[state_slot(ty, path)? + 1]
+                }
+            };
+            let fits = match &check.at {
+                guard::At::Loop => self.b.ins().icmp(IntCC::SignedLessThanOrEqual, m, len),
+                guard::At::Const(c) => {
+                    let c = self.scalar(c)?;
+                    self.b.ins().icmp(IntCC::UnsignedLessThan, c, len)
+                }
+                guard::At::Offset(c) => {
+                    // 0 ≤ c ≤ length a − m (no overflow: both are ≥ 0).
+                    let c = self.scalar(c)?;
+                    let nonneg = self
+                        .b
+                        .ins()
+                        .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, c, 0);
+                    let room = self.b.ins().isub(len, m);
+                    let below = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, c, room);
+                    self.b.ins().band(nonneg, below)
+                }
+            };
+            ok = self.b.ins().band(ok, fits);
+        }
+        let none = self.b.ins().icmp_imm_s(IntCC::Equal, m, 0);
+        Ok(self.b.ins().bor(none, ok))
+    }
+
+    /// The loop `run` over `m ≥ 0` iterations behind its bounds guard
+    /// (Note [Bounds guards]): without the tests the guard covers when it
+    /// holds, as written (and bound to fail, so cold) when not. `state` is
+    /// a fold's initial state and its type.
+    fn versions(
+        &mut self,
+        m: Value,
+        guard: Option<&guard::Plan>,
+        state: Option<(&[Value], &Type)>,
+        run: impl Fn(&mut Self) -> R<Vals>,
+    ) -> R<Vals> {
+        let Some(plan) = guard else {
+            return run(self);
+        };
+        let ok = self.guard_holds(m, plan, state)?;
+        let tys: Vec<types::Type> = state
+            .map(|(z, _)| z.iter().map(|v| self.b.func.dfg.value_type(*v)).collect())
+            .unwrap_or_default();
+        let (fast, slow, join) = self.diamond(ok, &tys);
+        self.b.switch_to_block(fast);
+        let before = std::mem::take(&mut self.covered);
+        self.covered = plan.covered.clone();
+        let r = run(self);
+        self.covered = before;
+        let r = r?;
+        self.b.ins().jump(join, &args_of(&r));
+        self.b.switch_to_block(slow);
+        self.b.set_cold_block(slow);
+        let r = run(self)?;
+        self.b.ins().jump(join, &args_of(&r));
+        self.b.switch_to_block(join);
+        Ok(self.b.block_params(join).to_vec())
+    }
+
+    /// Whether `b` is a read `a[index]` that needs no bounds test in the
+    /// innermost loop over `index`: of a built array whose test the loop's
+    /// guard covers, or of the array the loop runs over (Note [Bounds
+    /// guards]).
+    pub(super) fn untested_read(&self, index: &Name, b: &Binding) -> bool {
+        let Rhs::Prim(Prim::Get, args) = &b.rhs else {
+            return false;
+        };
+        let Some(a) = args[0].var() else {
+            return false;
+        };
+        args[1].var() == Some(index)
+            && !self.fused.contains_key(a)
+            && self.env.contains_key(a)
+            && (self.covered.contains(&b.name)
+                || self.in_bounds.iter().any(|(k, x)| k == index && x == a))
+    }
+}

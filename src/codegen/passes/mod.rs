@@ -1,0 +1,45 @@
+//! The passes of native code generation: rewrites and analyses of the
+//! first-order normal form (`ad::anf`) that decide *what* the lowering
+//! emits, kept apart from the lowering (`codegen/lower/`), which decides
+//! *how* in Cranelift IR, and from the backends (`codegen/backend/`),
+//! which turn that IR into a JIT function or an object file.
+//!
+//! A pass here reads and writes only the normal form (and the flat layout
+//! of `codegen/layout.rs`): none names Cranelift, so each can be read,
+//! and tested, as a function from normal forms to normal forms or to a
+//! plan. Every one keeps the evaluator's values and its first ⊥ (the
+//! exactness argument is in the pass's own Note). `lower::lower_function`
+//! sequences them; there are three kinds.
+//!
+//! Rewrites of the whole function, in this order: projections of pairs
+//! forwarded (`fuse::forward_projections`), vertical fusion
+//! (`vertical.rs`), unrolling of loops of two to four iterations
+//! (`unroll.rs`), loop-invariant hoisting (`hoist.rs`), and versioning of
+//! loops on the size their readers imply (`version.rs`, unrolled again).
+//!
+//! Analyses of the rewritten function, whose results the lowering keeps
+//! for the whole function: which `addAt`s update in place (`inplace.rs`),
+//! which arrays are never built (`fuse.rs`), and which live one loop
+//! iteration on a scratch stack (`scratch.rs`). `view.rs` is the one shape
+//! that the in-place analysis and the lowering must agree on.
+//!
+//! Plans the lowering asks for one loop or block at a time, where it knows
+//! what is fused and which reads are in bounds: loop interchange
+//! (`loop_interchange.rs`), bounds guards (`guard.rs`), jamming
+//! (`jam.rs`), skipping folds (`skip.rs`), folds two iterations per trip
+//! (`twice.rs`), and horizontal fusion (`horizontal.rs`).
+
+pub(super) mod fuse;
+pub(super) mod guard;
+pub(super) mod hoist;
+pub(super) mod horizontal;
+pub(super) mod inplace;
+pub(super) mod jam;
+pub(super) mod loop_interchange;
+pub(super) mod scratch;
+pub(super) mod skip;
+pub(super) mod twice;
+pub(super) mod unroll;
+pub(super) mod version;
+pub(super) mod vertical;
+pub(super) mod view;

@@ -159,6 +159,3 @@ fn avoiding(taken: &str, names: impl Fn(&str) -> Vec<String>) -> Vec<String> {
         q.push('\'');
     }
 }
-
-mod compat;
-pub use compat::*;

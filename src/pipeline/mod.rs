@@ -50,7 +50,7 @@ pub const PRELUDE: &str = include_str!("../prelude.fsm");
 pub enum Artefact {
     /// A definition of the program, monomorphised, its `deriv`s expanded
     /// in `mode` (spec/ad-forward.md §4.6; the command line's entries use
-    /// D-Deriv's scalar mode).
+    /// scalar mode, §4.3).
     Entry { name: Rc<str>, mode: ForwardMode },
     /// The forward-mode wrapper of an entry with respect to its parameter
     /// `wrt` (spec/ad-forward.md, "The command line").

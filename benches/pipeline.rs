@@ -22,11 +22,11 @@ mod common;
 use std::hint::black_box;
 
 use common::numbers;
-use criterion::{BenchmarkId, Criterion, Throughput};
+use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
 use fsmooth::adbench::gmm::{GMM_SOURCE, read_gmm};
 use fsmooth::eval::{Limits, Value};
-use fsmooth::gradient::Engine;
-use fsmooth::pipeline::{self, OptOptions};
+use fsmooth::gradient::{Mode, Plan};
+use fsmooth::pipeline::{Checkpointing, Engine, Session};
 
 const DOT: &str = "let f = fun (v1: Vector) (v2: Vector) -> vectorDot v1 v2";
 
@@ -61,13 +61,13 @@ fn gmm_text(d: usize, k: usize, n: usize) -> String {
 
 fn frontend(c: &mut Criterion) {
     c.bench_function("frontend/load-gmm", |b| {
-        b.iter(|| pipeline::load(black_box(GMM_SOURCE)).expect("loads"))
+        b.iter(|| Session::load(black_box(GMM_SOURCE)).expect("loads"))
     });
 }
 
 fn eval_gmm(c: &mut Criterion) {
-    let loaded = pipeline::load(GMM_SOURCE).expect("gmm.fsm loads");
-    let entry = pipeline::entry(&loaded, "gmmObjective").expect("entry");
+    let loaded = Session::load(GMM_SOURCE).expect("gmm.fsm loads");
+    let entry = loaded.entry("gmmObjective").expect("entry");
     let mut g = c.benchmark_group("eval/gmm");
     for n in [10, 100, 1000] {
         let input = read_gmm(&gmm_text(2, 5, n)).expect("generated input reads");
@@ -83,21 +83,28 @@ fn eval_gmm(c: &mut Criterion) {
     g.finish();
 }
 
-/// The dot product's gradient programs: forward, reverse, optimised forward.
-fn dot_programs() -> (
-    pipeline::Derivative,
-    pipeline::ReverseDerivative,
-    pipeline::Derivative,
-) {
-    let fwd = pipeline::derivative(DOT, "f", "v1").expect("fwd");
-    let rev = pipeline::reverse_derivative(DOT, "f", "v1").expect("rev");
-    let t = pipeline::tangent_derivative(DOT, "f", "v1").expect("tangent");
-    let opt = pipeline::optimise_entry(&t.wrapper, &OptOptions::default()).expect("optimises");
-    let fwd_opt = pipeline::Derivative {
-        wrapper: opt.entry,
-        ..t
-    };
-    (fwd, rev, fwd_opt)
+/// The plan of `mode` for `entry` of `src` w.r.t. `wrt`: the mode's own
+/// program, run on either engine.
+fn plan(src: &str, entry: &str, wrt: &str, mode: Mode) -> Plan {
+    let session = Session::load(src).expect("loads");
+    Plan::new(
+        &session,
+        entry,
+        wrt,
+        mode,
+        Engine::Eval,
+        Checkpointing::default(),
+    )
+    .unwrap_or_else(|d| panic!("{}: {d}", mode.name()))
+}
+
+/// The dot product's gradient plans: forward, reverse, optimised forward.
+fn dot_programs() -> (Plan, Plan, Plan) {
+    (
+        plan(DOT, "f", "v1", Mode::Fwd),
+        plan(DOT, "f", "v1", Mode::Rev),
+        plan(DOT, "f", "v1", Mode::FwdOpt),
+    )
 }
 
 fn gradient_dot(c: &mut Criterion) {
@@ -111,14 +118,18 @@ fn gradient_dot(c: &mut Criterion) {
         if n <= 100 {
             // Forward mode is O(n²): 15 M operations at n = 1000.
             g.bench_with_input(BenchmarkId::new("fwd", n), &args, |b, a| {
-                b.iter(|| fsmooth::gradient::forward(&fwd, a.clone(), limits).expect("fwd"))
+                b.iter(|| fwd.columns(a.clone(), Engine::Eval, limits).expect("fwd"))
             });
         }
         g.bench_with_input(BenchmarkId::new("fwd-opt", n), &args, |b, a| {
-            b.iter(|| fsmooth::gradient::forward(&fwd_opt, a.clone(), limits).expect("fwd-opt"))
+            b.iter(|| {
+                fwd_opt
+                    .columns(a.clone(), Engine::Eval, limits)
+                    .expect("fwd-opt")
+            })
         });
         g.bench_with_input(BenchmarkId::new("rev", n), &args, |b, a| {
-            b.iter(|| fsmooth::gradient::reverse(&rev, a.clone(), limits).expect("rev"))
+            b.iter(|| rev.columns(a.clone(), Engine::Eval, limits).expect("rev"))
         });
         g.bench_with_input(BenchmarkId::new("tape", n), &args, |b, a| {
             b.iter(|| fsmooth::gradient::tape(&rev.base, 0, a.clone(), limits).expect("tape"))
@@ -128,11 +139,28 @@ fn gradient_dot(c: &mut Criterion) {
 }
 
 fn optimise(c: &mut Criterion) {
-    let t = pipeline::tangent_derivative(DOT, "f", "v1").expect("tangent");
+    // A session optimises an artefact once: each run gets a fresh one,
+    // the tangent-only wrapper built beforehand (not timed); the rules'
+    // loading and the saturation are timed.
+    let v1 = Session::load(DOT)
+        .and_then(|s| s.param("f", "v1"))
+        .expect("a parameter v1");
+    let tangents = Mode::Fwd
+        .tangent_program("f".into(), v1)
+        .expect("forward mode has a tangent-only program");
+    let session = || {
+        let s = Session::load(DOT).expect("loads");
+        s.get(&tangents).expect("tangent");
+        s
+    };
     let mut g = c.benchmark_group("opt");
     g.sample_size(10);
     g.bench_function("dot-gradient", |b| {
-        b.iter(|| pipeline::optimise_entry(&t.wrapper, &OptOptions::default()).expect("optimises"))
+        b.iter_batched_ref(
+            session,
+            |s| s.optimise(&tangents, false).expect("optimises"),
+            BatchSize::PerIteration,
+        )
     });
     g.finish();
 }
@@ -140,20 +168,21 @@ fn optimise(c: &mut Criterion) {
 fn native_dot(c: &mut Criterion) {
     let (fwd, rev, fwd_opt) = dot_programs();
     let base = &fwd.base;
-    let engine = Engine::native();
+    let engine = Engine::Native;
+    let limits = Limits::default();
     let mut g = c.benchmark_group("native/dot");
     g.sample_size(10);
     for n in [1_000, 10_000, 100_000, 1_000_000] {
         let args = vec![vector(n, 1), vector(n, 2)];
         g.throughput(Throughput::Elements(n as u64));
         g.bench_with_input(BenchmarkId::new("objective", n), &args, |b, a| {
-            b.iter(|| engine.run(base, a.clone()).expect("objective"))
+            b.iter(|| base.run_on(engine, a.clone(), limits).expect("objective"))
         });
         g.bench_with_input(BenchmarkId::new("fwd-opt", n), &args, |b, a| {
-            b.iter(|| fsmooth::gradient::forward_on(&fwd_opt, a.clone(), &engine).expect("fwd-opt"))
+            b.iter(|| fwd_opt.columns(a.clone(), engine, limits).expect("fwd-opt"))
         });
         g.bench_with_input(BenchmarkId::new("rev", n), &args, |b, a| {
-            b.iter(|| fsmooth::gradient::reverse_on(&rev, a.clone(), &engine).expect("rev"))
+            b.iter(|| rev.columns(a.clone(), engine, limits).expect("rev"))
         });
     }
     g.finish();
@@ -162,26 +191,30 @@ fn native_dot(c: &mut Criterion) {
 fn native_gmm(c: &mut Criterion) {
     let input = read_gmm(&gmm_text(2, 5, 1000)).expect("generated input reads");
     let args = input.flat_args();
-    let fwd = pipeline::derivative(GMM_SOURCE, "gmmObjectiveFlat", "theta").expect("fwd");
-    let rev = pipeline::reverse_derivative(GMM_SOURCE, "gmmObjectiveFlat", "theta").expect("rev");
-    let engine = Engine::native();
+    let fwd = plan(GMM_SOURCE, "gmmObjectiveFlat", "theta", Mode::Fwd);
+    let rev = plan(GMM_SOURCE, "gmmObjectiveFlat", "theta", Mode::Rev);
+    let engine = Engine::Native;
+    let limits = Limits::default();
     let mut g = c.benchmark_group("native/gmm");
     g.sample_size(10);
     g.bench_function("objective", |b| {
-        b.iter(|| engine.run(&fwd.base, args.clone()).expect("objective"))
+        b.iter(|| {
+            fwd.base
+                .run_on(engine, args.clone(), limits)
+                .expect("objective")
+        })
     });
     g.bench_function("rev", |b| {
-        b.iter(|| fsmooth::gradient::reverse_on(&rev, args.clone(), &engine).expect("rev"))
+        b.iter(|| rev.columns(args.clone(), engine, limits).expect("rev"))
     });
     g.bench_function("fwd", |b| {
-        b.iter(|| fsmooth::gradient::forward_on(&fwd, args.clone(), &engine).expect("fwd"))
+        b.iter(|| fwd.columns(args.clone(), engine, limits).expect("fwd"))
     });
     g.bench_function("compile-rev", |b| {
         b.iter(|| {
-            let r =
-                pipeline::reverse_derivative(GMM_SOURCE, "gmmObjectiveFlat", "theta").expect("rev");
-            fsmooth::codegen::Native::compile(&r.rev.normal().expect("normalises"))
-                .expect("compiles")
+            let r = plan(GMM_SOURCE, "gmmObjectiveFlat", "theta", Mode::Rev);
+            let rev = r.program().expect("the reverse program");
+            fsmooth::codegen::Native::compile(&rev.normal().expect("normalises")).expect("compiles")
         })
     });
     g.finish();

@@ -10,7 +10,7 @@
 //!
 //! - `objective`: the function itself;
 //! - `fwd`: forward mode, the tangent-only wrapper
-//!   (`pipeline::tangent_derivative`), not optimised;
+//!   (`Mode::tangent_program`), not optimised;
 //! - `fwd-opt`: the same wrapper after the optimiser (the dF̃ result);
 //! - `fwd-vec`, `fwd-rows` (BA): vector forward mode, the tangent-only
 //!   wrapper (columns, D-Vec-Deriv) and the Jacobian's rows (D-Vec-Rows,
@@ -36,14 +36,15 @@ mod common;
 
 use std::cell::RefCell;
 use std::hint::black_box;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use common::numbers;
 use criterion::{BenchmarkId, Criterion};
-use fsmooth::ad::ForwardMode;
 use fsmooth::adbench::gmm::{GMM_SOURCE, read_gmm};
 use fsmooth::codegen::{Arg, Native, Out};
-use fsmooth::pipeline::{self, OptOptions};
+use fsmooth::gradient::{How, Mode, Plan};
+use fsmooth::pipeline::{Checkpointing, Engine, Entry, Session};
 
 const DOT: &str = "let f = fun (v1: Vector) (v2: Vector) -> vectorDot v1 v2\n";
 const VMAX: &str = "let f = fun (v: Vector) -> vectorMax v\n";
@@ -120,6 +121,20 @@ struct Modes {
     seeded: bool,
 }
 
+/// The tangent-only program of forward mode `mode` (`Mode::tangent_program`)
+/// for `f` of `src` w.r.t. `wrt`, from a session of its own (so that its
+/// compile time counts parsing).
+fn tangent_program(src: &str, f: &str, wrt: &str, mode: Mode) -> Rc<Entry> {
+    let session = Session::load(src).expect("loads");
+    let k = session.param(f, wrt).expect("parameter");
+    let tangents = mode
+        .tangent_program(Rc::from(f), k)
+        .expect("a forward mode");
+    session
+        .get(&tangents)
+        .unwrap_or_else(|d| panic!("{}: {d}", mode.name()))
+}
+
 fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     let start = Instant::now();
     let t = f();
@@ -143,47 +158,72 @@ fn modes_with(
     vector: bool,
 ) -> Modes {
     let (objective, t) = timed(|| {
-        let loaded = pipeline::load(src).expect("loads");
-        let e = pipeline::entry(&loaded, f).expect("entry");
+        let e = Session::load(src).expect("loads").entry(f).expect("entry");
         Native::compile(&e.normal().expect("normalises")).expect("objective compiles")
     });
     extra.compile(program, "objective", t);
     let (fwd, t) = timed(|| {
-        let d = pipeline::tangent_derivative(src, f, wrt).expect("fwd");
-        Native::compile(&d.wrapper.normal().expect("normalises")).expect("fwd compiles")
+        Native::compile(
+            &tangent_program(src, f, wrt, Mode::Fwd)
+                .normal()
+                .expect("normalises"),
+        )
+        .expect("fwd compiles")
     });
     extra.compile(program, "fwd", t);
     let fwd_opt = opt.then(|| {
         let (n, t) = timed(|| {
-            let d = pipeline::tangent_derivative(src, f, wrt).expect("fwd");
-            let o = pipeline::optimise_entry(&d.wrapper, &OptOptions::default()).expect("opt");
-            Native::compile(&o.entry.normal().expect("normalises")).expect("fwd-opt compiles")
+            Native::compile(
+                &tangent_program(src, f, wrt, Mode::FwdOpt)
+                    .normal()
+                    .expect("normalises"),
+            )
+            .expect("fwd-opt compiles")
         });
         extra.compile(program, "fwd-opt", t);
         n
     });
     let fwd_vec = vector.then(|| {
         let (n, t) = timed(|| {
-            let d = pipeline::tangent_derivative_with(src, f, wrt, ForwardMode::Vector)
-                .expect("fwd-vec");
-            Native::compile(&d.wrapper.normal().expect("normalises")).expect("fwd-vec compiles")
+            Native::compile(
+                &tangent_program(src, f, wrt, Mode::FwdVec)
+                    .normal()
+                    .expect("normalises"),
+            )
+            .expect("fwd-vec compiles")
         });
         extra.compile(program, "fwd-vec", t);
         n
     });
     let fwd_rows = vector.then(|| {
         let (n, t) = timed(|| {
-            let r = pipeline::rows_derivative(src, f, wrt).expect("fwd-rows");
-            Native::compile(&r.rows.normal().expect("normalises")).expect("fwd-rows compiles")
+            Native::compile(
+                &tangent_program(src, f, wrt, Mode::FwdRows)
+                    .normal()
+                    .expect("normalises"),
+            )
+            .expect("fwd-rows compiles")
         });
         extra.compile(program, "fwd-rows", t);
         n
     });
     let ((rev, seeded), t) = timed(|| {
-        let r = pipeline::reverse_derivative(src, f, wrt).expect("rev");
+        let session = Session::load(src).expect("loads");
+        let plan = Plan::new(
+            &session,
+            f,
+            wrt,
+            Mode::Rev,
+            Engine::Native,
+            Checkpointing::default(),
+        )
+        .expect("rev");
+        let How::Reverse { rev, seeded } = &plan.how else {
+            unreachable!("`rev` is reverse mode")
+        };
         (
-            Native::compile(&r.rev.normal().expect("normalises")).expect("rev compiles"),
-            r.seeded,
+            Native::compile(&rev.normal().expect("normalises")).expect("rev compiles"),
+            *seeded,
         )
     });
     extra.compile(program, "rev", t);

@@ -603,7 +603,7 @@ pub fn check_dot_product(src: &str, limits: Limits) -> Result<usize, String> {
 
 /// The `native` property: native code agrees with the evaluator on `main`
 /// and on its gradients in modes fwd, fwd-opt and rev (each mode's
-/// derivative programs run on both engines, `gradient::Engine`) at
+/// derivative programs run on both engines, `pipeline::Engine`) at
 /// [`POINTS`]: both give values equal within ρ ≤ 1e-12 (or bit for bit,
 /// NaN and infinities included), or both are ⊥ with the same error code.
 /// A run where the evaluator is out of fuel is not compared, and native

@@ -38,7 +38,7 @@ pub(super) struct Expander<'b, 'a> {
     /// or D-Vec-Deriv in vector forward mode.
     pub mode: ForwardMode,
     /// The outermost `deriv` of the definition is expanded by D-Vec-Rows
-    /// (the Jacobian's rows, `pipeline::rows_derivative`).
+    /// (the Jacobian's rows, `pipeline::Form::Rows`).
     pub rows: bool,
     /// How many `deriv`s enclose the current node.
     depth: usize,

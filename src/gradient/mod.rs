@@ -360,6 +360,3 @@ fn same_shape(a: &Value, b: &Value) -> bool {
         _ => true,
     }
 }
-
-mod compat;
-pub use compat::{Engine, forward, forward_on, reverse, reverse_on, rows_on};

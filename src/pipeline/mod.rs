@@ -51,7 +51,7 @@ pub const PRELUDE: &str = include_str!("../prelude.fsm");
 pub enum Artefact {
     /// A definition of the program, monomorphised, its `deriv`s expanded
     /// in `mode` (spec/ad-forward.md §4.6; the command line's entries use
-    /// scalar mode, D-Deriv-Vector).
+    /// scalar mode, §4.3).
     Entry { name: Rc<str>, mode: ForwardMode },
     /// The forward-mode wrapper of an entry with respect to its parameter
     /// `wrt` (spec/ad-forward.md, "The command line").
@@ -160,6 +160,3 @@ fn avoiding(taken: &str, names: impl Fn(&str) -> Vec<String>) -> Vec<String> {
         q.push('\'');
     }
 }
-
-mod compat;
-pub use compat::*;

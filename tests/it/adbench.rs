@@ -13,7 +13,7 @@ use fsmooth::diagnostic::Diagnose;
 use fsmooth::eval::{Limits, Value};
 use fsmooth::numeric::rho;
 
-use fsmooth::pipeline;
+use fsmooth::pipeline::Session;
 
 /// ADBench's tolerance on ρ.
 const TOLERANCE: f64 = 1e-8;
@@ -32,8 +32,8 @@ fn gmm_source() -> String {
 
 /// Runs the entry `name` of gmm.fsm on `args` and returns its Double result.
 fn run_fsm(name: &str, args: Vec<Value>) -> f64 {
-    let loaded = pipeline::load(&gmm_source()).expect("gmm.fsm loads");
-    let entry = pipeline::entry(&loaded, name).expect("entry exists");
+    let loaded = Session::load(&gmm_source()).expect("gmm.fsm loads");
+    let entry = loaded.entry(name).expect("entry exists");
     let (v, _) = entry
         .run(args, Limits::default(), &mut |_, _| {})
         .expect("evaluation succeeds");
@@ -327,7 +327,8 @@ fn gmm_errors_point_at_the_token() {
 fn gmm_golden_gradient_in_every_mode() {
     use fsmooth::adbench::gmm::{GMM_SOURCE, read_gmm};
     use fsmooth::eval::Limits;
-    use fsmooth::gradient;
+    use fsmooth::gradient::{Mode, Plan};
+    use fsmooth::pipeline::{Checkpointing, Engine};
     let text = adbench_file("data/gmm/test.txt");
     let golden: serde_json::Value =
         serde_json::from_str(&adbench_file("goldens/gmm_test.json")).expect("golden json");
@@ -339,22 +340,31 @@ fn gmm_golden_gradient_in_every_mode() {
         .collect();
     let objective = golden["objective"].as_f64().expect("objective");
     let input = read_gmm(&text).expect("reads");
-    let d = fsmooth::pipeline::derivative(GMM_SOURCE, "gmmObjectiveFlat", "theta").expect("builds");
+    let session = Session::load(GMM_SOURCE).expect("builds");
     let args = input.flat_args();
     let limits = Limits::default();
-    let r = fsmooth::pipeline::reverse_derivative(GMM_SOURCE, "gmmObjectiveFlat", "theta")
-        .expect("reverse");
-    for (mode, tol) in [("fwd", 1e-8), ("rev", 1e-8), ("tape", 1e-8), ("fd", 1e-6)] {
-        let cols = match mode {
-            "fwd" => gradient::forward(&d, args.clone(), limits),
-            "rev" => gradient::reverse(&r, args.clone(), limits),
-            "tape" => gradient::tape(&d.base, 0, args.clone(), limits),
-            _ => gradient::finite_differences(&d.base, 0, args.clone(), limits),
-        }
-        .expect("differentiates");
+    for (mode, tol) in [
+        (Mode::Fwd, 1e-8),
+        (Mode::Rev, 1e-8),
+        (Mode::Tape, 1e-8),
+        (Mode::Fd, 1e-6),
+    ] {
+        let plan = Plan::new(
+            &session,
+            "gmmObjectiveFlat",
+            "theta",
+            mode,
+            Engine::Eval,
+            Checkpointing::default(),
+        )
+        .expect("builds");
+        let cols = plan
+            .columns(args.clone(), Engine::Eval, limits)
+            .expect("differentiates");
+        let mode = mode.name();
         let got = cols.gradient(&args[0]);
         let mut g = Vec::new();
-        gradient::flatten(&got, &mut g);
+        fsmooth::eval::flatten(&got, &mut g);
         assert_eq!(g.len(), want.len(), "{mode}");
         let v = cols.value.as_f64().expect("scalar");
         assert!(

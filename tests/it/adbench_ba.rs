@@ -249,8 +249,8 @@ fn ba_project_agrees_with_the_paper_transcription() {
     let (b, _) = crate::common::run(fsmooth::adbench::ba::BA_SOURCE, "baProject", Some(input))
         .expect("baProject runs");
     let (mut xa, mut xb) = (Vec::new(), Vec::new());
-    fsmooth::gradient::flatten(&a, &mut xa);
-    fsmooth::gradient::flatten(&b, &mut xb);
+    fsmooth::eval::flatten(&a, &mut xa);
+    fsmooth::eval::flatten(&b, &mut xb);
     assert_close("baProject vs Fig. 14", &xb, &xa, 1e-14);
 }
 

@@ -139,15 +139,17 @@ fn lstm_malformed_files_give_error_codes() {
 #[test]
 fn prelude_tanh_matches_the_c_library() {
     let src = "let f (x: Double) = tanh x\n";
-    let d = fsmooth::pipeline::derivative(src, "f", "x").expect("differentiates");
+    let d =
+        crate::common::plan(src, "f", "x", fsmooth::gradient::Mode::Fwd).expect("differentiates");
     for k in -80..=80 {
         let x = f64::from(k) * 0.125 + 0.01;
-        let cols = fsmooth::gradient::forward(
-            &d,
-            vec![fsmooth::eval::Value::Double(x)],
-            fsmooth::eval::Limits::default(),
-        )
-        .expect("runs");
+        let cols = d
+            .columns(
+                vec![fsmooth::eval::Value::Double(x)],
+                fsmooth::pipeline::Engine::Eval,
+                fsmooth::eval::Limits::default(),
+            )
+            .expect("runs");
         let t = cols.value.as_f64().expect("a Double");
         assert!(
             (t - x.tanh()).abs() <= 4.0 * f64::EPSILON * x.tanh().abs().max(0.05),

@@ -12,8 +12,9 @@ use std::process::{Command, Output};
 
 use fsmooth::diagnostic::Diagnose;
 use fsmooth::eval::{EvalError, Limits};
+use fsmooth::gradient::Mode;
 use fsmooth::numeric::rho;
-use fsmooth::pipeline;
+use fsmooth::pipeline::Session;
 
 use crate::common::{self, root};
 
@@ -173,9 +174,9 @@ fn aot_example_links_and_agrees_with_the_evaluator() {
         "gcc (examples/aot/main.c)",
     );
     let src = std::fs::read_to_string(&dot).unwrap();
-    let loaded = pipeline::load(&src).unwrap();
-    let objective = pipeline::entry(&loaded, "dot").unwrap();
-    let rev = pipeline::reverse_derivative(&src, "dot", "u").unwrap();
+    let objective = Session::load(&src).unwrap().entry("dot").unwrap();
+    let rev = common::plan(&src, "dot", "u", Mode::Rev).unwrap();
+    let rev = rev.program().unwrap();
     let cases: [(&[f64], &[f64]); 6] = [
         (&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]),
         (&[0.5, -2.25, 1e3, 1.0 / 3.0], &[3.0, 0.125, -7.0, 0.1]),
@@ -199,10 +200,7 @@ fn aot_example_links_and_agrees_with_the_evaluator() {
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 2, "dot_demo printed:\n{out}");
         let input = format!("[{}, {}]", json_numbers(u), json_numbers(v));
-        for (line, entry, name) in [
-            (lines[0], &objective, "dot"),
-            (lines[1], &rev.rev, "dot_rev"),
-        ] {
+        for (line, entry, name) in [(lines[0], &objective, "dot"), (lines[1], rev, "dot_rev")] {
             let args = entry.read_input(Some(&input)).unwrap();
             let expected = entry.run(args, Limits::default(), &mut |_, _| {});
             let what = format!("{name} on {input}");
@@ -215,7 +213,7 @@ fn aot_example_links_and_agrees_with_the_evaluator() {
                     assert_eq!(words[0], "ok", "{what}: {line}");
                     let nums: Vec<f64> = words[1..].iter().map(|w| w.parse().unwrap()).collect();
                     let mut want = Vec::new();
-                    fsmooth::gradient::flatten(&value, &mut want);
+                    fsmooth::eval::flatten(&value, &mut want);
                     assert_eq!(nums.len(), want.len(), "{what}: {line} vs {value}");
                     for (a, b) in nums.iter().zip(&want) {
                         assert_close(*a, *b, &what);
@@ -1010,7 +1008,7 @@ int main(void) {{
     );
     let printed = run_driver(&dir, &driver, &["-I.", "rows.o"]);
     let native: serde_json::Value = serde_json::from_str(printed.trim()).expect("JSON rows");
-    let r = pipeline::rows_derivative(&src, "projectAll", "cam").expect("rows");
+    let r = common::plan(&src, "projectAll", "cam", Mode::FwdRows).expect("rows");
     let input = format!(
         "{{\"cam\": {}, \"xs\": [{}]}}",
         json_numbers(&cam),
@@ -1022,7 +1020,8 @@ int main(void) {{
     );
     let args = r.base.read_input(Some(&input)).expect("input");
     let (want, _) = r
-        .rows
+        .program()
+        .expect("the rows program")
         .run(args, Limits::default(), &mut |_, _| {})
         .expect("the evaluator runs the rows");
     let want: serde_json::Value = serde_json::from_str(&want.to_string()).expect("JSON");

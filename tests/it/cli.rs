@@ -7,7 +7,7 @@
 
 use std::process::Output;
 
-use fsmooth::pipeline;
+use fsmooth::pipeline::Session;
 
 use crate::common::{cli, root, temp_file};
 
@@ -396,9 +396,9 @@ fn examples_run() {
     paths.sort();
     for path in paths {
         let src = std::fs::read_to_string(&path).expect("read example");
-        let loaded = pipeline::load(&src)
+        let loaded = Session::load(&src)
             .unwrap_or_else(|d| panic!("{} does not check: {d}", path.display()));
-        let Ok(entry) = pipeline::entry(&loaded, "main") else {
+        let Ok(entry) = loaded.entry("main") else {
             continue;
         };
         if !entry.params.is_empty() {

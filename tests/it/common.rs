@@ -5,15 +5,31 @@ use std::process::{Command, Output};
 
 use fsmooth::diagnostic::Diagnostic;
 use fsmooth::eval::{Limits, Stats, Value};
-use fsmooth::pipeline;
+use fsmooth::gradient::{Mode, Plan};
+use fsmooth::pipeline::{self, Checkpointing, Engine, Session};
 
 /// Loads `src`, monomorphises for `entry`, reads `input` (JSON) and runs it.
 pub fn run(src: &str, entry: &str, input: Option<&str>) -> Result<(Value, Stats), Diagnostic> {
-    let loaded = pipeline::load(src)?;
-    let e = pipeline::entry(&loaded, entry)?;
+    let e = Session::load(src)?.entry(entry)?;
     let args = e.read_input(input)?;
     e.run(args, Limits::default(), &mut |_, _| {})
         .map_err(|err| Diagnostic::from(&err))
+}
+
+/// The plan of gradient `mode` for `entry` of `src` with respect to its
+/// parameter `wrt`, in a session of its own: the mode's own program
+/// ([`Mode::program`], checkpointing by default), which either engine
+/// runs (`plan.columns(args, engine, limits)`).
+pub fn plan(src: &str, entry: &str, wrt: &str, mode: Mode) -> Result<Plan, Diagnostic> {
+    let session = Session::load(src)?;
+    Plan::new(
+        &session,
+        entry,
+        wrt,
+        mode,
+        Engine::Eval,
+        Checkpointing::default(),
+    )
 }
 
 /// The result of `run` as JSON text, or `error[code]`.

@@ -7,7 +7,7 @@
 use fsmooth::cli::render_diagnostic;
 use fsmooth::diagnostic::Diagnostic;
 use fsmooth::eval::Limits;
-use fsmooth::pipeline;
+use fsmooth::pipeline::Session;
 
 const PATH: &str = "prog.fsm";
 
@@ -15,8 +15,7 @@ const PATH: &str = "prog.fsm";
 /// `input` and running `src` under `limits`.
 fn diagnose_with(src: &str, input: Option<&str>, limits: Limits) -> Diagnostic {
     let result = (|| {
-        let loaded = pipeline::load(src)?;
-        let e = pipeline::entry(&loaded, "main")?;
+        let e = Session::load(src)?.entry("main")?;
         let args = e.read_input(input)?;
         e.run(args, limits, &mut |_, _| {})
             .map_err(|err| Diagnostic::from(&err))
@@ -204,8 +203,8 @@ fn non_numeric_comparison() {
 #[test]
 fn no_such_entry() {
     let src = "let square = fun (x: Double) -> x * x\nlet main = square 3.0\n";
-    let loaded = pipeline::load(src).expect("loads");
-    let d = match pipeline::entry(&loaded, "nope") {
+    let loaded = Session::load(src).expect("loads");
+    let d = match loaded.entry("nope") {
         Ok(_) => panic!("`nope` is not defined"),
         Err(d) => d,
     };

@@ -2,11 +2,11 @@
 
 use fsmooth::diagnostic::Diagnose;
 use fsmooth::eval::{EvalError, Limits};
-use fsmooth::pipeline;
+use fsmooth::pipeline::{Entry, Session};
 
-fn entry(src: &str, name: &str) -> std::rc::Rc<pipeline::Entry> {
-    let loaded = pipeline::load(src).expect("loads");
-    pipeline::entry(&loaded, name).expect("entry")
+fn entry(src: &str, name: &str) -> std::rc::Rc<Entry> {
+    let loaded = Session::load(src).expect("loads");
+    loaded.entry(name).expect("entry")
 }
 
 /// E-Fuel: running out of steps is ⊥ with its own code, at any limit.

@@ -14,20 +14,22 @@
 
 use std::process::Output;
 
-use fsmooth::eval::{Limits, Value};
-use fsmooth::gradient::{self, Columns, finite_differences, forward};
+use fsmooth::eval::{self, Limits, Value};
+use fsmooth::gradient::{self, Columns, Mode, Plan, finite_differences};
 use fsmooth::ir::Type;
 use fsmooth::numeric::rho;
-use fsmooth::pipeline::{self, Derivative};
+use fsmooth::pipeline::{self, Engine, Session};
 
-use crate::common::{cli, temp_file};
+use crate::common::{cli, plan, temp_file};
 
 // ---- helpers ---------------------------------------------------------------
 
 /// Loads `src` and runs `entry` on the JSON `input`.
 fn eval(src: &str, entry: &str, input: &str) -> (Value, Type) {
-    let loaded = pipeline::load(src).unwrap_or_else(|d| panic!("{d}\n{src}"));
-    let e = pipeline::entry(&loaded, entry).unwrap_or_else(|d| panic!("{d}\n{src}"));
+    let session = Session::load(src).unwrap_or_else(|d| panic!("{d}\n{src}"));
+    let e = session
+        .entry(entry)
+        .unwrap_or_else(|d| panic!("{d}\n{src}"));
     let args = e.read_input(Some(input)).unwrap_or_else(|d| panic!("{d}"));
     let (v, _) = e
         .run(args, Limits::default(), &mut |_, _| {})
@@ -37,19 +39,21 @@ fn eval(src: &str, entry: &str, input: &str) -> (Value, Type) {
 
 fn doubles(v: &Value) -> Vec<f64> {
     let mut out = Vec::new();
-    gradient::flatten(v, &mut out);
+    eval::flatten(v, &mut out);
     out
 }
 
-fn derivative(src: &str, entry: &str, wrt: &str) -> Derivative {
-    pipeline::derivative(src, entry, wrt).unwrap_or_else(|d| panic!("{entry} wrt {wrt}: {d}"))
+/// Forward mode's plan (`fwd`) for `entry` w.r.t. `wrt`.
+fn derivative(src: &str, entry: &str, wrt: &str) -> Plan {
+    plan(src, entry, wrt, Mode::Fwd).unwrap_or_else(|d| panic!("{entry} wrt {wrt}: {d}"))
 }
 
 /// Forward mode and central differences for `entry` w.r.t. `wrt` at `input`.
 fn both_ways(src: &str, entry: &str, wrt: &str, input: &str) -> (Columns, Columns) {
     let d = derivative(src, entry, wrt);
     let args = d.base.read_input(Some(input)).expect("input");
-    let fwd = forward(&d, args.clone(), Limits::default())
+    let fwd = d
+        .columns(args.clone(), Engine::Eval, Limits::default())
         .unwrap_or_else(|e| panic!("{entry} wrt {wrt}: forward: {e}"));
     let fd = finite_differences(&d.base, d.wrt, args, Limits::default())
         .unwrap_or_else(|e| panic!("{entry} wrt {wrt}: fd: {e}"));
@@ -415,8 +419,8 @@ fn forward_mode_matches_finite_differences_on_the_prelude() {
     let mut entries = 0;
     for (name, input) in library_cases() {
         let entry = format!("e_{name}");
-        let loaded = pipeline::load(LIBRARY).expect("LIBRARY loads");
-        let base = pipeline::entry(&loaded, &entry).expect("entry");
+        let session = Session::load(LIBRARY).expect("LIBRARY loads");
+        let base = session.entry(&entry).expect("entry");
         let params: Vec<_> = base.params.clone();
         assert!(!params.is_empty());
         for (p, t) in &params {
@@ -476,8 +480,10 @@ fn gradient_and_jacobian_have_the_documented_shapes() {
 }
 
 fn base_args(src: &str, entry: &str, input: &str) -> Vec<Value> {
-    let loaded = pipeline::load(src).expect("loads");
-    let e = pipeline::entry(&loaded, entry).expect("entry");
+    let e = Session::load(src)
+        .expect("loads")
+        .entry(entry)
+        .expect("entry");
     e.read_input(Some(input)).expect("input")
 }
 
@@ -641,12 +647,14 @@ fn tangent_of_a_rearrangement_is_the_rearranged_tangent() {
             .base
             .read_input(Some(&format!("{{\"x\": {x}}}")))
             .expect("input");
-        let cols = forward(&d, args.clone(), Limits::default()).expect("forward");
+        let cols = d
+            .columns(args.clone(), Engine::Eval, Limits::default())
+            .expect("forward");
         let n = doubles(&args[0]).len();
         assert_eq!(cols.columns.len(), n, "{name}");
         for (j, col) in cols.columns.iter().enumerate() {
             let mut hot = (0..n).map(|k| if k == j { 1.0 } else { 0.0 });
-            let e_j = gradient::unflatten(&args[0], &mut hot);
+            let e_j = eval::unflatten(&args[0], &mut hot);
             let (fe, _) = eval(&src, "plain", &format!("{{\"x\": {e_j}}}"));
             assert_eq!(col, &doubles(&fe), "{name}: column {j}");
         }
@@ -727,7 +735,8 @@ fn differentiated_program_shape() {
     let printed = stdout(&o);
     // The CLI prints exactly the library's wrapper program.
     let d = derivative(SHAPE, "main", "x");
-    assert_eq!(printed, fsmooth::syntax::print_program(&d.wrapper.program));
+    let wrapper = d.program().expect("the wrapper");
+    assert_eq!(printed, fsmooth::syntax::print_program(&wrapper.program));
     insta::assert_snapshot!("ad_shape", printed);
     // And it computes the derivative.
     for x in ["0.5", "-0.5"] {

@@ -32,13 +32,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use fsmooth::codegen::{AotOptions, default_symbol};
 use fsmooth::eval::Limits;
+use fsmooth::gradient::Mode;
 use fsmooth::opt::OptLimits;
-use fsmooth::pipeline;
+use fsmooth::pipeline::{self, Artefact, Engine, Session};
 use fsmooth::syntax::print_program;
 
 use crate::common;
@@ -69,11 +71,11 @@ fn eval_text(src: &str, expr: &str) -> String {
 
 fn rules_used(src: &str, expr: &str) -> String {
     let full = with_expr(src, expr);
-    let loaded = match pipeline::load(&full) {
+    let loaded = match Session::load(&full) {
         Ok(l) => l,
         Err(d) => return format!("error[{}]", d.code),
     };
-    let entry = match pipeline::entry(&loaded, "golden'expr") {
+    let entry = match loaded.entry("golden'expr") {
         Ok(e) => e,
         Err(d) => return format!("error[{}]", d.code),
     };
@@ -102,7 +104,7 @@ fn gradient_text(src: &str, spec: &str) -> String {
     let (Some(f), Some(p), Some(input)) = (parts.next(), parts.next(), parts.next()) else {
         return "malformed: want `F P INPUT`".to_string();
     };
-    let rev = match pipeline::reverse_derivative(src, f, p) {
+    let rev = match common::plan(src, f, p, Mode::Rev) {
         Ok(r) => r,
         Err(d) => return format!("error[{}]", d.code),
     };
@@ -112,13 +114,13 @@ fn gradient_text(src: &str, spec: &str) -> String {
     };
     let like = args[rev.wrt].clone();
     let limits = Limits::default();
-    let r = match gradient::reverse(&rev, args.clone(), limits) {
+    let r = match rev.columns(args.clone(), Engine::Eval, limits) {
         Ok(c) => c.gradient(&like),
         Err(e) => return format!("error[{}]", fsmooth::diagnostic::Diagnose::code(&e)),
     };
-    let fwd = pipeline::derivative(src, f, p)
+    let fwd = common::plan(src, f, p, Mode::Fwd)
         .ok()
-        .and_then(|d| gradient::forward(&d, args.clone(), limits).ok())
+        .and_then(|d| d.columns(args.clone(), Engine::Eval, limits).ok())
         .map(|c| c.gradient(&like));
     let tape = gradient::tape(&rev.base, rev.wrt, args, limits)
         .ok()
@@ -151,25 +153,31 @@ fn golden_opt_options(explain: bool) -> pipeline::OptOptions {
 }
 
 /// An `opt:` or `fired:` line's optimisation, or the error it gave.
-type Optimised = Result<pipeline::OptimisedEntry, String>;
+type Optimised = Result<Rc<pipeline::Optimised>, String>;
 
 /// `F` optimised, or `grad F wrt P`: F's tangent-only forward derivative
-/// optimised (`pipeline::optimised_derivative`, with the report kept).
+/// optimised (what `ad --mode fwd-opt` prints, with the report kept).
 fn optimise(src: &str, spec: &str, explain: bool) -> Optimised {
     let code = |d: fsmooth::diagnostic::Diagnostic| format!("error[{}]", d.code);
     let words: Vec<&str> = spec.split_whitespace().collect();
-    let entry = match words[..] {
-        [f] => pipeline::load(src)
-            .and_then(|l| pipeline::entry(&l, f))
-            .map_err(code)?,
-        ["grad", f, "wrt", p] => {
-            pipeline::tangent_derivative(src, f, p)
-                .map_err(code)?
-                .wrapper
-        }
+    let (f, wrt) = match words[..] {
+        [f] => (f, None),
+        ["grad", f, "wrt", p] => (f, Some(p)),
         _ => return Err("malformed: want `F` or `grad F wrt P`".to_string()),
     };
-    pipeline::optimise_entry(&entry, &golden_opt_options(explain)).map_err(code)
+    let session = Session::load(src)
+        .map_err(code)?
+        .with_options(golden_opt_options(explain));
+    let artefact = match wrt {
+        None => Artefact::entry(f),
+        Some(p) => {
+            let k = session.param(f, p).map_err(code)?;
+            Mode::Fwd
+                .tangent_program(Rc::from(f), k)
+                .expect("forward mode has a tangent-only program")
+        }
+    };
+    session.optimise(&artefact, false).map_err(code)
 }
 
 /// What `opt: SPEC` prints.
@@ -220,7 +228,7 @@ fn fired_text(o: &Optimised) -> String {
 /// What `compile --entry F --listing` writes for `F`, up to its machine
 /// code (see the summary above).
 fn listing_text(src: &str, f: &str) -> String {
-    let entry = match pipeline::load(src).and_then(|l| pipeline::entry(&l, f)) {
+    let entry = match Session::load(src).and_then(|l| l.entry(f)) {
         Ok(e) => e,
         Err(d) => return format!("error[{}]", d.code),
     };
@@ -263,7 +271,7 @@ fn check_file(path: &Path) -> (Vec<String>, String) {
     let expect_error = lines
         .iter()
         .find_map(|l| l.strip_prefix("// error:").map(|c| c.trim().to_string()));
-    let loaded = pipeline::load(&src);
+    let loaded = Session::load(&src);
     match (&expect_error, &loaded) {
         (Some(code), Err(d)) if d.code == code => {}
         (Some(code), Err(d)) => failures.push(format!(

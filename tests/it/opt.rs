@@ -3,8 +3,11 @@
 //! rules added from a directory, rule-file errors, and the asymptotic
 //! effect measured in operations.
 
+use std::rc::Rc;
+
 use fsmooth::eval::{Limits, Value};
-use fsmooth::pipeline;
+use fsmooth::gradient::Mode;
+use fsmooth::pipeline::{self, Artefact, Entry, Optimised, Session};
 
 use fsmooth::syntax::print_program;
 
@@ -52,14 +55,28 @@ fn canon(text: &str) -> String {
         .replace("( ", "(")
 }
 
-fn optimised(src: &str, entry: &str) -> (std::rc::Rc<pipeline::Entry>, pipeline::OptimisedEntry) {
-    let loaded = pipeline::load(src).expect("loads");
-    let e = pipeline::entry(&loaded, entry).expect("entry");
-    let o = pipeline::optimise_entry(&e, &checked()).expect("optimises");
+/// `entry` and its optimised form, `opt --check` on.
+fn optimised(src: &str, entry: &str) -> (Rc<Entry>, Rc<Optimised>) {
+    let session = Session::load(src).expect("loads").with_options(checked());
+    let e = session.entry(entry).expect("entry");
+    let o = session
+        .optimise(&Artefact::entry(entry), false)
+        .expect("optimises");
     (e, o)
 }
 
-fn run(e: &pipeline::Entry, input: &str) -> (Value, u64) {
+/// A session of `src` and in it the tangent-only forward derivative of
+/// `entry` w.r.t. `wrt`: what `--mode fwd-opt` optimises.
+fn tangent_program(src: &str, entry: &str, wrt: &str) -> (Session, Artefact) {
+    let session = Session::load(src).expect("loads");
+    let k = session.param(entry, wrt).expect("parameter");
+    let tangents = Mode::Fwd
+        .tangent_program(Rc::from(entry), k)
+        .expect("forward mode has a tangent-only program");
+    (session, tangents)
+}
+
+fn run(e: &Entry, input: &str) -> (Value, u64) {
     let args = e.read_input(Some(input)).expect("input");
     let (v, s) = e
         .run(args, Limits::default(), &mut |_, _| {})
@@ -234,21 +251,12 @@ fn optimised_dot_gradient_is_linear() {
 
 /// Ten times the input costs about a hundred times the operations before
 /// optimisation and about ten times after; both agree bit for bit.
-fn assert_linear_after_optimisation(
-    e: &pipeline::Entry,
-    o: &pipeline::OptimisedEntry,
-    input: impl Fn(usize) -> String,
-) {
+fn assert_linear_after_optimisation(e: &Entry, o: &Optimised, input: impl Fn(usize) -> String) {
     assert_linear_from(e, o, input, 100);
 }
 
 /// As above, from `n` to `10 n`.
-fn assert_linear_from(
-    e: &pipeline::Entry,
-    o: &pipeline::OptimisedEntry,
-    input: impl Fn(usize) -> String,
-    n: usize,
-) {
+fn assert_linear_from(e: &Entry, o: &Optimised, input: impl Fn(usize) -> String, n: usize) {
     let (a, u100) = run(e, &input(n));
     let (b, o100) = run(&o.entry, &input(n));
     assert!(a.max_rho(&b).is_some_and(|r| r <= 1e-12), "{a} vs {b}");
@@ -819,10 +827,8 @@ fn repeated_binder_names_are_made_unique_before_substitution() {
 /// below 10 000 nodes (the first `inline` phase: about 6 300).
 #[test]
 fn fresh_names_are_deterministic_so_the_vector_max_gradient_saturates() {
-    let d = pipeline::tangent_derivative("let f = fun (v: Vector) -> vectorMax v\n", "f", "v")
-        .expect("derivative");
-    let o =
-        pipeline::optimise_entry(&d.wrapper, &pipeline::OptOptions::default()).expect("optimises");
+    let (session, d) = tangent_program("let f = fun (v: Vector) -> vectorMax v\n", "f", "v");
+    let o = session.optimise(&d, false).expect("optimises");
     for p in &o.report.phases {
         assert!(
             !p.stop.starts_with("time limit") && p.nodes < 10_000,
@@ -842,9 +848,8 @@ fn fresh_names_are_deterministic_so_the_vector_max_gradient_saturates() {
 #[test]
 fn dead_lets_are_not_pushed_so_the_ba_gradients_phases_stay_small() {
     let src = include_str!("../../examples/ba_project.fsm");
-    let d = pipeline::tangent_derivative(src, "project", "cam").expect("derivative");
-    let o =
-        pipeline::optimise_entry(&d.wrapper, &pipeline::OptOptions::default()).expect("optimises");
+    let (session, d) = tangent_program(src, "project", "cam");
+    let o = session.optimise(&d, false).expect("optimises");
     let most = o.report.phases.iter().map(|p| p.nodes).max().unwrap_or(0);
     for p in &o.report.phases {
         assert!(
@@ -896,13 +901,14 @@ fn substitution_does_not_move_shared_work_into_loops() {
             xs.join(", ")
         )
     };
-    let fwd = pipeline::tangent_derivative(src, "projectAll", "cam").expect("fwd");
-    let opt =
-        pipeline::optimised_derivative(src, "projectAll", "cam", &checked()).expect("fwd-opt");
+    let (session, tangents) = tangent_program(src, "projectAll", "cam");
+    let session = session.with_options(checked());
+    let fwd = session.get(&tangents).expect("fwd");
+    let opt = session.get(&tangents.optimised()).expect("fwd-opt");
     let mut ops = Vec::new();
     for n in [8, 16] {
-        let (a, fwd_ops) = run(&fwd.wrapper, &input(n));
-        let (b, opt_ops) = run(&opt.wrapper, &input(n));
+        let (a, fwd_ops) = run(&fwd, &input(n));
+        let (b, opt_ops) = run(&opt, &input(n));
         let rho = a.max_rho(&b).expect("same shape");
         assert!(rho <= 1e-12, "n = {n}: ρ = {rho}");
         assert!(
@@ -987,11 +993,12 @@ fn indexed_search_finds_exactly_what_e_matching_finds() {
 #[test]
 fn refining_phases_are_short_and_change_nothing_on_ba() {
     let src = include_str!("../../examples/ba_project.fsm");
-    let d = pipeline::tangent_derivative(src, "project", "cam").expect("derivative");
+    let (session, d) = tangent_program(src, "project", "cam");
     let short = pipeline::OptOptions::default();
     let limits = short.limits;
     assert!(limits.refine_iterations < limits.iterations);
-    let o = pipeline::optimise_entry(&d.wrapper, &short).expect("optimises");
+    let session = session.with_options(short);
+    let o = session.optimise(&d, false).expect("optimises");
     let first = fsmooth::opt::schedule::PHASES.len();
     for (k, p) in o.report.phases.iter().enumerate() {
         let cap = if k < first {
@@ -1013,7 +1020,10 @@ fn refining_phases_are_short_and_change_nothing_on_ba() {
         },
         ..pipeline::OptOptions::default()
     };
-    let f = pipeline::optimise_entry(&d.wrapper, &full).expect("optimises");
+    let f = session
+        .with_options(full)
+        .optimise(&d, false)
+        .expect("optimises");
     assert!(
         f.report.phases[first..]
             .iter()

@@ -68,7 +68,7 @@ proptest! {
         let full = with_prelude(&p, ty);
         let typing = infer_program(&full).expect("generated programs are well typed");
         let mut m = monomorphise(&full, &typing, "typed'check").expect("entry exists");
-        // Nested `deriv` is expanded before evaluation, as pipeline::entry does.
+        // Nested `deriv` is expanded before evaluation, as Session::entry does.
         if fsmooth::ad::has_deriv(&m.program) {
             fsmooth::ad::expand_program(&mut m.program, &mut m.types, Default::default(), None).expect("AD expands");
             let t = infer_program(&m.program).expect("AD output is well typed");
@@ -388,7 +388,7 @@ fn generated_derivs_have_no_free_function_variables() {
         let len = (next(&mut rng) % 400) as usize;
         let choices: Vec<u32> = (0..len).map(|_| next(&mut rng) as u32).collect();
         let src = source(&choices, 8);
-        if let Err(d) = pipeline::derivative(&src, "main", "p") {
+        if let Err(d) = crate::common::plan(&src, "main", "p", fsmooth::gradient::Mode::Fwd) {
             assert_ne!(d.code, "deriv-free-function", "case {case}:\n{src}");
         }
     }

@@ -159,8 +159,8 @@ fn rev_of_a_discarded_overflow() {
         fsmooth::numeric::rho(g, exact) <= 1e-9,
         "rev: {g} vs {exact}"
     );
-    let loaded = fsmooth::pipeline::load(src).expect("loads");
-    let entry = fsmooth::pipeline::entry(&loaded, "main").expect("entry");
+    let loaded = fsmooth::pipeline::Session::load(src).expect("loads");
+    let entry = loaded.entry("main").expect("entry");
     let args = vec![fsmooth::eval::Value::Double(2.9)];
     assert!(fsmooth::difftest::overflows(
         &entry,

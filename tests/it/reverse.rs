@@ -3,16 +3,29 @@
 //! library, and the cheap-gradient criterion measured in operations.
 
 use fsmooth::eval::Limits;
-use fsmooth::gradient::{self, Columns};
-use fsmooth::pipeline;
+use fsmooth::gradient::{self, Columns, Mode, Plan};
+use fsmooth::pipeline::{Engine, Session};
 
+use crate::common::plan;
 use crate::forward::{LIBRARY, assert_columns_close, library_cases};
 
+/// Reverse mode's plan (`rev`) for `entry` w.r.t. `wrt`.
+fn reverse(src: &str, entry: &str, wrt: &str) -> Plan {
+    plan(src, entry, wrt, Mode::Rev).expect("reverse program")
+}
+
+/// The printed reverse-mode program of a plan of `rev`.
+fn printed(r: &Plan) -> String {
+    fsmooth::syntax::print_program(&r.program().expect("the reverse program").program)
+}
+
 fn rev_columns(src: &str, entry: &str, wrt: &str, input: &str) -> (Columns, Columns) {
-    let r = pipeline::reverse_derivative(src, entry, wrt).expect("reverse program builds");
+    let r = plan(src, entry, wrt, Mode::Rev).expect("reverse program builds");
     let args = r.base.read_input(Some(input)).expect("input");
     let limits = Limits::default();
-    let rev = gradient::reverse(&r, args.clone(), limits).expect("reverse runs");
+    let rev = r
+        .columns(args.clone(), Engine::Eval, limits)
+        .expect("reverse runs");
     let tape = gradient::tape(&r.base, r.wrt, args, limits).expect("tape runs");
     (rev, tape)
 }
@@ -23,9 +36,11 @@ fn rev_checked(src: &str, f: &str, wrt: &str, input: &str) -> Columns {
     let what = format!("{f} wrt {wrt}");
     let (rev, tape) = rev_columns(src, f, wrt, input);
     assert_columns_close(&format!("rev vs tape: {what}"), &rev, &tape, 1e-12);
-    let d = pipeline::derivative(src, f, wrt).expect("forward");
+    let d = plan(src, f, wrt, Mode::Fwd).expect("forward");
     let args = d.base.read_input(Some(input)).expect("input");
-    let fwd = gradient::forward(&d, args, Limits::default()).expect("forward runs");
+    let fwd = d
+        .columns(args, Engine::Eval, Limits::default())
+        .expect("forward runs");
     assert_columns_close(&format!("rev vs fwd: {what}"), &rev, &fwd, 1e-12);
     rev
 }
@@ -36,14 +51,16 @@ fn reverse_mode_matches_the_tape_forward_mode_and_finite_differences_on_the_prel
     let mut entries = 0;
     for (name, input) in library_cases() {
         let entry = format!("e_{name}");
-        let loaded = pipeline::load(LIBRARY).expect("LIBRARY loads");
-        let base = pipeline::entry(&loaded, &entry).expect("entry");
+        let session = Session::load(LIBRARY).expect("LIBRARY loads");
+        let base = session.entry(&entry).expect("entry");
         for (p, _) in &base.params {
             let what = format!("{entry} {input} wrt {p}");
             let (rev, tape) = rev_columns(LIBRARY, &entry, p, &input);
-            let d = pipeline::derivative(LIBRARY, &entry, p).expect("forward");
+            let d = plan(LIBRARY, &entry, p, Mode::Fwd).expect("forward");
             let args = base.read_input(Some(&input)).expect("input");
-            let fwd = gradient::forward(&d, args.clone(), Limits::default()).expect("forward runs");
+            let fwd = d
+                .columns(args.clone(), Engine::Eval, Limits::default())
+                .expect("forward runs");
             let fd = gradient::finite_differences(&d.base, d.wrt, args, Limits::default())
                 .expect("fd runs");
             entries += assert_columns_close(&format!("rev vs tape: {what}"), &rev, &tape, 1e-12);
@@ -133,13 +150,15 @@ const WORKLOADS: [Workload; 5] = [
 ];
 
 fn ops(src: &str, w: &Workload, n: usize) -> (u64, u64, u64, u64) {
-    let r = pipeline::reverse_derivative(src, w.entry, w.wrt).expect("reverse program");
+    let r = reverse(src, w.entry, w.wrt);
     let args = r.base.read_input(Some(&(w.input)(n))).expect("input");
     let (_, primal) = r
         .base
         .run(args.clone(), Limits::default(), &mut |_, _| {})
         .expect("primal");
-    let rev = gradient::reverse(&r, args, Limits::default()).expect("gradient");
+    let rev = r
+        .columns(args, Engine::Eval, Limits::default())
+        .expect("gradient");
     (primal.ops, rev.stats.ops, primal.steps, rev.stats.steps)
 }
 
@@ -186,8 +205,7 @@ fn gradient_costs_a_bounded_factor_more_than_the_function() {
 fn forward_over_reverse_gives_the_hessian_vector_product() {
     let src =
         "let f = fun (v: Vector) -> 2.0 * v[0] * v[0] + 3.0 * v[0] * v[1] + 4.0 * v[1] * v[1]";
-    let r = pipeline::reverse_derivative(src, "f", "v").expect("reverse program");
-    let printed = fsmooth::syntax::print_program(&r.rev.program);
+    let printed = printed(&reverse(src, "f", "v"));
     let hvp = format!(
         "{printed}
 let hvp = fun (v: Vector) (u: Vector) ->
@@ -268,7 +286,7 @@ fn cli_vjp_and_reverse_gradients() {
     let printed = String::from_utf8_lossy(&o.stdout).to_string();
     assert!(printed.contains("let rev'entry"), "{printed}");
     assert!(
-        pipeline::load(&printed).is_ok(),
+        Session::load(&printed).is_ok(),
         "printed reverse program does not load:\n{printed}"
     );
 }
@@ -302,8 +320,7 @@ fn linear_folds_run_backwards_as_maps_and_untaped_loops_keep_no_tape() {
     ] {
         let what = format!("{f} wrt {wrt}");
         rev_checked(src, f, wrt, &input);
-        let r = pipeline::reverse_derivative(src, f, wrt).expect("reverse program");
-        let text = fsmooth::syntax::print_program(&r.rev.program);
+        let text = printed(&reverse(src, f, wrt));
         assert_eq!(text.matches("iscan").count(), scans, "{what}:\n{text}");
     }
 }
@@ -335,8 +352,7 @@ fn checkpointed_loops_recompute_their_iterations() {
         for wrt in ["w", "m"] {
             let what = format!("{f} wrt {wrt}");
             rev_checked(src, f, wrt, input);
-            let r = pipeline::reverse_derivative(src, f, wrt).expect("reverse program");
-            let text = fsmooth::syntax::print_program(&r.rev.program);
+            let text = printed(&reverse(src, f, wrt));
             // A Matrix parameter's accumulator offsets add one `iscan`.
             let scans = scans + usize::from(wrt == "m");
             assert_eq!(text.matches("iscan").count(), scans, "{what}:\n{text}");
@@ -389,7 +405,7 @@ fn deferred_folds_are_computed_by_the_reverse_sweep() {
         for wrt in ["w", "m", "c", "m0"] {
             let what = format!("{f} wrt {wrt}");
             let rev = rev_checked(src, f, wrt, input);
-            let r = pipeline::reverse_derivative(src, f, wrt).expect("reverse program");
+            let r = reverse(src, f, wrt);
             let args = r.base.read_input(Some(input)).expect("input");
             let (primal, _) = r
                 .base
@@ -400,7 +416,7 @@ fn deferred_folds_are_computed_by_the_reverse_sweep() {
                 "{what}: value {} against the primal's {primal}",
                 rev.value
             );
-            let text = fsmooth::syntax::print_program(&r.rev.program);
+            let text = printed(&r);
             let sweep = &text[..text.find("let seed'").expect("the seed")];
             assert_eq!(sweep.contains("ifold"), loops, "{what}:\n{text}");
         }

@@ -6,32 +6,50 @@
 //! evaluator; and `--mode fwd-vec` on the command line. D-Vec-Rows (the
 //! Jacobian's rows, `--mode fwd-rows`) against both, on the same cases.
 
-use fsmooth::ad::ForwardMode;
-use fsmooth::eval::{Limits, Value};
-use fsmooth::gradient::{self, Columns, Engine};
-use fsmooth::pipeline::{self, Derivative, RowsDerivative};
+use std::rc::Rc;
 
-use crate::common::{cli, root, temp_file};
+use fsmooth::ad::ForwardMode;
+use fsmooth::eval::{self, Limits, Value};
+use fsmooth::gradient::{Columns, Mode, Plan};
+use fsmooth::pipeline::{Artefact, Engine, Entry, Session};
+
+use crate::common::{cli, plan, root, temp_file};
 use crate::forward::{LIBRARY, library_cases};
 
-fn derivative(src: &str, entry: &str, wrt: &str, mode: ForwardMode) -> Derivative {
-    pipeline::derivative_with(src, entry, wrt, mode)
+/// The gradient mode of `deriv`'s expansion `mode` (`fwd`, `fwd-vec`).
+fn gradient_mode(mode: ForwardMode) -> Mode {
+    match mode {
+        ForwardMode::Scalar => Mode::Fwd,
+        ForwardMode::Vector => Mode::FwdVec,
+    }
+}
+
+/// The plan of forward mode (scalar or vector) for `entry` w.r.t. `wrt`:
+/// its `deriv` wrapper, whose dual results either engine reads.
+fn derivative(src: &str, entry: &str, wrt: &str, mode: ForwardMode) -> Plan {
+    plan(src, entry, wrt, gradient_mode(mode))
         .unwrap_or_else(|d| panic!("{entry} wrt {wrt} ({mode:?}): {d}"))
 }
 
-fn columns(d: &Derivative, input: &str, engine: &Engine) -> Columns {
+/// The derivative program of a plan (the wrapper, or the rows).
+fn program(p: &Plan) -> &Rc<Entry> {
+    p.program().expect("a derivative program")
+}
+
+fn columns(d: &Plan, input: &str, engine: Engine) -> Columns {
     let args = d.base.read_input(Some(input)).expect("input");
-    gradient::forward_on(d, args, engine).unwrap_or_else(|e| panic!("{input}: forward mode: {e}"))
+    d.columns(args, engine, Limits::default())
+        .unwrap_or_else(|e| panic!("{input}: forward mode: {e}"))
 }
 
-fn rows(src: &str, entry: &str, wrt: &str) -> RowsDerivative {
-    pipeline::rows_derivative(src, entry, wrt)
-        .unwrap_or_else(|d| panic!("{entry} wrt {wrt} (rows): {d}"))
+fn rows(src: &str, entry: &str, wrt: &str) -> Plan {
+    plan(src, entry, wrt, Mode::FwdRows).unwrap_or_else(|d| panic!("{entry} wrt {wrt} (rows): {d}"))
 }
 
-fn row_columns(r: &RowsDerivative, input: &str, engine: &Engine) -> Columns {
+fn row_columns(r: &Plan, input: &str, engine: Engine) -> Columns {
     let args = r.base.read_input(Some(input)).expect("input");
-    gradient::rows_on(r, args, engine).unwrap_or_else(|e| panic!("{input}: rows: {e}"))
+    r.columns(args, engine, Limits::default())
+        .unwrap_or_else(|e| panic!("{input}: rows: {e}"))
 }
 
 fn column_bits(c: &Columns) -> Vec<Vec<u64>> {
@@ -41,7 +59,7 @@ fn column_bits(c: &Columns) -> Vec<Vec<u64>> {
 
 fn bits(v: &Value) -> Vec<u64> {
     let mut xs = Vec::new();
-    gradient::flatten(v, &mut xs);
+    eval::flatten(v, &mut xs);
     xs.iter().map(|x| x.to_bits()).collect()
 }
 
@@ -49,13 +67,13 @@ fn bits(v: &Value) -> Vec<u64> {
 /// asserts the same value and columns, bit for bit, and returns the
 /// (scalar, vector) results.
 fn same_bits(src: &str, entry: &str, wrt: &str, input: &str) -> (Columns, Columns) {
-    let eval = Engine::Eval(Limits::default());
+    let eval = Engine::Eval;
     let scalar = derivative(src, entry, wrt, ForwardMode::Scalar);
-    let s = columns(&scalar, input, &eval);
+    let s = columns(&scalar, input, eval);
     let v = columns(
         &derivative(src, entry, wrt, ForwardMode::Vector),
         input,
-        &eval,
+        eval,
     );
     assert_eq!(bits(&s.value), bits(&v.value), "{entry} wrt {wrt}: value");
     assert_eq!(
@@ -73,7 +91,7 @@ fn same_bits(src: &str, entry: &str, wrt: &str, input: &str) -> (Columns, Column
     // D-Vec-Rows (a Vector variable): the same tangent computations,
     // read out by rows.
     if scalar.base.params[scalar.wrt].1.to_string() == "Array<Double>" {
-        let r = row_columns(&rows(src, entry, wrt), input, &eval);
+        let r = row_columns(&rows(src, entry, wrt), input, eval);
         assert_eq!(
             bits(&r.value),
             bits(&v.value),
@@ -89,8 +107,8 @@ fn same_bits(src: &str, entry: &str, wrt: &str, input: &str) -> (Columns, Column
 }
 
 /// The names of the definitions of the wrapper program.
-fn defs(d: &Derivative) -> Vec<String> {
-    d.wrapper
+fn defs(d: &Plan) -> Vec<String> {
+    program(d)
         .program
         .defs
         .iter()
@@ -105,8 +123,8 @@ fn vector_mode_equals_scalar_mode_bit_for_bit_on_the_prelude() {
     let mut compared = 0;
     for (name, input) in library_cases() {
         let entry = format!("e_{name}");
-        let loaded = pipeline::load(LIBRARY).expect("LIBRARY loads");
-        let base = pipeline::entry(&loaded, &entry).expect("entry");
+        let session = Session::load(LIBRARY).expect("LIBRARY loads");
+        let base = session.entry(&entry).expect("entry");
         for (p, t) in &base.params {
             if t.to_string() != "Array<Double>" {
                 continue;
@@ -204,8 +222,13 @@ let mat = fun (m: Matrix) (v: Vector) -> matrixVectorMul m (vectorMap v sin)
     same_bits(src, "mat", "v", mat);
     // The nested `deriv`s of `hess` expanded in vector mode: the Hessian
     // of f, 6 vᵢ on the diagonal and 1 at (0, 1) and (1, 0).
-    let loaded = pipeline::load(src).expect("loads");
-    let e = pipeline::entry_with(&loaded, "hess", ForwardMode::Vector).expect("entry");
+    let loaded = Session::load(src).expect("loads");
+    let e = loaded
+        .get(&Artefact::Entry {
+            name: Rc::from("hess"),
+            mode: ForwardMode::Vector,
+        })
+        .expect("entry");
     let args = e.read_input(Some(v)).expect("input");
     let (h, _) = e
         .run(args, Limits::default(), &mut |_, _| {})
@@ -227,19 +250,17 @@ fn vector_mode_runs_the_body_exactly_when_scalar_mode_does() {
     let src = "let f = fun (v: Vector) (d: Double) -> vectorSMul v (1.0 / d)\n";
     for mode in [ForwardMode::Scalar, ForwardMode::Vector] {
         let d = derivative(src, "f", "v", mode);
-        let args = d.wrapper.read_input(Some("[[], 0.0]")).expect("input");
-        let (r, _) = d
-            .wrapper
+        let args = program(&d).read_input(Some("[[], 0.0]")).expect("input");
+        let (r, _) = program(&d)
             .run(args, Limits::default(), &mut |_, _| {})
             .unwrap_or_else(|e| panic!("{mode:?}: the body ran: {e}"));
         assert_eq!(r.to_string(), "[]", "{mode:?}");
     }
-    let eval = Engine::Eval(Limits::default());
     let mut codes = Vec::new();
     for mode in [ForwardMode::Scalar, ForwardMode::Vector] {
         let d = derivative(src, "f", "v", mode);
         let args = d.base.read_input(Some("[[1.0, 2.0], 0.0]")).expect("input");
-        let err = match gradient::forward_on(&d, args, &eval) {
+        let err = match d.columns(args, Engine::Eval, Limits::default()) {
             Ok(c) => panic!("{mode:?}: not ⊥: {}", c.value),
             Err(e) => e,
         };
@@ -267,13 +288,13 @@ fn vector_mode_native_matches_the_evaluator() {
         (LIBRARY, "e_vectorMax", "v", "[0.3, -1.2, 2.5]"),
     ] {
         let d = derivative(src, entry, wrt, ForwardMode::Vector);
-        let e = columns(&d, input, &Engine::Eval(Limits::default()));
-        let n = columns(&d, input, &Engine::native());
+        let e = columns(&d, input, Engine::Eval);
+        let n = columns(&d, input, Engine::Native);
         assert_eq!(bits(&e.value), bits(&n.value), "{entry}: value");
         assert_eq!(e.columns, n.columns, "{entry}: columns");
         // D-Vec-Rows natively: the rows program through `call_slices`.
         let r = rows(src, entry, wrt);
-        let nr = row_columns(&r, input, &Engine::native());
+        let nr = row_columns(&r, input, Engine::Native);
         assert_eq!(bits(&nr.value), bits(&e.value), "{entry}: rows' value");
         assert_eq!(column_bits(&nr), column_bits(&e), "{entry}: rows");
     }
@@ -290,9 +311,9 @@ let g = fun (v: Vector) (d: Double) -> (v[0] * d, build 2 (fun i -> d))
 let h = fun (m: Matrix) -> m[0][0] * m[1][0]
 ";
     let r = rows(src, "f", "v");
-    let run = |r: &RowsDerivative, input: &str| {
-        let args = r.rows.read_input(Some(input)).expect("input");
-        r.rows
+    let run = |r: &Plan, input: &str| {
+        let args = program(r).read_input(Some(input)).expect("input");
+        program(r)
             .run(args, Limits::default(), &mut |_, _| {})
             .map(|(v, _)| v.to_string())
     };
@@ -317,19 +338,19 @@ let h = fun (m: Matrix) -> m[0][0] * m[1][0]
     // parameter `p'1` shadowed the entry, in every mode).
     let named = "let p'1 = fun (x: Vector) (y: Vector) -> x[0] * y[1]\n";
     let input = "{\"x\": [3.0, 1.0], \"y\": [1.0, 2.0]}";
-    let eval = Engine::Eval(Limits::default());
+    let eval = Engine::Eval;
     for (wrt, want) in [("x", [[2.0], [0.0]]), ("y", [[0.0], [3.0]])] {
-        let r = row_columns(&rows(named, "p'1", wrt), input, &eval);
+        let r = row_columns(&rows(named, "p'1", wrt), input, eval);
         let f = columns(
             &derivative(named, "p'1", wrt, ForwardMode::Scalar),
             input,
-            &eval,
+            eval,
         );
         assert_eq!(r.columns, want, "p'1 wrt {wrt}: rows");
         assert_eq!(f.columns, want, "p'1 wrt {wrt}: fwd");
     }
     for (entry, wrt) in [("f", "d"), ("h", "m")] {
-        let e = pipeline::rows_derivative(src, entry, wrt)
+        let e = plan(src, entry, wrt, Mode::FwdRows)
             .err()
             .expect("rows need a Vector variable");
         assert_eq!(e.code, "input-parameters", "{e}");
@@ -453,27 +474,27 @@ fn accumulations_are_rejected_where_their_sum_would_be_wrong() {
     let src = "let f (v: Vector) = let a = accum 0.0 2 [(0, v[0]), (1, v[1] * v[0])] in a[0] + a[1]\n\
                let g (v: Vector) = let a = addAt v 0 (v[1] * v[1]) in a[0] + a[1]\n";
     for entry in ["f", "g"] {
-        let err = pipeline::derivative_with(src, entry, "v", ForwardMode::Vector)
+        let err = plan(src, entry, "v", Mode::FwdVec)
             .err()
             .unwrap_or_else(|| panic!("{entry}: vector mode must reject it"));
         assert_eq!(err.code, "ad-unsupported", "{entry}: {err}");
-        let rev = pipeline::reverse_derivative(src, entry, "v")
+        let rev = plan(src, entry, "v", Mode::Rev)
             .err()
             .unwrap_or_else(|| panic!("{entry}: reverse mode must reject it"));
         assert_eq!(rev.code, "ad-unsupported", "{entry}: {rev}");
     }
     // Scalar forward mode: d(v0 + v0 v1)/dv = [1 + v1, v0]; d(v0 + v1² + v1)/dv = [1, 2 v1 + 1].
-    let eval = Engine::Eval(Limits::default());
+    let eval = Engine::Eval;
     let f = columns(
         &derivative(src, "f", "v", ForwardMode::Scalar),
         "{\"v\": [2.0, 3.0]}",
-        &eval,
+        eval,
     );
     assert_eq!(f.columns, vec![vec![4.0], vec![2.0]]);
     let g = columns(
         &derivative(src, "g", "v", ForwardMode::Scalar),
         "{\"v\": [2.0, 3.0]}",
-        &eval,
+        eval,
     );
     assert_eq!(g.columns, vec![vec![1.0], vec![7.0]]);
 }

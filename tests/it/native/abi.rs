@@ -6,9 +6,10 @@
 
 use fsmooth::codegen::CodegenError;
 use fsmooth::diagnostic::Diagnose;
-use fsmooth::eval::Value;
+use fsmooth::eval::{Limits, Value};
+use fsmooth::gradient::Mode;
 use fsmooth::ir::Type;
-use fsmooth::pipeline::{self, Entry};
+use fsmooth::pipeline::{Artefact, Engine, Entry, Session};
 
 use super::{FUEL, compile, example, load_entry, vector};
 
@@ -79,7 +80,8 @@ fn native_call_slices_agrees_with_call() {
                  let rows = fun (m: Matrix) (k: Index) -> (m, build k (fun i -> vectorSMul m[i] 2.0))\n";
     let src = format!("{src}{extra}");
     let dot = load_entry(&src, "dot");
-    let rev = pipeline::reverse_derivative(&src, "dot", "u").unwrap().rev;
+    let rev = crate::common::plan(&src, "dot", "u", Mode::Rev).unwrap();
+    let rev = rev.program().unwrap();
     let mixed = load_entry(&src, "mixed");
     let rows = load_entry(&src, "rows");
     let (r0, r1, r2) = ([1.0, 2.0], [-0.5], [3.0, 4.0, 5.0]);
@@ -98,7 +100,7 @@ fn native_call_slices_agrees_with_call() {
     let cases: Vec<(&Entry, Vec<Arg>)> = vec![
         (&dot, vec![Arg::F64s(&u), Arg::F64s(&v)]),
         (&dot, vec![Arg::F64s(&[]), Arg::F64s(&[])]),
-        (&rev, vec![Arg::F64s(&u), Arg::F64s(&v)]),
+        (rev, vec![Arg::F64s(&u), Arg::F64s(&v)]),
         (&dot, vec![Arg::F64s(&u), Arg::F64s(&v[..2])]), // ⊥
         (
             &mixed,
@@ -188,13 +190,13 @@ fn native_call_slices_agrees_with_call() {
 
 /// A tangent-only forward program on native code reads its arguments and
 /// result as slices when they are Doubles, vectors and matrices of
-/// Doubles (`gradient::forward_on`, ADBench BA's `fwd-opt` per
+/// Doubles (`Plan::columns` with `How::Tangents`, ADBench BA's `fwd-opt` per
 /// observation): the value and every column equal the evaluator's, bit
 /// for bit, for each shape of variable and result it takes; a pair result
 /// takes the `Value` path and agrees too.
 #[test]
 fn tangent_columns_through_slices_equal_the_evaluators() {
-    use fsmooth::gradient::{Engine, forward_on};
+    use fsmooth::gradient::{How, Plan};
     let src = "let vv (v: Vector) (s: Double) = build 3 (fun i -> v[i] * v[i] * s + sin s)\n\
                let vd (v: Vector) (s: Double) = vectorSum v * s\n\
                let dv (v: Vector) (s: Double) = build (length v) (fun i -> v[i] / s)\n\
@@ -212,9 +214,20 @@ fn tangent_columns_through_slices_equal_the_evaluators() {
         ("vm", "v", vec![v.clone(), m.clone()]),
         ("vp", "v", vec![v.clone(), Value::Double(3.0)]),
     ] {
-        let d = pipeline::tangent_derivative(src, f, wrt).expect("derivative");
-        let e = forward_on(&d, args.clone(), &Engine::Eval(FUEL)).expect("evaluator");
-        let n = forward_on(&d, args, &Engine::native()).expect("native");
+        let session = Session::load(src).expect("loads");
+        let k = session.param(f, wrt).expect("parameter");
+        let tangents = Mode::Fwd.tangent_program(f.into(), k).expect("tangents");
+        let d = Plan {
+            base: session.entry(f).expect("entry"),
+            wrt: k,
+            how: How::Tangents(session.get(&tangents).expect("derivative")),
+        };
+        let e = d
+            .columns(args.clone(), Engine::Eval, FUEL)
+            .expect("evaluator");
+        let n = d
+            .columns(args, Engine::Native, Limits::default())
+            .expect("native");
         assert!(
             e.value.same(&n.value),
             "{f}/{wrt}: {} vs {}",
@@ -231,13 +244,12 @@ fn tangent_columns_through_slices_equal_the_evaluators() {
     }
 }
 
-/// `pipeline::batched`: the entry on every element of its argument lists
+/// `Artefact::Batched`: the entry on every element of its argument lists
 /// in one program (a matrix result's rows concatenated), on the
-/// evaluator and natively through `Engine::run_flat` (ADBench BA's
+/// evaluator and natively through `Entry::run_flat` (ADBench BA's
 /// per-observation Jacobians in one call); a shorter list is E-Get-Bot.
 #[test]
 fn batched_entries_run_every_element() {
-    use fsmooth::gradient::Engine;
     // Entries named like the batch's binders (found in review: a
     // generated binder shadowed the entry it calls).
     let src = "let f (v: Vector) (s: Double) = build 2 (fun i -> build (length v) (fun j -> v[j] * s + toDouble i))\n\
@@ -247,24 +259,25 @@ fn batched_entries_run_every_element() {
     let vs = [vector(&[1.0, -2.0, 0.5]), vector(&[3.0, 0.25, -1.0])];
     let ss = [Value::Double(1.5), Value::Double(-0.5)];
     for f in ["f", "g", "xs1", "i"] {
-        let e = load_entry(src, f);
-        let b = pipeline::batched(&e).expect("batched");
+        let session = Session::load(src).expect("loads");
+        let e = session.entry(f).expect("entry");
+        let b = session.get(&Artefact::entry(f).batched()).expect("batched");
         let args = vec![Value::array(vs.to_vec()), Value::array(ss.to_vec())];
         let (got, _) = b
             .run(args.clone(), FUEL, &mut |_, _| {})
             .expect("batch runs");
         let mut flat = Vec::new();
-        fsmooth::gradient::flatten(&got, &mut flat);
+        fsmooth::eval::flatten(&got, &mut flat);
         let mut want = Vec::new();
         for (v, s) in vs.iter().zip(&ss) {
             let (one, _) = e
                 .run(vec![v.clone(), s.clone()], FUEL, &mut |_, _| {})
                 .expect("runs");
-            fsmooth::gradient::flatten(&one, &mut want);
+            fsmooth::eval::flatten(&one, &mut want);
         }
         assert_eq!(flat, want, "{f}");
-        let native = Engine::native()
-            .run_flat(&b, &args)
+        let native = b
+            .run_flat(Engine::Native, &args)
             .expect("slices")
             .expect("native runs");
         assert_eq!(native, want, "{f}");

@@ -4,8 +4,9 @@
 
 use fsmooth::adbench::gmm::read_gmm;
 use fsmooth::codegen::{AotOptions, Native};
+use fsmooth::gradient::Mode;
 use fsmooth::numeric::rho;
-use fsmooth::pipeline::{self, Entry};
+use fsmooth::pipeline::Entry;
 use fsmooth::syntax::print_program;
 
 use super::{Outcome, compare, compile, example, gradient_programs_agree, load_entry};
@@ -73,17 +74,17 @@ fn native_gmm_gradients_agree_with_the_evaluator() {
 fn gmm_reverse_mode_adds_into_accumulators_in_place() {
     use fsmooth::codegen::Arg;
     let src = example("adbench/gmm.fsm");
-    let rev = pipeline::reverse_derivative(&src, "gmmObjectiveFlat", "theta").expect("reverse");
-    let text = print_program(&rev.rev.program);
+    let plan = common::plan(&src, "gmmObjectiveFlat", "theta", Mode::Rev).expect("reverse");
+    let rev = plan.program().expect("the reverse program");
+    let text = print_program(&rev.program);
     assert!(
         !text.contains("concat") && !text.contains("accum "),
         "{text}"
     );
     assert!(text.matches("addAt").count() >= 10, "{text}");
     let listing = rev
-        .rev
         .object(
-            &rev.rev.params,
+            &rev.params,
             &AotOptions {
                 symbol: "g".into(),
                 origin: "test".into(),
@@ -99,7 +100,7 @@ fn gmm_reverse_mode_adds_into_accumulators_in_place() {
         gradient_programs_agree(&src, "gmmObjectiveFlat", "theta", &input.flat_args()),
         2
     );
-    let native = compile(&rev.rev);
+    let native = compile(rev);
     for file in ["gmm_d2_K5", "gmm_d10_K25"] {
         let big = read_gmm(&adbench_file(&format!("data/gmm/1k/{file}.txt"))).expect("reads");
         let theta: Vec<f64> = {

@@ -7,7 +7,8 @@
 use fsmooth::ad::Checkpointing;
 use fsmooth::codegen::Native;
 use fsmooth::eval::Value;
-use fsmooth::pipeline;
+use fsmooth::gradient::{Mode, Plan};
+use fsmooth::pipeline::{Engine, Session};
 
 use super::{FUEL, compile, example, files_under, gradient_programs_agree, vector};
 use crate::common;
@@ -52,7 +53,7 @@ fn native_golden_gradients_agree_with_the_evaluator() {
             else {
                 continue;
             };
-            let Ok(rev) = pipeline::reverse_derivative(&src, fun, p) else {
+            let Ok(rev) = common::plan(&src, fun, p, Mode::Rev) else {
                 continue; // goldens of AD errors
             };
             let Ok(args) = rev.base.read_input(Some(input)) else {
@@ -88,8 +89,8 @@ fn recomputed_conditionals_keep_no_tape() {
     // (entry, most arena bytes: the gradient, the states, a chunk)
     for (f, most) in [("vmax", 16 * n + (2 << 20)), ("pieces", 8 * n + (2 << 20))] {
         assert_eq!(gradient_programs_agree(src, f, "v", &small), 2, "{f}");
-        let rev = pipeline::reverse_derivative(src, f, "v").expect("reverse mode");
-        let o = compile(&rev.rev)
+        let rev = common::plan(src, f, "v", Mode::Rev).expect("reverse mode");
+        let o = compile(rev.program().expect("the reverse program"))
             .call_slices(&[Arg::F64s(&v)])
             .expect("runs");
         assert!(
@@ -137,8 +138,8 @@ fn checkpointed_gradients_keep_one_iteration_of_tape() {
     };
     for f in ["rows", "branch", "scaled"] {
         assert_eq!(gradient_programs_agree(src, f, "w", &small), 2, "{f}");
-        let rev = pipeline::reverse_derivative(src, f, "w").expect("reverse mode");
-        let native = compile(&rev.rev);
+        let rev = common::plan(src, f, "w", Mode::Rev).expect("reverse mode");
+        let native = compile(rev.program().expect("the reverse program"));
         let (few, many) = (arena(&native, 2_000), arena(&native, 20_000));
         if f == "scaled" {
             assert!(many > few + (1 << 20), "{f}: {few} and {many} arena bytes");
@@ -147,9 +148,17 @@ fn checkpointed_gradients_keep_one_iteration_of_tape() {
         }
     }
     // `--checkpoint off`: the same loop keeps every row's tape.
-    let off = pipeline::reverse_derivative_with(src, "rows", "w", Checkpointing::Off)
-        .expect("reverse mode");
-    let native = compile(&off.rev);
+    let session = Session::load(src).expect("loads");
+    let off = Plan::new(
+        &session,
+        "rows",
+        "w",
+        Mode::Rev,
+        Engine::Eval,
+        Checkpointing::Off,
+    )
+    .expect("reverse mode");
+    let native = compile(off.program().expect("the reverse program"));
     let (few, many) = (arena(&native, 2_000), arena(&native, 20_000));
     assert!(many > few + (1 << 20), "off: {few} and {many} arena bytes");
 }
@@ -178,8 +187,8 @@ fn arrays_read_once_in_a_loop_contribute_bare_pairs() {
     ] {
         assert_eq!(gradient_programs_agree(src, f, p, &args), 2, "{f}/{p}");
     }
-    let rev = pipeline::reverse_derivative(src, "dot", "a").expect("reverse mode");
-    let text = fsmooth::syntax::print_program(&rev.rev.program);
+    let rev = common::plan(src, "dot", "a", Mode::Rev).expect("reverse mode");
+    let text = fsmooth::syntax::print_program(&rev.program().expect("the reverse program").program);
     assert!(!text.contains("concat"), "{text}");
 }
 
@@ -210,10 +219,10 @@ fn restore_recomputes_reads_and_arithmetic_instead_of_taping_them() {
     ] {
         assert_eq!(gradient_programs_agree(src, f, "a", &args), 2, "{f}");
     }
-    let rev = pipeline::reverse_derivative(src, "dot", "a").expect("reverse mode");
+    let rev = common::plan(src, "dot", "a", Mode::Rev).expect("reverse mode");
     let n = 100_000;
     let (u, v): (Vec<f64>, Vec<f64>) = (0..n).map(|k| (k as f64, 1.0 - k as f64)).unzip();
-    let o = compile(&rev.rev)
+    let o = compile(rev.program().expect("the reverse program"))
         .call_slices(&[Arg::F64s(&u), Arg::F64s(&v)])
         .expect("runs");
     assert!(

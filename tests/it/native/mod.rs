@@ -46,7 +46,8 @@ use std::path::{Path, PathBuf};
 use fsmooth::codegen::{AotOptions, CodegenError, Native};
 use fsmooth::diagnostic::Diagnose;
 use fsmooth::eval::{EvalError, Limits, Value};
-use fsmooth::pipeline::{self, Entry};
+use fsmooth::gradient::{How, Mode};
+use fsmooth::pipeline::{Entry, Session};
 
 use crate::common;
 
@@ -96,8 +97,10 @@ fn show<E>(r: Result<Value, E>, code: impl Fn(&E) -> &'static str) -> String {
 }
 
 fn load_entry(src: &str, name: &str) -> std::rc::Rc<Entry> {
-    let loaded = pipeline::load(src).unwrap_or_else(|d| panic!("load: {d}\n{src}"));
-    pipeline::entry(&loaded, name).unwrap_or_else(|d| panic!("entry {name}: {d}"))
+    let loaded = Session::load(src).unwrap_or_else(|d| panic!("load: {d}\n{src}"));
+    loaded
+        .entry(name)
+        .unwrap_or_else(|d| panic!("entry {name}: {d}"))
 }
 
 fn compile(entry: &Entry) -> Native {
@@ -186,7 +189,7 @@ fn native_error(src: &str, name: &str, args: &[Value]) -> CodegenError {
 /// A cotangent shaped like `v`: its doubles replaced by 1, -0.5, 0.25, …
 fn seed_like(v: &Value) -> Value {
     let mut k = 0;
-    fsmooth::gradient::unflatten(
+    fsmooth::eval::unflatten(
         v,
         &mut std::iter::from_fn(|| {
             k += 1;
@@ -198,10 +201,17 @@ fn seed_like(v: &Value) -> Value {
 /// Native reverse- and forward-mode programs of an entry agree with the
 /// evaluator on `args`; returns how many values were compared.
 fn gradient_programs_agree(src: &str, f: &str, p: &str, args: &[Value]) -> usize {
-    let rev = pipeline::reverse_derivative(src, f, p).unwrap_or_else(|d| panic!("{f}/{p}: {d}"));
-    let fwd = pipeline::derivative(src, f, p).unwrap_or_else(|d| panic!("{f}/{p}: {d}"));
+    let rev = common::plan(src, f, p, Mode::Rev).unwrap_or_else(|d| panic!("{f}/{p}: {d}"));
+    let fwd = common::plan(src, f, p, Mode::Fwd).unwrap_or_else(|d| panic!("{f}/{p}: {d}"));
+    let How::Reverse {
+        rev: rev_program,
+        seeded,
+    } = &rev.how
+    else {
+        panic!("{f}/{p}: not a reverse-mode plan");
+    };
     let mut rev_args = args.to_vec();
-    if rev.seeded {
+    if *seeded {
         let (out, _) = rev
             .base
             .run(args.to_vec(), FUEL, &mut |_, _| {})
@@ -209,7 +219,8 @@ fn gradient_programs_agree(src: &str, f: &str, p: &str, args: &[Value]) -> usize
         rev_args.push(seed_like(&out));
     }
     let mut compared = 0;
-    for (entry, a) in [(&rev.rev, &rev_args[..]), (&fwd.wrapper, args)] {
+    let wrapper = fwd.program().expect("the forward-mode wrapper");
+    for (entry, a) in [(rev_program, &rev_args[..]), (wrapper, args)] {
         let n = compile(entry);
         match compare(entry, &n, a) {
             Ok(Outcome::Value) => compared += 1,

@@ -7,7 +7,7 @@
 use fsmooth::diagnostic::Diagnose;
 use fsmooth::eval::Value;
 use fsmooth::ir::Type;
-use fsmooth::pipeline;
+use fsmooth::pipeline::{self, Session};
 
 use super::{Outcome, compare, compare_src, compile, files_under, native_error, vector};
 use crate::common;
@@ -39,7 +39,7 @@ fn native_examples_agree_with_the_evaluator() {
     let (mut values, mut entries) = (0, 0);
     for f in &files {
         let src = std::fs::read_to_string(f).expect("example readable");
-        let loaded = pipeline::load(&src).expect("examples load");
+        let loaded = Session::load(&src).expect("examples load");
         let names: Vec<String> = loaded
             .program()
             .defs
@@ -48,7 +48,7 @@ fn native_examples_agree_with_the_evaluator() {
             .map(|d| d.name.to_string())
             .collect();
         for name in names {
-            let Ok(e) = pipeline::entry(&loaded, &name) else {
+            let Ok(e) = loaded.entry(&name) else {
                 continue; // higher-order or polymorphic: not an entry
             };
             entries += 1;
@@ -77,7 +77,7 @@ fn native_golden_run_lines_agree_with_the_evaluator() {
     let (mut values, mut bottoms) = (0, 0);
     for f in &files {
         let src = std::fs::read_to_string(f).expect("golden readable");
-        if pipeline::load(&src).is_err() {
+        if Session::load(&src).is_err() {
             continue; // the error goldens
         }
         for line in src.lines() {
@@ -88,8 +88,7 @@ fn native_golden_run_lines_agree_with_the_evaluator() {
                 continue;
             };
             let full = format!("{src}\nlet golden'expr = {}\n", expr.trim());
-            let Ok(e) = pipeline::load(&full).and_then(|l| pipeline::entry(&l, "golden'expr"))
-            else {
+            let Ok(e) = Session::load(&full).and_then(|l| l.entry("golden'expr")) else {
                 continue; // golden lines that fail to type-check
             };
             let n = compile(&e);

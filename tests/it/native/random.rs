@@ -8,7 +8,7 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 use fsmooth::codegen::Native;
 use fsmooth::eval::Value;
-use fsmooth::pipeline;
+use fsmooth::gradient::{How, Mode};
 use fsmooth::syntax::print_program;
 use fsmooth::testgen;
 
@@ -98,14 +98,22 @@ fn native_random_gradient_programs_agree_with_the_evaluator() {
                     .collect()
             };
             let fail = |m: String| TestCaseError::fail(format!("{m}\n{src}"));
-            let rev =
-                pipeline::reverse_derivative(&src, "main", "p").map_err(|d| fail(d.to_string()))?;
-            let fwd = pipeline::derivative(&src, "main", "p").map_err(|d| fail(d.to_string()))?;
-            let programs = [
-                (&rev.base, false),
-                (&fwd.wrapper, false),
-                (&rev.rev, rev.seeded),
-            ];
+            let plan = |mode| {
+                crate::common::plan(&src, "main", "p", mode).map_err(|d| fail(d.to_string()))
+            };
+            let rev = plan(Mode::Rev)?;
+            let fwd = plan(Mode::Fwd)?;
+            let How::Reverse {
+                rev: rev_program,
+                seeded,
+            } = &rev.how
+            else {
+                return Err(fail("not a reverse-mode plan".to_string()));
+            };
+            let wrapper = fwd
+                .program()
+                .ok_or_else(|| fail("no wrapper".to_string()))?;
+            let programs = [(&rev.base, false), (wrapper, false), (rev_program, *seeded)];
             for (entry, seeded) in programs {
                 let n = Native::compile(&entry.normal().expect("normalises"))
                     .map_err(|e| fail(format!("{}: {e}", entry.name)))?;

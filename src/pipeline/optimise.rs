@@ -10,6 +10,7 @@ use super::passes::{Pass, timed};
 use super::typed::{check, entry_of};
 use super::{Artefact, Entry, ForwardMode};
 use crate::diagnostic::{Diagnostic, Span};
+use crate::ir::{Expr, Name, Program};
 use crate::opt::RuleDef;
 
 /// Options of the optimiser, as the command line gives them.
@@ -83,12 +84,16 @@ pub(super) fn optimise(
     let shared = tree.normal().map_err(|err| Diagnostic::from(&err))?;
     let mut shared = crate::anf::to_ir::program_of(&shared);
     crate::opt::inline_single_uses(&mut shared);
+    // The output is the input with its own name and parameter names, so
+    // that it can be run, checked and compared as the input is.
+    let params: Vec<&str> = e.params.iter().map(|(n, _)| n.as_str()).collect();
+    rename_entry(&mut shared, &e.name, &params);
     let typing = check(&shared)?;
     let entry = entry_of(
         artefact,
         &shared,
         &typing,
-        "anf'entry",
+        &e.name,
         ForwardMode::Scalar,
         false,
     )?;
@@ -97,4 +102,45 @@ pub(super) fn optimise(
         report,
         rules: rules.to_vec(),
     })
+}
+
+/// Names the one definition of the normal-form program `prog` `name`, and
+/// its leading parameters `params` (in order), in place. The normal form's
+/// binders are fresh and unique, so a parameter is renamed everywhere it
+/// occurs; a wanted name that another binder already uses gets primes
+/// until it is free (so nothing is captured).
+fn rename_entry(prog: &mut Program, name: &str, params: &[&str]) {
+    let Some(def) = prog.defs.last().cloned() else {
+        return;
+    };
+    let mut taken = prog.all_names();
+    let mut renames: Vec<(Name, Name)> = Vec::new();
+    let mut cur = def.body;
+    for wanted in params {
+        let Expr::Lam { param, body, .. } = prog.expr(cur) else {
+            break;
+        };
+        let (old, next) = (param.clone(), *body);
+        let mut new = wanted.to_string();
+        while taken.contains(new.as_str()) && new != *old {
+            new.push('\'');
+        }
+        let new: Name = Rc::from(new);
+        taken.insert(new.clone());
+        renames.push((old, new));
+        cur = next;
+    }
+    for e in prog.exprs.values_mut() {
+        match e {
+            Expr::Var(x) | Expr::Lam { param: x, .. } => {
+                if let Some((_, new)) = renames.iter().find(|(old, _)| old == x) {
+                    *x = new.clone();
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(last) = prog.defs.last_mut() {
+        last.name = Rc::from(name);
+    }
 }

@@ -18,6 +18,7 @@ mod opt;
 mod passes;
 mod props;
 mod regressions;
+mod reliability;
 mod reverse;
 mod rulecheck;
 mod tidy;

@@ -33,18 +33,17 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::rc::Rc;
 
-use egg::{ENodeOrVar, Id, Language, PatternAst, RecExpr, Symbol, Var};
+use egg::{Id, RecExpr, Symbol, Var};
 
 use crate::diagnostic::Span;
 use crate::eval::{EvalError, Limits, Value};
-use crate::ir::{Def, Expr, Program, Type};
+use crate::ir::{Expr, Program, Type};
 use crate::opt::analysis::symbol_of;
 use crate::opt::check::graph_of;
 use crate::opt::convert::from_recexpr;
-use crate::opt::lang::subexpr;
-use crate::opt::lang::{Dbl, Fsm};
+use crate::opt::lang::{Dbl, Fsm, subexpr};
+use crate::opt::pattern::{Nodes, encode, instantiate, program_of, root};
 use crate::opt::rules::{Cond, RuleDef, holds, search};
 use crate::pipeline::{self, Session};
 use crate::syntax::{print_expr, print_program};
@@ -211,180 +210,14 @@ struct Template {
     typing: crate::types::Typing,
 }
 
-/// Walks a pattern, classifying its metavariables.
-fn classify(
-    ast: &PatternAst<Fsm>,
-    id: Id,
-    scope: &mut Vec<Var>,
-    binders: &mut Vec<Var>,
-    free: &mut Vec<Var>,
-    terms: &mut Vec<(Var, Option<Vec<Var>>)>,
-) {
-    let binder = |x: Id, binders: &mut Vec<Var>| -> Option<Var> {
-        match &ast[x] {
-            ENodeOrVar::Var(v) => {
-                if !binders.contains(v) {
-                    binders.push(*v);
-                }
-                Some(*v)
-            }
-            ENodeOrVar::ENode(_) => None,
-        }
-    };
-    match &ast[id] {
-        ENodeOrVar::Var(v) => match terms.iter_mut().find(|(w, _)| w == v) {
-            Some((_, s)) => {
-                let keep: Vec<Var> = s
-                    .take()
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter(|x| scope.contains(x))
-                    .collect();
-                *s = Some(keep);
-            }
-            None => terms.push((*v, Some(scope.clone()))),
-        },
-        ENodeOrVar::ENode(Fsm::Lam([x, b])) => {
-            let v = binder(*x, binders);
-            scope.extend(v);
-            classify(ast, *b, scope, binders, free, terms);
-            if v.is_some() {
-                scope.pop();
-            }
-        }
-        ENodeOrVar::ENode(Fsm::Let([x, e, b])) => {
-            classify(ast, *e, scope, binders, free, terms);
-            let v = binder(*x, binders);
-            scope.extend(v);
-            classify(ast, *b, scope, binders, free, terms);
-            if v.is_some() {
-                scope.pop();
-            }
-        }
-        ENodeOrVar::ENode(Fsm::Var(x)) => {
-            if let Some(v) = binder(*x, binders)
-                && !scope.contains(&v)
-                && !free.contains(&v)
-            {
-                free.push(v);
-            }
-        }
-        ENodeOrVar::ENode(n) => {
-            for c in n.children() {
-                classify(ast, *c, scope, binders, free, terms);
-            }
-        }
-    }
-}
-
-fn plain(v: Var) -> String {
-    v.to_string().trim_start_matches('?').replace('-', "_")
-}
-
-/// A RecExpr under construction (children before parents).
-#[derive(Default)]
-struct Nodes(Vec<Fsm>);
-
-impl Nodes {
-    fn add(&mut self, n: Fsm) -> Id {
-        self.0.push(n);
-        Id::from(self.0.len() - 1)
-    }
-    fn sym(&mut self, s: &str) -> Id {
-        self.add(Fsm::Symbol(Symbol::from(s)))
-    }
-    fn var(&mut self, s: &str) -> Id {
-        let x = self.sym(s);
-        self.add(Fsm::Var(x))
-    }
-    /// The subterm at `id` as its own RecExpr.
-    fn expr(&self, id: Id) -> RecExpr<Fsm> {
-        subexpr(&RecExpr::from(self.0.clone()), id)
-    }
-}
-
-/// Copies `ast` into `out`, replacing each metavariable by `binding`.
-fn instantiate(ast: &PatternAst<Fsm>, id: Id, out: &mut Nodes, binding: &HashMap<Var, Id>) -> Id {
-    match &ast[id] {
-        ENodeOrVar::Var(v) => binding[v],
-        ENodeOrVar::ENode(n) => {
-            let n = n
-                .clone()
-                .map_children(|c| instantiate(ast, c, out, binding));
-            out.add(n)
-        }
-    }
-}
-
-fn root(ast: &PatternAst<Fsm>) -> Id {
-    Id::from(ast.as_ref().len() - 1)
-}
-
-/// A one-definition program `let name : ann = body`, without the prelude.
-fn program_of(name: &str, expr: &RecExpr<Fsm>, params: &[String], ann: Option<Type>) -> Program {
-    let mut prog = Program::new();
-    let mut body = from_recexpr(expr, &mut prog);
-    for p in params.iter().rev() {
-        body = prog.add(
-            Expr::Lam {
-                param: Rc::from(p.as_str()),
-                ann: None,
-                body,
-            },
-            Span::generated(),
-        );
-    }
-    prog.defs.push(Def {
-        name: Rc::from(name),
-        span: Span::generated(),
-        ann,
-        body,
-        prelude: false,
-    });
-    prog
-}
-
 impl Template {
     fn new(rule: &RuleDef) -> Result<Template, String> {
-        let ast = &rule.lhs.ast;
-        let (mut binders, mut free, mut terms) = (Vec::new(), Vec::new(), Vec::new());
-        classify(
-            ast,
-            root(ast),
-            &mut Vec::new(),
-            &mut binders,
-            &mut free,
-            &mut terms,
-        );
-        let terms: Vec<(Var, Vec<Var>)> = terms
-            .into_iter()
-            .map(|(v, s)| (v, s.unwrap_or_default()))
-            .collect();
-        // The encoding: binders are names, a term metavariable is applied
-        // to the binders in scope, Index literals are forced to Index.
-        let mut out = Nodes::default();
-        let mut binding = HashMap::new();
-        for b in &binders {
-            let s = out.sym(&format!("s_{}", plain(*b)));
-            binding.insert(*b, s);
-        }
-        for (v, scope) in &terms {
-            let mut e = out.var(&format!("m_{}", plain(*v)));
-            for x in scope {
-                let a = out.var(&format!("s_{}", plain(*x)));
-                e = out.add(Fsm::App([e, a]));
-            }
-            binding.insert(*v, e);
-        }
-        let lhs = instantiate_indexed(ast, root(ast), &mut out, &binding);
-        let mut params: Vec<String> = free.iter().map(|v| format!("s_{}", plain(*v))).collect();
-        params.extend(terms.iter().map(|(v, _)| format!("m_{}", plain(*v))));
-        let program = program_of("rulecheck", &out.expr(lhs), &params, None);
-        let typing = infer_program(&program).map_err(|e| e.to_string())?;
+        let e = encode(&rule.lhs.ast, "rulecheck");
+        let typing = infer_program(&e.program).map_err(|e| e.to_string())?;
         Ok(Template {
-            binders,
-            free,
-            terms,
+            binders: e.binders,
+            free: e.free,
+            terms: e.terms,
             typing,
         })
     }
@@ -505,32 +338,6 @@ impl Template {
             why,
             choices,
             shrinks,
-        }
-    }
-}
-
-/// Like [`instantiate`], but an Index literal `n` becomes
-/// `n + length []`, which only Index satisfies (the encoding for typing:
-/// an integer literal alone could be a Double in F̃).
-fn instantiate_indexed(
-    ast: &PatternAst<Fsm>,
-    id: Id,
-    out: &mut Nodes,
-    binding: &HashMap<Var, Id>,
-) -> Id {
-    match &ast[id] {
-        ENodeOrVar::ENode(Fsm::Int(n)) => {
-            let lit = out.add(Fsm::Int(*n));
-            let empty = out.add(Fsm::Array(Box::new([])));
-            let len = out.add(Fsm::Length([empty]));
-            out.add(Fsm::Add([lit, len]))
-        }
-        ENodeOrVar::Var(v) => binding[v],
-        ENodeOrVar::ENode(n) => {
-            let n = n
-                .clone()
-                .map_children(|c| instantiate_indexed(ast, c, out, binding));
-            out.add(n)
         }
     }
 }
@@ -1110,20 +917,34 @@ impl Gen<'_> {
 
 /// The table `fsmooth rules check` prints.
 pub fn table(reports: &[RuleReport]) -> String {
+    // The name column is as wide as the longest name up to 40 characters;
+    // a longer name overflows its column (padded by hand: a formatting
+    // width is limited to 65,535).
     let w = reports
         .iter()
-        .map(|r| r.name.len())
+        .map(|r| r.name.chars().count())
         .max()
         .unwrap_or(4)
-        .max(4);
+        .clamp(4, 40);
+    let pad = |name: &str| {
+        let n = name.chars().count();
+        format!("{name}{}", " ".repeat(w.saturating_sub(n)))
+    };
     let mut s = format!(
-        "{:<w$} {:<9} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6}\n",
-        "rule", "family", "tried", "typed", "held", "agreed", "incon.", "FAILED"
+        "{} {:<9} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6}\n",
+        pad("rule"),
+        "family",
+        "tried",
+        "typed",
+        "held",
+        "agreed",
+        "incon.",
+        "FAILED"
     );
     for r in reports {
         s.push_str(&format!(
-            "{:<w$} {:<9} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6}{}\n",
-            r.name,
+            "{} {:<9} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6}{}\n",
+            pad(&r.name),
             r.family,
             r.tried,
             r.typed,

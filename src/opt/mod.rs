@@ -17,6 +17,7 @@ pub mod engine;
 mod inline;
 pub use inline::uniquify;
 pub mod lang;
+pub mod pattern;
 pub mod rules;
 pub mod schedule;
 

@@ -250,6 +250,26 @@ pub fn parse_family(family: &str, file: &str, text: &str) -> Result<Vec<RuleDef>
                 pattern(lhs.trim()).map_err(|(c, code, m)| err(line, lhs_col + c, code, m))?;
             let rhs_p =
                 pattern(rhs.trim()).map_err(|(c, code, m)| err(line, rhs_col + c, code, m))?;
+            for (p, col) in [(&lhs_p, lhs_col), (&rhs_p, rhs_col)] {
+                if let Some(term) = super::pattern::bad_binder(&p.ast) {
+                    return Err(err(
+                        line,
+                        col,
+                        "binder-not-a-name",
+                        format!(
+                            "a binder (the name of `lam` or `let`, or `var`'s child) must be a pattern variable or a name, not `{term}`"
+                        ),
+                    ));
+                }
+            }
+            if let Err(why) = super::pattern::sides_agree(&lhs_p, &rhs_p) {
+                return Err(err(
+                    line,
+                    rhs_col,
+                    "rule-type-mismatch",
+                    format!("the right side cannot have the left side's type: {why}"),
+                ));
+            }
             if doc.is_empty() {
                 return Err(err(
                     line,
@@ -340,6 +360,18 @@ pub fn parse_family(family: &str, file: &str, text: &str) -> Result<Vec<RuleDef>
                 _ => None,
             })
             .collect();
+        // A `fresh` variable is new: the left side does not bind it.
+        if let Some(v) = fresh.iter().find(|v| bound.contains(v)) {
+            return Err(err(
+                r.line,
+                1,
+                "fresh-bound-variable",
+                format!(
+                    "rule `{}`: `fresh {v}` names a variable the left-hand side binds",
+                    r.name
+                ),
+            ));
+        }
         // A `fresh` variable may be used only after its `fresh` condition.
         let mut introduced: Vec<Var> = Vec::new();
         for c in &r.conds {
@@ -388,16 +420,43 @@ fn pattern(text: &str) -> Result<Pattern<Fsm>, (usize, &'static str, String)> {
     let bytes = text.as_bytes();
     let mut i = 0;
     let mut expect_op = false;
+    // Parentheses balance, and close only the pattern's own (egg's parser
+    // ignores what follows a complete pattern).
+    let mut depth = 0usize;
+    let mut closed_at: Option<usize> = None;
     while i < bytes.len() {
         let c = bytes[i];
+        if closed_at.is_some() && !c.is_ascii_whitespace() {
+            return Err((
+                i,
+                "pattern-syntax",
+                "text after the complete pattern (an extra `)`?)".into(),
+            ));
+        }
         if c == b'(' {
+            depth += 1;
             expect_op = true;
             i += 1;
             continue;
         }
-        if c == b')' || c.is_ascii_whitespace() {
+        if c == b')' {
+            if depth == 0 {
+                return Err((i, "pattern-syntax", "unmatched `)`".into()));
+            }
+            depth -= 1;
+            if depth == 0 {
+                closed_at = Some(i);
+            }
             i += 1;
             continue;
+        }
+        if c.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        if depth == 0 {
+            // An atom at the top: the whole pattern.
+            closed_at = Some(i);
         }
         let start = i;
         while i < bytes.len()

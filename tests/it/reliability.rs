@@ -82,3 +82,86 @@ fn opt_output_runs_as_its_input() {
     let o = cli(&["run", again.to_str().expect("path"), "--input", "[1, 2, 3]"]);
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "14.0", "{text}");
 }
+
+/// A directory holding one rule file `mine.rules` with `text`.
+fn rules_dir(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("fsmooth-rel-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("mine.rules"), text).expect("rule file");
+    dir
+}
+
+/// Findings 4 and 7: the loader rejects, with a located error, a rule the
+/// e-graph cannot represent soundly (a binder around a term, which made
+/// `opt` grow past 4 GB on `x + x`), text after a pattern, `fresh` on a
+/// variable the left side binds, and a rule that changes a term's type
+/// (which failed inside `opt` as an internal type mismatch) — in every
+/// command that loads rules.
+#[test]
+fn malformed_rules_are_rejected_when_loaded() {
+    let cases = [
+        (
+            "## x\nrule v : (+ ?a ?b) => (var (+ ?a ?b))\n",
+            "binder-not-a-name",
+        ),
+        (
+            "## x\nrule l : (+ ?a ?b) => (lam (+ ?a ?b) ?a)\n",
+            "binder-not-a-name",
+        ),
+        ("## x\nrule p : (+ ?a ?b) => (+ ?b ?a))\n", "pattern-syntax"),
+        (
+            "## x\nrule f : (lam ?x ?b) => (lam ?x ?b)\n  if fresh ?x\n",
+            "fresh-bound-variable",
+        ),
+        (
+            "## x\nrule t : (+ ?a 0.0) => (< ?a 1.0)\n",
+            "rule-type-mismatch",
+        ),
+    ];
+    let p = temp_file("twice.fsm", "let main = fun (x: Double) -> x + x\n");
+    let p = p.to_str().expect("path");
+    for (k, (text, code)) in cases.iter().enumerate() {
+        let dir = rules_dir(&format!("bad{k}"), text);
+        let dir = dir.to_str().expect("dir");
+        for args in [
+            vec!["opt", p, "--rules", dir],
+            vec!["opt", p, "--check", "--rules", dir],
+            vec![
+                "grad", p, "--wrt", "x", "--mode", "fwd-opt", "--input", "[1.0]", "--rules", dir,
+            ],
+            vec!["rules", "check", "--rules", dir, "--cases", "3"],
+        ] {
+            let o = cli(&args);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{code} {args:?}: {err}");
+            assert!(err.contains(&format!("error[{code}]")), "{code}: {err}");
+            assert!(err.contains("mine.rules:2:"), "{code}: {err}");
+        }
+    }
+    // The shipped rules all load (none is rejected by the new checks).
+    assert!(fsmooth::opt::load(None).expect("defaults load").len() >= 90);
+}
+
+/// Finding 3: a rule name of 65,536 characters is listed and checked (it
+/// used to overflow a formatting width and panic `rules check`).
+#[test]
+fn long_rule_names_do_not_panic() {
+    let name = "r".repeat(65_536);
+    let dir = rules_dir(
+        "long",
+        &format!("## x = x\nrule {name} : (neg (neg ?x)) => ?x\n"),
+    );
+    let dir = dir.to_str().expect("dir");
+    for args in [
+        vec![
+            "rules", "check", "--rules", dir, "--family", "mine", "--cases", "5",
+        ],
+        vec!["rules", "list", "--rules", dir],
+    ] {
+        let o = cli(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(String::from_utf8_lossy(&o.stdout).contains(&name));
+    }
+}

@@ -616,8 +616,9 @@ pub fn check_native(src: &str, limits: Limits) -> Result<Counts, String> {
     use crate::gradient::Columns;
     use crate::pipeline::RunError;
     // The optimiser's soundness is property `fwd-opt`'s business: here
-    // its output is just another program to run on both engines.
-    let s = load(src)?;
+    // its output is just another program to run on both engines (its
+    // steps verified all the same, as everywhere in the tests).
+    let s = load_checked(src)?;
     let base = s
         .entry("main")
         .map_err(|d| format!("entry: {}", d.message))?;

@@ -49,6 +49,24 @@ pub(super) fn optimise(
         crate::opt::optimise(&normal, rules, opts.limits, opts.explain, opts.check)
     });
     if let Some(c) = &report.check
+        && !c.skipped.is_empty()
+    {
+        // `opt --check` promises every step verified: a phase it could not
+        // replay is a failed check, not a silent pass.
+        return Err(Diagnostic {
+            code: "opt-check-incomplete",
+            message: format!(
+                "{} optimisation phase(s) could not be verified:\n{}",
+                c.skipped.len(),
+                c.skipped.join("\n")
+            ),
+            span: Span::generated(),
+            notes: vec![
+                "the explanation is too large to replay; optimise without --check (or FSMOOTH_OPT_CHECK) to accept the result unverified".to_string(),
+            ],
+        });
+    }
+    if let Some(c) = &report.check
         && !c.failures.is_empty()
     {
         return Err(Diagnostic {

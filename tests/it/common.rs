@@ -17,11 +17,12 @@ pub fn run(src: &str, entry: &str, input: Option<&str>) -> Result<(Value, Stats)
 }
 
 /// The plan of gradient `mode` for `entry` of `src` with respect to its
-/// parameter `wrt`, in a session of its own: the mode's own program
+/// parameter `wrt`, in a session of its own whose optimisations are
+/// checked (`opt --check`): the mode's own program
 /// ([`Mode::program`], checkpointing by default), which either engine
 /// runs (`plan.columns(args, engine, limits)`).
 pub fn plan(src: &str, entry: &str, wrt: &str, mode: Mode) -> Result<Plan, Diagnostic> {
-    let session = Session::load(src)?;
+    let session = Session::load(src)?.with_options(checked());
     Plan::new(
         &session,
         entry,

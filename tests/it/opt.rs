@@ -68,7 +68,7 @@ fn optimised(src: &str, entry: &str) -> (Rc<Entry>, Rc<Optimised>) {
 /// A session of `src` and in it the tangent-only forward derivative of
 /// `entry` w.r.t. `wrt`: what `--mode fwd-opt` optimises.
 fn tangent_program(src: &str, entry: &str, wrt: &str) -> (Session, Artefact) {
-    let session = Session::load(src).expect("loads");
+    let session = Session::load(src).expect("loads").with_options(checked());
     let k = session.param(entry, wrt).expect("parameter");
     let tangents = Mode::Fwd
         .tangent_program(Rc::from(entry), k)
@@ -994,7 +994,7 @@ fn indexed_search_finds_exactly_what_e_matching_finds() {
 fn refining_phases_are_short_and_change_nothing_on_ba() {
     let src = include_str!("../../examples/ba_project.fsm");
     let (session, d) = tangent_program(src, "project", "cam");
-    let short = pipeline::OptOptions::default();
+    let short = checked();
     let limits = short.limits;
     assert!(limits.refine_iterations < limits.iterations);
     let session = session.with_options(short);
@@ -1018,7 +1018,7 @@ fn refining_phases_are_short_and_change_nothing_on_ba() {
             refine_iterations: limits.iterations,
             ..limits
         },
-        ..pipeline::OptOptions::default()
+        ..checked()
     };
     let f = session
         .with_options(full)

@@ -209,9 +209,17 @@ pub fn run_phase(
         var_depth: var_depth.clone(),
         ..FsmAnalysis::default()
     });
-    if explain || check {
-        egraph = egraph.with_explanations_enabled();
-    }
+    // Note [Explanations always]: egg's explanation mode adds and unions
+    // nodes differently (every node added gets a class of its own, then
+    // is unioned with its equals), so classes are numbered differently,
+    // the backoff scheduler sees other match counts, and `fresh` names
+    // differ: a phase reaches other terms within its limits. With it on
+    // only under `--check`, the CLI's `--mode fwd-opt` of ∂(u M vᵀ)/∂M
+    // was O(n³) while the tests (which check) saw the paper's O(n²)
+    // `u[i] * v[j]`. The optimiser's result must not depend on whether it
+    // is explained or checked, so explanations are always on; they cost
+    // about as much time in these programs.
+    egraph = egraph.with_explanations_enabled();
     let root = egraph.add_expr(expr);
     // Loop sizes by index symbol, as e-classes of this graph.
     for (s, idx) in bounds {

@@ -165,3 +165,44 @@ fn long_rule_names_do_not_panic() {
         assert!(String::from_utf8_lossy(&o.stdout).contains(&name));
     }
 }
+
+/// Finding 9: Example 1 of seed 001, ∂(u M vᵀ)/∂M, from the command line
+/// with `grad --mode fwd-opt` (no `opt --check`): the optimised derivative
+/// is the paper's `u[i] * v[j]` for every entry, so its cost grows as n²
+/// (it grew as n⁴, while `deriv` in the language, optimised with the
+/// check on, gave n²: the optimiser's result depended on whether egg
+/// explained it — Note [Explanations always]).
+#[test]
+fn the_command_lines_optimised_mode_gets_what_the_language_gets() {
+    let src = temp_file(
+        "umv.fsm",
+        "let f = fun (u: Vector) (M: Matrix) (v: Vector) -> vectorDot u (matrixVectorMul M v)\n",
+    );
+    let src = src.to_str().expect("path");
+    let ops = |n: usize| -> u64 {
+        let row = vec!["1.5"; n].join(", ");
+        let m = vec![format!("[{row}]"); n].join(", ");
+        let input = format!("{{\"u\": [{row}], \"M\": [{m}], \"v\": [{row}]}}");
+        // Without FSMOOTH_OPT_CHECK: what a user runs.
+        let o = Command::new(env!("CARGO_BIN_EXE_fsmooth"))
+            .args([
+                "grad", src, "--entry", "f", "--wrt", "M", "--mode", "fwd-opt",
+            ])
+            .args(["--stats", "--input", &input])
+            .output()
+            .expect("runs");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let stats: serde_json::Value =
+            serde_json::from_str(String::from_utf8_lossy(&o.stderr).trim()).expect("stats");
+        stats["ops"].as_u64().expect("ops")
+    };
+    let (a, b, c) = (ops(4), ops(8), ops(16));
+    // Quadratic: doubling n multiplies the work by about 4 (cubic: 8).
+    assert!(b * 10 < a * 50 && c * 10 < b * 50, "ops {a}, {b}, {c}");
+    let printed = Command::new(env!("CARGO_BIN_EXE_fsmooth"))
+        .args(["ad", src, "--entry", "f", "--wrt", "M", "--mode", "fwd-opt"])
+        .output()
+        .expect("runs");
+    let text = String::from_utf8_lossy(&printed.stdout);
+    assert!(!text.contains("ifold"), "{text}");
+}

@@ -46,9 +46,6 @@ pub fn opt(
             "// check: {} rewrite step(s) verified against the rules, {} constant fold(s) re-evaluated, {} fold(s) of open terms trusted\n",
             c.verified, c.folds, c.trusted_folds
         );
-        for why in &c.skipped {
-            e.push_str(&format!("// note: not verified: {why}\n"));
-        }
         if !c.inexact_folds.is_empty() {
             e.push_str(&format!(
                 "// note: {} constant fold(s) hold over the reals only (a literal equal to the term's value but for the sign of zero; its class was merged by an `ieee-inexact` rule)\n",

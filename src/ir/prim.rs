@@ -162,10 +162,10 @@ pub struct PrimInfo {
     /// mode, reverse mode and the tape.
     pub partials: &'static [PartialTerm],
     /// The D-* rule (spec/ad-forward.md) and how forward mode applies it.
-    pub forward: (&'static str, Forward),
+    pub forward: (&'static str, ForwardRule),
     /// The R-* rule (spec/ad-reverse.md), if reverse mode has one, and how
     /// reverse mode applies it.
-    pub reverse: (Option<&'static str>, Reverse),
+    pub reverse: (Option<&'static str>, ReverseRule),
     /// The operator of the optimiser's e-graph language and its rule files
     /// (`opt/lang.rs`, spec/rules-format.md).
     pub egg: &'static str,
@@ -390,7 +390,7 @@ impl Term {
 /// How forward mode (D[[·]], spec/ad-forward.md) translates an
 /// application.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum Forward {
+pub enum ForwardRule {
     /// `(r, Σ ∂ᵢ · ṫᵢ)` from [`PrimInfo::partials`] on Doubles; on Indices
     /// the same primitive, which has no tangent (D-Index).
     Partials,
@@ -409,7 +409,7 @@ pub enum Forward {
 
 /// How reverse mode (spec/ad-reverse.md) passes a cotangent on.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum Reverse {
+pub enum ReverseRule {
     /// āᵢ += ∂ᵢ · x̄ from [`PrimInfo::partials`] on Doubles (R-Discrete on
     /// Indices).
     Partials,
@@ -515,8 +515,8 @@ const fn arith(
         },
         bottoms,
         partials,
-        forward: (d, Forward::Partials),
-        reverse: (Some(r), Reverse::Partials),
+        forward: (d, ForwardRule::Partials),
+        reverse: (Some(r), ReverseRule::Partials),
         egg: name,
     }
 }
@@ -538,8 +538,8 @@ const fn cmp(prim: Prim, name: &'static str, f: fn(Option<Ordering>) -> bool) ->
         },
         bottoms: &[],
         partials: &[],
-        forward: ("D-Cmp", Forward::Primal),
-        reverse: (Some("R-Discrete"), Reverse::Discrete),
+        forward: ("D-Cmp", ForwardRule::Primal),
+        reverse: (Some("R-Discrete"), ReverseRule::Discrete),
         egg: name,
     }
 }
@@ -573,8 +573,8 @@ const fn math(
         },
         bottoms,
         partials,
-        forward: (d, Forward::Partials),
-        reverse: (Some(r), Reverse::Partials),
+        forward: (d, ForwardRule::Partials),
+        reverse: (Some(r), ReverseRule::Partials),
         egg: name,
     }
 }
@@ -589,8 +589,8 @@ const fn structural(
     typing: Typing,
     rules: &'static [&'static str],
     bottoms: &'static [(Bottom, &'static str)],
-    forward: (&'static str, Forward),
-    reverse: (Option<&'static str>, Reverse),
+    forward: (&'static str, ForwardRule),
+    reverse: (Option<&'static str>, ReverseRule),
 ) -> PrimInfo {
     PrimInfo {
         prim,
@@ -797,8 +797,8 @@ static TABLE: [PrimInfo; 31] = [
         bottoms: &[(Bottom::Overflow, "E-Neg")],
         // ∂(-a) = -1
         partials: &[minus_one()],
-        forward: ("D-Neg", Forward::Partials),
-        reverse: (Some("R-Neg"), Reverse::Partials),
+        forward: ("D-Neg", ForwardRule::Partials),
+        reverse: (Some("R-Neg"), ReverseRule::Partials),
         egg: "neg",
     },
     cmp(Prim::Lt, "<", |o| o == Some(Ordering::Less)),
@@ -827,8 +827,8 @@ static TABLE: [PrimInfo; 31] = [
         },
         bottoms: &[],
         partials: &[],
-        forward: ("D-Not", Forward::Structural),
-        reverse: (Some("R-Discrete"), Reverse::Discrete),
+        forward: ("D-Not", ForwardRule::Structural),
+        reverse: (Some("R-Discrete"), ReverseRule::Discrete),
         egg: "not",
     },
     // ∂ sin a = cos a
@@ -922,8 +922,8 @@ static TABLE: [PrimInfo; 31] = [
         },
         bottoms: &[],
         partials: &[],
-        forward: ("D-ToDouble", Forward::ZeroTangent),
-        reverse: (Some("R-Discrete"), Reverse::Discrete),
+        forward: ("D-ToDouble", ForwardRule::ZeroTangent),
+        reverse: (Some("R-Discrete"), ReverseRule::Discrete),
         egg: "toDouble",
     },
     structural(
@@ -940,8 +940,8 @@ static TABLE: [PrimInfo; 31] = [
         },
         &["E-Build", "E-Build-Elem"],
         &[(Bottom::NegativeSize, "E-Build-Bot")],
-        ("D-Build", Forward::Structural),
-        (Some("R-Build"), Reverse::Structural),
+        ("D-Build", ForwardRule::Structural),
+        (Some("R-Build"), ReverseRule::Structural),
     ),
     structural(
         Prim::IFold,
@@ -957,8 +957,8 @@ static TABLE: [PrimInfo; 31] = [
         },
         &["E-IFold-Zero", "E-IFold-Succ", "E-IFold-Done"],
         &[(Bottom::NegativeCount, "E-IFold-Bot")],
-        ("D-IFold", Forward::Structural),
-        (Some("R-IFold"), Reverse::Structural),
+        ("D-IFold", ForwardRule::Structural),
+        (Some("R-IFold"), ReverseRule::Structural),
     ),
     PrimInfo {
         prim: Prim::Get,
@@ -979,8 +979,8 @@ static TABLE: [PrimInfo; 31] = [
         },
         bottoms: &[(Bottom::OutOfBounds, "E-Get-Bot")],
         partials: &[],
-        forward: ("D-Get", Forward::Structural),
-        reverse: (Some("R-Get"), Reverse::Structural),
+        forward: ("D-Get", ForwardRule::Structural),
+        reverse: (Some("R-Get"), ReverseRule::Structural),
         egg: "get",
     },
     structural(
@@ -997,8 +997,8 @@ static TABLE: [PrimInfo; 31] = [
         },
         &["E-Length"],
         &[],
-        ("D-Length", Forward::Structural),
-        (Some("R-Discrete"), Reverse::Discrete),
+        ("D-Length", ForwardRule::Structural),
+        (Some("R-Discrete"), ReverseRule::Discrete),
     ),
     PrimInfo {
         prim: Prim::Pair,
@@ -1019,8 +1019,8 @@ static TABLE: [PrimInfo; 31] = [
         },
         bottoms: &[],
         partials: &[],
-        forward: ("D-Pair", Forward::Structural),
-        reverse: (Some("R-Pair"), Reverse::Structural),
+        forward: ("D-Pair", ForwardRule::Structural),
+        reverse: (Some("R-Pair"), ReverseRule::Structural),
         egg: "pair",
     },
     structural(
@@ -1037,8 +1037,8 @@ static TABLE: [PrimInfo; 31] = [
         },
         &["E-Fst"],
         &[],
-        ("D-Fst", Forward::Structural),
-        (Some("R-Fst"), Reverse::Structural),
+        ("D-Fst", ForwardRule::Structural),
+        (Some("R-Fst"), ReverseRule::Structural),
     ),
     structural(
         Prim::Snd,
@@ -1054,8 +1054,8 @@ static TABLE: [PrimInfo; 31] = [
         },
         &["E-Snd"],
         &[],
-        ("D-Snd", Forward::Structural),
-        (Some("R-Snd"), Reverse::Structural),
+        ("D-Snd", ForwardRule::Structural),
+        (Some("R-Snd"), ReverseRule::Structural),
     ),
     structural(
         Prim::IScan,
@@ -1071,8 +1071,8 @@ static TABLE: [PrimInfo; 31] = [
         },
         &["E-IScan-Zero", "E-IScan-Succ", "E-IScan-Done"],
         &[(Bottom::NegativeCount, "E-IScan-Bot")],
-        ("D-IScan", Forward::Structural),
-        (Some("R-IScan"), Reverse::Structural),
+        ("D-IScan", ForwardRule::Structural),
+        (Some("R-IScan"), ReverseRule::Structural),
     ),
     structural(
         Prim::Concat,
@@ -1088,8 +1088,8 @@ static TABLE: [PrimInfo; 31] = [
         },
         &["E-Concat"],
         &[],
-        ("D-Concat", Forward::Structural),
-        (None, Reverse::Unsupported),
+        ("D-Concat", ForwardRule::Structural),
+        (None, ReverseRule::Unsupported),
     ),
     structural(
         Prim::Accum,
@@ -1108,8 +1108,8 @@ static TABLE: [PrimInfo; 31] = [
             (Bottom::NegativeSize, "E-Accum-Bot"),
             (Bottom::OutOfBounds, "E-Accum-Bot"),
         ],
-        ("D-Accum", Forward::CotangentSum),
-        (None, Reverse::Unsupported),
+        ("D-Accum", ForwardRule::CotangentSum),
+        (None, ReverseRule::Unsupported),
     ),
     structural(
         Prim::AddAt,
@@ -1125,7 +1125,7 @@ static TABLE: [PrimInfo; 31] = [
         },
         &["E-AddAt"],
         &[(Bottom::OutOfBounds, "E-AddAt-Bot")],
-        ("D-AddAt", Forward::CotangentSum),
-        (None, Reverse::Unsupported),
+        ("D-AddAt", ForwardRule::CotangentSum),
+        (None, ReverseRule::Unsupported),
     ),
 ];

@@ -200,19 +200,13 @@ fn can_fail(rhs: &Rhs, safe: Option<(&Name, &Name)>) -> bool {
 }
 
 /// Whether the primitive `op` applied to `args` may be ⊥, whatever the
-/// values: Index arithmetic (overflow), division and power, `log`,
-/// `sqrt`, `tan`, reads and `accum` may; comparisons, `sin`, `cos`,
-/// `exp`, Double `+ - *`, pairs, projections, `length` and `concat` may
-/// not.
+/// values, as the table says (`PrimInfo::bottoms`): Index arithmetic
+/// (overflow), division and power, `log`, `sqrt`, `tan`, reads, loops,
+/// `accum` and `addAt` may; comparisons, `sin`, `cos`, `exp`, Double
+/// `+ - *`, pairs, projections, `length` and `concat` may not.
 pub(super) fn prim_can_fail(op: Prim, args: &[Atom]) -> bool {
     let index = args.first().is_some_and(|a| *a.ty() == Type::Index);
-    match op {
-        Prim::Add | Prim::Sub | Prim::Mul | Prim::Neg => index,
-        Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne | Prim::Not => false,
-        Prim::Sin | Prim::Cos | Prim::Exp | Prim::ToDouble => false,
-        Prim::Length | Prim::Pair | Prim::Fst | Prim::Snd | Prim::Concat => false,
-        _ => true,
-    }
+    op.info().can_fail(index)
 }
 
 fn block_can_fail(b: &Block) -> bool {

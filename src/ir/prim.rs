@@ -15,15 +15,32 @@
 //! hand for a new primitive is listed in ARCHITECTURE.md ("adding a
 //! primitive").
 //!
-//! This is the bottom layer: it depends on nothing but the IR's module.
+//! This is the bottom layer: it imports nothing from the crate, so every
+//! layer may read it.
 
 use std::cmp::Ordering;
 
-/// The primitive function constants of F̃ (seed 001 Fig. 3) plus `sqrt` and
-/// `toDouble`. Each has a fixed arity; applications are always saturated.
-/// The declaration order is [`Prim::ALL`]'s and the table's.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Prim {
+/// Declares [`Prim`] and [`Prim::ALL`] from one list, so that `ALL` holds
+/// every primitive, in declaration order (the table's, whose length is
+/// `ALL`'s).
+macro_rules! primitives {
+    ($($(#[$doc:meta])* $p:ident,)*) => {
+        /// The primitive function constants of F̃ (seed 001 Fig. 3) plus
+        /// `sqrt` and `toDouble`. Each has a fixed arity; applications are
+        /// always saturated.
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Prim {
+            $($(#[$doc])* $p,)*
+        }
+
+        impl Prim {
+            /// Every primitive, in declaration order.
+            pub const ALL: [Prim; [$(Prim::$p),*].len()] = [$(Prim::$p),*];
+        }
+    };
+}
+
+primitives! {
     Add,
     Sub,
     Mul,
@@ -68,40 +85,6 @@ pub enum Prim {
 }
 
 impl Prim {
-    pub const ALL: [Prim; 31] = [
-        Prim::Add,
-        Prim::Sub,
-        Prim::Mul,
-        Prim::Div,
-        Prim::Pow,
-        Prim::Neg,
-        Prim::Lt,
-        Prim::Gt,
-        Prim::Le,
-        Prim::Ge,
-        Prim::Eq,
-        Prim::Ne,
-        Prim::Not,
-        Prim::Sin,
-        Prim::Cos,
-        Prim::Tan,
-        Prim::Log,
-        Prim::Exp,
-        Prim::Sqrt,
-        Prim::ToDouble,
-        Prim::Build,
-        Prim::IFold,
-        Prim::Get,
-        Prim::Length,
-        Prim::Pair,
-        Prim::Fst,
-        Prim::Snd,
-        Prim::IScan,
-        Prim::Concat,
-        Prim::Accum,
-        Prim::AddAt,
-    ];
-
     /// The primitive's row of the table.
     pub fn info(self) -> &'static PrimInfo {
         &TABLE[self as usize]
@@ -316,7 +299,8 @@ pub enum Compute {
     Convert(fn(i64) -> f64),
 }
 
-/// Why an application is ⊥: each is one error code of spec/semantics.md §5.
+/// Why an application is ⊥: each is one error code of spec/semantics.md §5
+/// ([`Bottom::code`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Bottom {
     /// `division-by-zero`.
@@ -332,6 +316,21 @@ pub enum Bottom {
     NegativeSize,
     /// `negative-count`.
     NegativeCount,
+}
+
+impl Bottom {
+    /// The stable error code (spec/semantics.md §5), as the evaluator and
+    /// native code report it.
+    pub fn code(self) -> &'static str {
+        match self {
+            Bottom::DivisionByZero => "division-by-zero",
+            Bottom::Domain => "domain-error",
+            Bottom::Overflow => "integer-overflow",
+            Bottom::OutOfBounds => "index-out-of-bounds",
+            Bottom::NegativeSize => "negative-size",
+            Bottom::NegativeCount => "negative-count",
+        }
+    }
 }
 
 // ----- differentiation ---------------------------------------------------
@@ -665,7 +664,7 @@ fn pow_bottom(x: f64, y: f64) -> Option<Bottom> {
 }
 
 /// The table, in [`Prim::ALL`] order.
-static TABLE: [PrimInfo; 31] = [
+static TABLE: [PrimInfo; Prim::ALL.len()] = [
     arith(
         Prim::Add,
         "+",

@@ -78,6 +78,7 @@
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::anf::{Atom, Binding, Block, Rhs};
+use crate::ir::prim::Compute;
 use crate::ir::{Lit, Name, Prim, Type};
 
 /// Folds literal Index arithmetic, then hoists loop invariants, in place.
@@ -158,19 +159,18 @@ fn identity_operand(op: Prim, args: &[Atom]) -> Option<&Atom> {
     }
 }
 
+/// The value of `+ - * /` or negation of literal Indices, with the
+/// evaluator's arithmetic (the table's, E-Arith): `None` where it is ⊥
+/// (a zero divisor, an overflow), which then stays to fail at run time.
+/// (`**` is not folded.)
 pub(super) fn fold_index(op: Prim, args: &[Atom]) -> Option<i64> {
     let lit = |a: &Atom| match a {
         Atom::Lit(Lit::Int(v), _) => Some(*v),
         _ => None,
     };
-    match (op, args) {
-        (Prim::Neg, [a]) => lit(a)?.checked_neg(),
-        (Prim::Add, [a, b]) => lit(a)?.checked_add(lit(b)?),
-        (Prim::Sub, [a, b]) => lit(a)?.checked_sub(lit(b)?),
-        (Prim::Mul, [a, b]) => lit(a)?.checked_mul(lit(b)?),
-        // Truncating, as E-Arith; `checked_div` is `None` for a zero
-        // divisor and for the one overflowing quotient.
-        (Prim::Div, [a, b]) => lit(a)?.checked_div(lit(b)?),
+    match (op.info().eval.compute?, args) {
+        (Compute::Unary { index, .. }, [a]) => index(lit(a)?).ok(),
+        (Compute::Arith { index, .. }, [a, b]) if op != Prim::Pow => index(lit(a)?, lit(b)?).ok(),
         _ => None,
     }
 }

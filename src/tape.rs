@@ -533,7 +533,6 @@ impl Interp<'_> {
             (a, _) => a.clone(),
         }
     }
-
 }
 
 /// The partials of `op` at arguments `xs` and result `y`: the table's

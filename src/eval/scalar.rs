@@ -37,9 +37,9 @@ pub fn scalar(op: Prim, vals: &[Value], span: Span) -> Result<(Value, &'static s
             (Value::Index(x), Value::Index(y)) => {
                 let (x, y) = (*x, *y);
                 let r = index(x, y);
-                Value::Index(r.map_err(|b| {
-                    bottom(op.name(), b, || format!("({x}, {y}) on Index"), span)
-                })?)
+                Value::Index(
+                    r.map_err(|b| bottom(op.name(), b, || format!("({x}, {y}) on Index"), span))?,
+                )
             }
             _ => {
                 return Err(EvalError::Internal {
@@ -52,7 +52,9 @@ pub fn scalar(op: Prim, vals: &[Value], span: Span) -> Result<(Value, &'static s
             Value::Double(x) => Value::Double(double(*x)),
             // E-Neg's overflow, −(−2⁶³), names the operator as programs
             // write it.
-            Value::Index(i) => Value::Index(index(*i).map_err(|b| bottom("-", b, String::new, span))?),
+            Value::Index(i) => {
+                Value::Index(index(*i).map_err(|b| bottom("-", b, String::new, span))?)
+            }
             _ => return Err(bad("negation of a non-number")),
         },
         Compute::Compare(f) => {

@@ -127,8 +127,9 @@ impl Prim {
 #[derive(Debug)]
 pub struct PrimInfo {
     pub prim: Prim,
-    /// As the parser reads and the printer writes it (`~-` is unary
-    /// minus, which programs write `-x`).
+    /// The primitive's name as a function value (`build`, `sin`) or its
+    /// operator (`+`), as programs and the printer spell it; `~-` for
+    /// unary minus, which programs write `-x`.
     pub name: &'static str,
     pub arity: usize,
     /// How the printer writes an application.
@@ -139,7 +140,7 @@ pub struct PrimInfo {
     pub eval: Eval,
     /// Every way an application can be ⊥, with the rule that says so
     /// (spec/semantics.md §4–5); empty for a total primitive.
-    pub bottoms: &'static [(Bottom, &'static str)],
+    pub bottoms: Bottoms,
     /// The partial derivatives ∂r/∂aᵢ of a differentiable scalar
     /// primitive of Doubles (empty for the others): one table for forward
     /// mode, reverse mode and the tape.
@@ -299,6 +300,9 @@ pub enum Compute {
     Convert(fn(i64) -> f64),
 }
 
+/// The ways an application can be ⊥, each with the rule that says so.
+pub type Bottoms = &'static [(Bottom, &'static str)];
+
 /// Why an application is ⊥: each is one error code of spec/semantics.md §5
 /// ([`Bottom::code`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -379,9 +383,7 @@ impl Term {
             Term::Arg(_) | Term::Lit(_) => false,
             Term::Op(_, ts) => ts.iter().any(Term::mentions_result),
             Term::If(c, t, e) => [c, t, e].iter().any(|t| t.mentions_result()),
-            Term::ZeroWhenZero { test, value } => {
-                test.mentions_result() || value.mentions_result()
-            }
+            Term::ZeroWhenZero { test, value } => test.mentions_result() || value.mentions_result(),
         }
     }
 }
@@ -494,7 +496,7 @@ const fn arith(
     name: &'static str,
     level: Level,
     compute: Compute,
-    bottoms: &'static [(Bottom, &'static str)],
+    bottoms: Bottoms,
     partials: &'static [PartialTerm],
     d: &'static str,
     r: &'static str,
@@ -553,7 +555,7 @@ const fn math(
     d: &'static str,
     r: &'static str,
 ) -> PrimInfo {
-    let (domain, bottoms): (fn(f64) -> bool, &'static [(Bottom, &'static str)]) = match domain {
+    let (domain, bottoms): (fn(f64) -> bool, Bottoms) = match domain {
         Some(dom) => (dom, &[(Bottom::Domain, "E-Math-Bot")]),
         None => (total, &[]),
     };
@@ -587,7 +589,7 @@ const fn structural(
     arity: usize,
     typing: Typing,
     rules: &'static [&'static str],
-    bottoms: &'static [(Bottom, &'static str)],
+    bottoms: Bottoms,
     forward: (&'static str, ForwardRule),
     reverse: (Option<&'static str>, ReverseRule),
 ) -> PrimInfo {
@@ -802,7 +804,9 @@ static TABLE: [PrimInfo; Prim::ALL.len()] = [
     },
     cmp(Prim::Lt, "<", |o| o == Some(Ordering::Less)),
     cmp(Prim::Gt, ">", |o| o == Some(Ordering::Greater)),
-    cmp(Prim::Le, "<=", |o| o.is_some_and(|o| o != Ordering::Greater)),
+    cmp(Prim::Le, "<=", |o| {
+        o.is_some_and(|o| o != Ordering::Greater)
+    }),
     cmp(Prim::Ge, ">=", |o| o.is_some_and(|o| o != Ordering::Less)),
     cmp(Prim::Eq, "=", |o| o == Some(Ordering::Equal)),
     // True on NaN operands: the negation of `=`.

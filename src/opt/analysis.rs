@@ -90,7 +90,9 @@ fn depth_rule(
             let sig = &node_prim(n)?.info().typing.sig;
             match sig.result {
                 T::Double => Some(0),
-                T::Var(k) if sig.vars[k] == TyVar::Num => n.children().iter().any(double).then_some(0),
+                T::Var(k) if sig.vars[k] == TyVar::Num => {
+                    n.children().iter().any(double).then_some(0)
+                }
                 _ => None,
             }
         }

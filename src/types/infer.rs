@@ -6,8 +6,8 @@ use std::rc::Rc;
 
 use super::TypeError;
 use crate::diagnostic::Span;
-use crate::ir::{Expr, ExprId, Lit, Prim, Program, Type};
 use crate::ir::prim::{T, TyVar};
+use crate::ir::{Expr, ExprId, Lit, Prim, Program, Type};
 
 /// Internal types: [`Type`] plus unification variables.
 #[derive(Clone, Debug)]

@@ -74,13 +74,17 @@ fn failing(p: Prim, b: Bottom) -> Option<&'static str> {
         (Prim::Tan, Bottom::Domain) => "tan (x * 1e999)",
         (Prim::Log, Bottom::Domain) => "log (x - 0.7)",
         (Prim::Sqrt, Bottom::Domain) => "sqrt (x - 1.0)",
-        (Prim::Build, Bottom::NegativeSize) => "let v = build (0 - 1) (fun i -> x) in x + toDouble (length v)",
+        (Prim::Build, Bottom::NegativeSize) => {
+            "let v = build (0 - 1) (fun i -> x) in x + toDouble (length v)"
+        }
         (Prim::IFold, Bottom::NegativeCount) => "ifold (fun s i -> s * x) x (0 - 1)",
         (Prim::IScan, Bottom::NegativeCount) => {
             "let s = iscan (fun s i -> s * x) x (0 - 1) in s[0]"
         }
         (Prim::Get, Bottom::OutOfBounds) => "[x, x][2]",
-        (Prim::Accum, Bottom::NegativeSize) => "let a = accum 0.0 (0 - 1) [(0, x)] in x + toDouble (length a)",
+        (Prim::Accum, Bottom::NegativeSize) => {
+            "let a = accum 0.0 (0 - 1) [(0, x)] in x + toDouble (length a)"
+        }
         (Prim::Accum, Bottom::OutOfBounds) => "let a = accum 0.0 2 [(2, x)] in a[0]",
         (Prim::AddAt, Bottom::OutOfBounds) => "let a = addAt [x, x] 2 x in a[0]",
         _ => return None,
@@ -115,7 +119,11 @@ fn the_table_has_one_row_per_primitive_in_order() {
         assert_eq!(p as usize, k, "{p:?} is declared out of order");
         assert_eq!(info.prim, p, "row {k} of the table is not {p:?}'s");
         assert!(names.insert(info.name), "{p:?}: name `{}` twice", info.name);
-        assert!(symbols.insert(info.egg), "{p:?}: symbol `{}` twice", info.egg);
+        assert!(
+            symbols.insert(info.egg),
+            "{p:?}: symbol `{}` twice",
+            info.egg
+        );
         assert_eq!(info.arity, info.typing.sig.params.len(), "{p:?}: arity");
         let scalar = info.partials.len();
         assert_eq!(
@@ -215,7 +223,9 @@ fn every_primitive_evaluates_and_runs_natively() {
             .run(args.clone(), Limits::default(), &mut |_, _| {})
             .unwrap_or_else(|err| panic!("{p:?}: {err}\n{src}"));
         let native = e.native().unwrap_or_else(|err| panic!("{p:?}: {err}"));
-        let n = native.call(&args).unwrap_or_else(|err| panic!("{p:?}: {err}"));
+        let n = native
+            .call(&args)
+            .unwrap_or_else(|err| panic!("{p:?}: {err}"));
         assert!(
             v.max_rho(&n).is_some_and(|r| r <= 1e-12),
             "{p:?}: evaluator {v}, native {n}"
@@ -227,8 +237,8 @@ fn every_primitive_evaluates_and_runs_natively() {
 fn every_bottom_of_the_table_is_reached_with_its_code() {
     for p in Prim::ALL {
         for (b, rule) in p.info().bottoms {
-            let body = failing(p, *b)
-                .unwrap_or_else(|| panic!("{p:?}: no example of {b:?} ({rule})"));
+            let body =
+                failing(p, *b).unwrap_or_else(|| panic!("{p:?}: no example of {b:?} ({rule})"));
             let src = program(body);
             let session = Session::load(&src).unwrap_or_else(|d| panic!("{p:?}: {d}\n{src}"));
             assert!(applies(session.program(), p), "{p:?}: not applied\n{src}");

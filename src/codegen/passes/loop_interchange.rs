@@ -62,8 +62,8 @@
 
 use rustc_hash::FxHashSet as HashSet;
 
-use crate::anf::{Atom, Binding, Block, LoopKind, Rhs};
 use super::hoist::prim_can_fail;
+use crate::anf::{Atom, Binding, Block, LoopKind, Rhs};
 use crate::ir::{Name, Prim, Type};
 
 /// A read the guard must test.

@@ -691,7 +691,8 @@ impl<'p> Evaluator<'p> {
                 self.stats.ops += n as u64;
                 ret(Value::array(out), "E-Accum")
             }
-            _ => Err(self.internal("a scalar primitive without arithmetic", e)),
+            // The scalar primitives returned above.
+            _ => Err(self.internal("a primitive without a rule", e)),
         }
     }
 }

@@ -2,22 +2,23 @@
 //! efficient): an independent gradient oracle. A big-step interpreter of
 //! the core language in which every Double carries the index of its node
 //! on a tape; each differentiable primitive records its partial
-//! derivatives (numerically, from the one table in `ad::derivatives`), and
-//! one backward sweep over a dense adjoint array yields the gradient.
+//! derivatives (numerically: the partials' terms of the one table of
+//! primitives, `ir::prim`, evaluated with its own arithmetic), and one
+//! backward sweep over a dense adjoint array yields the gradient.
 //!
 //! It shares nothing with the source-to-source transformations except
 //! that table, and nothing with the reference machine except the scalar
-//! semantics (`eval::scalar`), so agreement between the three is evidence.
+//! semantics (`eval::scalar`, the table's arithmetic), so agreement
+//! between the three is evidence.
 //! Loops run as Rust loops; recursion depth is bounded by the program's
 //! nesting. `steps` here counts interpreter calls, `ops` as the machine.
 
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use crate::ad::Atom;
-use crate::ad::derivatives::{is_differentiable, partials};
 use crate::diagnostic::Span;
 use crate::eval::{EvalError, Limits, Stats, Value, scalar};
+use crate::ir::prim::{Compute, Term};
 use crate::ir::{Expr, ExprId, Lit, Name, Prim, Program};
 
 const CONST: u32 = u32::MAX;
@@ -83,22 +84,12 @@ impl Tape {
     }
 }
 
-/// One partial derivative of a primitive as small expressions over the
-/// arguments `a`, `b` and the result `r` (built once from the table).
-struct NumPartial {
-    negative: bool,
-    num: Option<ExprId>,
-    den: Option<ExprId>,
-}
-
 struct Interp<'p> {
     prog: &'p Program,
     globals: HashMap<Name, TV>,
     tape: Tape,
     stats: Stats,
     fuel: u64,
-    table: Program,
-    partials: HashMap<Prim, Vec<NumPartial>>,
 }
 
 /// The result of a taped run: the value, and the gradient of
@@ -131,8 +122,6 @@ pub fn vjp(
         },
         stats: Stats::default(),
         fuel: limits.fuel,
-        table: Program::new(),
-        partials: HashMap::new(),
     };
     let Some(idx) = prog.defs.iter().rposition(|d| &*d.name == name) else {
         return Err(internal(format!("no definition `{name}`"), Span::default()));
@@ -494,7 +483,7 @@ impl Interp<'_> {
                 let plain: Vec<Value> = vals.iter().map(to_value).collect();
                 let (r, _) = scalar(op, &plain, span)?;
                 match r {
-                    Value::Double(y) if is_differentiable(op) => {
+                    Value::Double(y) if !op.info().partials.is_empty() => {
                         let nodes: Vec<u32> = vals
                             .iter()
                             .map(|v| match v {
@@ -507,7 +496,7 @@ impl Interp<'_> {
                         }
                         let xs: Vec<f64> =
                             plain.iter().map(|v| v.as_f64().unwrap_or(0.0)).collect();
-                        let ws = self.numeric_partials(op, &xs, y);
+                        let ws = numeric_partials(op, &xs, y);
                         let parents: Vec<(u32, f64)> = nodes.into_iter().zip(ws).collect();
                         Ok(TV::D(y, self.tape.push(&parents)))
                     }
@@ -544,89 +533,60 @@ impl Interp<'_> {
             (a, _) => a.clone(),
         }
     }
-
-    /// The partials of `op` at arguments `xs` and result `y`, evaluated
-    /// from the table's expressions.
-    fn numeric_partials(&mut self, op: Prim, xs: &[f64], y: f64) -> Vec<f64> {
-        if !self.partials.contains_key(&op) {
-            let mut types = cranelift_entity::SecondaryMap::new();
-            let mut b = crate::ir::build::Builder::new(&mut self.table, &mut types);
-            let args = [Atom::Var(Rc::from("a")), Atom::Var(Rc::from("b"))];
-            let ps = partials(op, &args[..op.arity()], &Atom::Var(Rc::from("r")), &mut b);
-            let ps = ps
-                .into_iter()
-                .map(|p| NumPartial {
-                    negative: p.negative,
-                    num: p.num,
-                    den: p.den,
-                })
-                .collect();
-            self.partials.insert(op, ps);
-        }
-        let env = [
-            xs.first().copied().unwrap_or(0.0),
-            xs.get(1).copied().unwrap_or(0.0),
-            y,
-        ];
-        self.partials[&op]
-            .iter()
-            .map(|p| {
-                let mut w = if p.negative { -1.0 } else { 1.0 };
-                if let Some(n) = p.num {
-                    w *= num(&self.table, n, &env);
-                }
-                if let Some(d) = p.den {
-                    w /= num(&self.table, d, &env);
-                }
-                w
-            })
-            .collect()
-    }
 }
 
-/// Evaluates a partial-derivative expression over `a`, `b`, `r`.
-fn num(prog: &Program, e: ExprId, env: &[f64; 3]) -> f64 {
-    match prog.expr(e) {
-        Expr::Var(x) => match &**x {
-            "a" => env[0],
-            "b" => env[1],
-            _ => env[2],
-        },
-        Expr::Lit(Lit::Double(x)) => *x,
-        Expr::Lit(Lit::Int(i)) => *i as f64,
-        Expr::Lit(Lit::Bool(b)) => f64::from(u8::from(*b)),
-        Expr::If { cond, then_, else_ } => {
-            if num(prog, *cond, env) != 0.0 {
-                num(prog, *then_, env)
+/// The partials of `op` at arguments `xs` and result `y`: the table's
+/// terms (`ir::prim::PartialTerm`) evaluated on `f64`. No zero-seed guard
+/// is needed: the sweep skips nodes whose adjoint is zero.
+fn numeric_partials(op: Prim, xs: &[f64], y: f64) -> Vec<f64> {
+    op.info()
+        .partials
+        .iter()
+        .map(|p| {
+            let mut w = if p.negative { -1.0 } else { 1.0 };
+            if let Some(n) = &p.num {
+                w *= num(n, xs, y);
+            }
+            if let Some(d) = &p.den {
+                w /= num(d, xs, y);
+            }
+            w
+        })
+        .collect()
+}
+
+/// A partial's term at arguments `xs` and result `y`, with the table's
+/// raw IEEE operations (a Bool is 1.0 or 0.0).
+fn num(t: &Term, xs: &[f64], y: f64) -> f64 {
+    let arg = |k: usize| xs.get(k).copied().unwrap_or(0.0);
+    match t {
+        Term::Arg(k) => arg(*k),
+        Term::Result => y,
+        Term::Lit(x) => *x,
+        Term::If(c, a, b) => {
+            if num(c, xs, y) != 0.0 {
+                num(a, xs, y)
             } else {
-                num(prog, *else_, env)
+                num(b, xs, y)
             }
         }
-        Expr::Prim { op, args } => {
-            let a = num(prog, args[0], env);
-            let b = args.get(1).map(|x| num(prog, *x, env)).unwrap_or(0.0);
-            match op {
-                Prim::Add => a + b,
-                Prim::Sub => a - b,
-                Prim::Mul => a * b,
-                Prim::Div => a / b,
-                Prim::Pow => a.powf(b),
-                Prim::Neg => -a,
-                Prim::Sin => a.sin(),
-                Prim::Cos => a.cos(),
-                Prim::Log => a.ln(),
-                Prim::Exp => a.exp(),
-                Prim::Sqrt => a.sqrt(),
-                Prim::Tan => a.tan(),
-                Prim::Gt => f64::from(u8::from(a > b)),
-                Prim::Lt => f64::from(u8::from(a < b)),
-                Prim::Ge => f64::from(u8::from(a >= b)),
-                Prim::Le => f64::from(u8::from(a <= b)),
-                Prim::Eq => f64::from(u8::from(a == b)),
-                Prim::Ne => f64::from(u8::from(a != b)),
-                other => unreachable!("the derivative table does not use {other:?}"),
+        Term::ZeroWhenZero { test, value } => {
+            if num(test, xs, y) == 0.0 {
+                0.0
+            } else {
+                num(value, xs, y)
             }
         }
-        _ => unreachable!("the derivative table builds only these forms"),
+        Term::Op(op, args) => {
+            let a = num(&args[0], xs, y);
+            let b = args.get(1).map(|x| num(x, xs, y)).unwrap_or(0.0);
+            match op.info().eval.compute {
+                Some(Compute::Arith { double, .. }) => double(a, b),
+                Some(Compute::Unary { double, .. }) => double(a),
+                Some(Compute::Math { f, .. }) => f(a),
+                Some(Compute::Compare(f)) => f64::from(u8::from(f(a.partial_cmp(&b)))),
+                _ => unreachable!("the derivative table does not use {op:?}"),
+            }
+        }
     }
 }

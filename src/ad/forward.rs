@@ -18,8 +18,9 @@ use std::collections::HashMap;
 
 use super::AdError;
 use super::atom::Atom;
-use super::derivatives::{Partial, contract, is_differentiable, partials};
+use super::derivatives::{Partial, contract, partials};
 use crate::ir::build::Builder;
+use crate::ir::prim::ForwardRule;
 use crate::ir::{Def, Expr, ExprId, Lit, Name, Prim, Type};
 
 pub(super) struct Forward<'b, 'a> {
@@ -153,17 +154,17 @@ impl Forward<'_, '_> {
         args.iter().map(|a| self.d(*a)).collect()
     }
 
+    /// D[[·]] of a primitive application: the rule the table names
+    /// (`PrimInfo::forward`).
     fn d_prim(&mut self, op: Prim, args: &[ExprId], ty: Type) -> Result<ExprId, AdError> {
         let dty = self.dual_ty(&ty);
         let arg_ty = self.b.ty(args[0]);
-        Ok(match op {
-            // D-Build, D-IFold, D-Get, D-Length, D-Pair, D-Fst, D-Snd, D-Not:
-            // structural; Index and Bool operands are their own dual form.
-            // D-IScan, D-Concat, D-Accum, D-AddAt: structural too
-            // (cotangent addition of two dual pairs adds the primals and the
-            // tangents). Not in vector mode, where ⊕ on a tangent vector
-            // would concatenate it (spec/ad-forward.md §4.6).
-            Prim::Accum | Prim::AddAt if self.zero.is_some() && ty.has_double() => {
+        Ok(match op.info().forward.1 {
+            // D-Accum, D-AddAt: structural (cotangent addition of two dual
+            // pairs adds the primals and the tangents), but not in vector
+            // mode, where ⊕ on a tangent vector would concatenate it
+            // (spec/ad-forward.md §4.6).
+            ForwardRule::CotangentSum if self.zero.is_some() && ty.has_double() => {
                 return Err(AdError::Unsupported {
                     what: format!(
                         "vector forward mode of `{}` (⊕ would join the tangent vectors)",
@@ -171,23 +172,15 @@ impl Forward<'_, '_> {
                     ),
                 });
             }
-            Prim::Build
-            | Prim::IFold
-            | Prim::IScan
-            | Prim::Concat
-            | Prim::Accum
-            | Prim::AddAt
-            | Prim::Get
-            | Prim::Length
-            | Prim::Pair
-            | Prim::Fst
-            | Prim::Snd
-            | Prim::Not => {
+            // D-Build, D-IFold, D-Get, D-Length, D-Pair, D-Fst, D-Snd, D-Not,
+            // D-IScan, D-Concat: structural; Index and Bool operands are
+            // their own dual form.
+            ForwardRule::Structural | ForwardRule::CotangentSum => {
                 let ds = self.d_args(args)?;
                 self.b.prim(op, ds, dty)
             }
             // D-Cmp: compare the primal parts.
-            Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne => {
+            ForwardRule::Primal => {
                 let mut ds = self.d_args(args)?;
                 if arg_ty == Type::Double {
                     ds = ds.into_iter().map(|d| self.b.fst(d)).collect();
@@ -195,21 +188,20 @@ impl Forward<'_, '_> {
                 self.b.prim(op, ds, Type::Bool)
             }
             // D-ToDouble: a Double made from an Index has a zero tangent.
-            Prim::ToDouble => {
+            ForwardRule::ZeroTangent => {
                 let ds = self.d_args(args)?;
-                let p = self.b.dop(Prim::ToDouble, ds);
+                let p = self.b.dop(op, ds);
                 let z = self.zero_tangent();
                 self.b.pair(p, z)
             }
             // D-Index: Index arithmetic has no tangent.
-            _ if arg_ty == Type::Index => {
+            ForwardRule::Partials if arg_ty == Type::Index => {
                 let ds = self.d_args(args)?;
                 self.b.prim(op, ds, Type::Index)
             }
             // D-Add, D-Sub, D-Mult, D-Div, D-Pow, D-Neg, D-Sin, D-Cos, D-Tan,
             // D-Log, D-Exp, D-Sqrt: the derivative table.
-            _ if is_differentiable(op) => self.d_scalar(op, args)?,
-            _ => unreachable!("every primitive has a D rule"),
+            ForwardRule::Partials => self.d_scalar(op, args)?,
         })
     }
 
@@ -251,7 +243,8 @@ impl Forward<'_, '_> {
             .zip(&constant)
             .map(|(n, c)| (!c).then(|| n.clone()))
             .collect();
-        let needs_result = matches!(op, Prim::Div | Prim::Pow | Prim::Exp | Prim::Sqrt);
+        // D-Div, D-Pow, D-Exp, D-Sqrt: their partials mention `r`.
+        let needs_result = op.info().needs_result();
         let primal = {
             let ps: Vec<ExprId> = primals.iter().map(|p| self.b.atom(p)).collect();
             self.b.dop(op, ps)
@@ -290,7 +283,7 @@ impl Forward<'_, '_> {
     /// `let q… = ∂… in build (length z) (fun j -> Σ qᵢ · ṫᵢ[j])`. The
     /// partials are bound once, outside the loop, in the order the scalar
     /// rule evaluates them, except a partial guarded by a zero tangent
-    /// (D-Sqrt, D-Pow's exponent), which stays under its guard in the loop
+    /// (D-Sqrt's), which stays under its guard in the loop
     /// so that it is evaluated exactly where D[[·]] evaluates it. With no
     /// non-constant operand the tangent is the zero vector itself.
     fn contract_vector(&mut self, ps: Vec<Partial>, tangents: &[Option<Name>]) -> ExprId {

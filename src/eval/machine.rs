@@ -12,6 +12,7 @@ use std::rc::Rc;
 use cranelift_entity::SecondaryMap;
 
 use super::EvalError;
+use super::scalar::scalar;
 use super::value::{Closure, Env, PArray, Value, env_get, env_push};
 use crate::diagnostic::Span;
 use crate::ir::{Expr, ExprId, Lit, Prim, Program};
@@ -488,31 +489,14 @@ impl<'p> Evaluator<'p> {
     ) -> Result<(State, &'static str, Option<ExprId>), EvalError> {
         let span = self.prog.span(e);
         let ret = |v: Value, rule: &'static str| Ok((State::Ret(v), rule, Some(e)));
+        if op.info().eval.compute.is_some() {
+            // E-Arith, E-Neg, E-Cmp, E-Not, E-Math, E-ToDouble: the table's
+            // arithmetic.
+            self.stats.ops += 1;
+            let (v, rule) = scalar(op, &vals, span)?;
+            return ret(v, rule);
+        }
         match op {
-            Prim::Add
-            | Prim::Sub
-            | Prim::Mul
-            | Prim::Div
-            | Prim::Pow
-            | Prim::Neg
-            | Prim::Lt
-            | Prim::Gt
-            | Prim::Le
-            | Prim::Ge
-            | Prim::Eq
-            | Prim::Ne
-            | Prim::Not
-            | Prim::Sin
-            | Prim::Cos
-            | Prim::Tan
-            | Prim::Log
-            | Prim::Exp
-            | Prim::Sqrt
-            | Prim::ToDouble => {
-                self.stats.ops += 1;
-                let (v, rule) = scalar(op, &vals, span)?;
-                ret(v, rule)
-            }
             Prim::Pair => {
                 let b = vals.pop().expect("arity 2");
                 let a = vals.pop().expect("arity 2");
@@ -707,104 +691,9 @@ impl<'p> Evaluator<'p> {
                 self.stats.ops += n as u64;
                 ret(Value::array(out), "E-Accum")
             }
+            // The scalar primitives returned above.
+            _ => Err(self.internal("a primitive without a rule", e)),
         }
-    }
-}
-
-/// The scalar primitives on values: arithmetic, comparisons, `not`, the
-/// math functions and `toDouble`, with the rule each application uses.
-/// Shared by the machine and by the tape-based reverse mode (`tape`).
-pub fn scalar(op: Prim, vals: &[Value], span: Span) -> Result<(Value, &'static str), EvalError> {
-    let bad = |what: &str| EvalError::Internal {
-        message: format!("{what} (`{}`)", op.name()),
-        span,
-    };
-    match op {
-        Prim::Add | Prim::Sub | Prim::Mul | Prim::Div | Prim::Pow => {
-            // E-Arith / E-Arith-Bot
-            Ok((arith(op, &vals[0], &vals[1], span)?, "E-Arith"))
-        }
-        // E-Neg
-        Prim::Neg => match &vals[0] {
-            Value::Double(x) => Ok((Value::Double(-x), "E-Neg")),
-            // E-Arith-Bot: -(-2^63) overflows.
-            Value::Index(i) => Ok((
-                Value::Index(
-                    i.checked_neg()
-                        .ok_or(EvalError::Overflow { op: "-", span })?,
-                ),
-                "E-Neg",
-            )),
-            _ => Err(bad("negation of a non-number")),
-        },
-        // E-Cmp
-        Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne => {
-            let ord = match (&vals[0], &vals[1]) {
-                (Value::Double(a), Value::Double(b)) => a.partial_cmp(b),
-                (Value::Index(a), Value::Index(b)) => Some(a.cmp(b)),
-                _ => return Err(bad("comparison of non-numbers")),
-            };
-            use std::cmp::Ordering::*;
-            let b = match (op, ord) {
-                (Prim::Lt, Some(o)) => o == Less,
-                (Prim::Gt, Some(o)) => o == Greater,
-                (Prim::Le, Some(o)) => o != Greater,
-                (Prim::Ge, Some(o)) => o != Less,
-                (Prim::Eq, Some(o)) => o == Equal,
-                (Prim::Ne, o) => o != Some(Equal),
-                _ => false,
-            };
-            Ok((Value::Bool(b), "E-Cmp"))
-        }
-        // E-Not
-        Prim::Not => match vals[0] {
-            Value::Bool(b) => Ok((Value::Bool(!b), "E-Not")),
-            _ => Err(bad("`not` of a non-boolean")),
-        },
-        Prim::Sin | Prim::Cos | Prim::Tan | Prim::Log | Prim::Exp | Prim::Sqrt => {
-            let Value::Double(x) = vals[0] else {
-                return Err(bad("math function of a non-double"));
-            };
-            let dom = |ok: bool| -> Result<(), EvalError> {
-                if ok {
-                    Ok(())
-                } else {
-                    // E-Math-Bot
-                    Err(EvalError::Domain {
-                        op: op.name(),
-                        arg: format!("{x:?}"),
-                        span,
-                    })
-                }
-            };
-            // E-Math
-            let r = match op {
-                Prim::Sin => x.sin(),
-                Prim::Cos => x.cos(),
-                Prim::Tan => {
-                    // Dom(tan): x finite and cos x ≠ 0 (spec §4).
-                    dom(x.is_finite() && x.cos() != 0.0)?;
-                    x.tan()
-                }
-                Prim::Log => {
-                    dom(x > 0.0)?;
-                    x.ln()
-                }
-                Prim::Exp => x.exp(),
-                Prim::Sqrt => {
-                    dom(x >= 0.0)?;
-                    x.sqrt()
-                }
-                _ => unreachable!("math functions only"),
-            };
-            Ok((Value::Double(r), "E-Math"))
-        }
-        // E-ToDouble
-        Prim::ToDouble => match vals[0] {
-            Value::Index(i) => Ok((Value::Double(i as f64), "E-ToDouble")),
-            _ => Err(bad("toDouble of a non-index")),
-        },
-        _ => Err(bad("not a scalar primitive")),
     }
 }
 
@@ -858,79 +747,6 @@ pub fn cotangent_sum(zero: &Value, parts: &[&Value], ops: &mut u64) -> Value {
             )
         }
         other => other.clone(),
-    }
-}
-
-/// E-Arith and E-Arith-Bot: `+ - * / **` on two doubles or two indices.
-fn arith(op: Prim, a: &Value, b: &Value, span: Span) -> Result<Value, EvalError> {
-    match (a, b) {
-        (Value::Double(x), Value::Double(y)) => {
-            let (x, y) = (*x, *y);
-            Ok(Value::Double(match op {
-                Prim::Add => x + y,
-                Prim::Sub => x - y,
-                Prim::Mul => x * y,
-                Prim::Div => {
-                    if y == 0.0 {
-                        return Err(EvalError::DivisionByZero { span });
-                    }
-                    x / y
-                }
-                Prim::Pow => {
-                    let ok = x > 0.0 || (x == 0.0 && y >= 0.0) || (x < 0.0 && y.fract() == 0.0);
-                    if !ok {
-                        return Err(EvalError::Domain {
-                            op: "**",
-                            arg: format!("({x:?}, {y:?})"),
-                            span,
-                        });
-                    }
-                    x.powf(y)
-                }
-                _ => unreachable!("arithmetic operators only"),
-            }))
-        }
-        (Value::Index(x), Value::Index(y)) => {
-            let (x, y) = (*x, *y);
-            let r = match op {
-                Prim::Add => x.checked_add(y),
-                Prim::Sub => x.checked_sub(y),
-                Prim::Mul => x.checked_mul(y),
-                Prim::Div => {
-                    if y == 0 {
-                        return Err(EvalError::DivisionByZero { span });
-                    }
-                    x.checked_div(y)
-                }
-                Prim::Pow => {
-                    if y < 0 {
-                        return Err(EvalError::Domain {
-                            op: "**",
-                            arg: format!("({x}, {y}) on Index"),
-                            span,
-                        });
-                    }
-                    match u32::try_from(y) {
-                        Ok(y) => x.checked_pow(y),
-                        // Huge exponents: only 0, 1 and -1 stay in range.
-                        Err(_) => match x {
-                            0 | 1 => Some(x),
-                            -1 => Some(if y % 2 == 0 { 1 } else { -1 }),
-                            _ => None,
-                        },
-                    }
-                }
-                _ => unreachable!("arithmetic operators only"),
-            };
-            r.map(Value::Index).ok_or(EvalError::Overflow {
-                op: op.name(),
-                span,
-            })
-        }
-        _ => Err(EvalError::Internal {
-            message: "arithmetic on mismatched values".to_string(),
-            span,
-        }),
     }
 }
 

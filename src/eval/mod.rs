@@ -8,13 +8,15 @@
 
 mod machine;
 mod readback;
+mod scalar;
 mod value;
 
 use thiserror::Error;
 
 use crate::diagnostic::{Diagnose, Span};
 
-pub use machine::{Evaluator, Limits, Snapshot, Stats, TraceEvent, eval_def, scalar};
+pub use machine::{Evaluator, Limits, Snapshot, Stats, TraceEvent, eval_def};
+pub use scalar::scalar;
 pub use value::{Closure, Env, PArray, Value, flatten, unflatten};
 
 /// ⊥: the ways evaluation can fail (spec/semantics.md, "Errors").

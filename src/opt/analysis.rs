@@ -21,9 +21,9 @@ use std::collections::BTreeMap;
 
 use egg::{Analysis, DidMerge, EGraph, Id, Language, Symbol};
 
-use super::lang::{Dbl, Fsm};
+use super::lang::{Dbl, Fsm, FsmOp, node_prim};
 use crate::eval::{Value, scalar};
-use crate::ir::Prim;
+use crate::ir::prim::{T, TyVar};
 
 /// What every name made by a `fresh` condition contains
 /// (`opt/rules.rs`: `v'f{nonce}'{class}`).
@@ -82,24 +82,26 @@ fn depth_rule(
         Fsm::Build([_, f]) => at(f)?.checked_add(1),
         Fsm::Lam([_, b]) | Fsm::Let([_, _, b]) => at(b),
         Fsm::If([_, a, b]) => at(a).or_else(|| at(b)),
-        Fsm::Double(_)
-        | Fsm::Sin(_)
-        | Fsm::Cos(_)
-        | Fsm::Tan(_)
-        | Fsm::Log(_)
-        | Fsm::Exp(_)
-        | Fsm::Sqrt(_)
-        | Fsm::ToDouble(_) => Some(0),
-        Fsm::Add(c) | Fsm::Sub(c) | Fsm::Mul(c) | Fsm::Div(c) | Fsm::Pow(c) => {
-            c.iter().any(double).then_some(0)
+        Fsm::Double(_) => Some(0),
+        n => {
+            // A primitive, from its signature (T-Math, T-ToDouble: a
+            // Double; T-Arith, T-Neg: a numeric type, which is Double when
+            // an operand is).
+            let sig = &node_prim(n)?.info().typing.sig;
+            match sig.result {
+                T::Double => Some(0),
+                T::Var(k) if sig.vars[k] == TyVar::Num => {
+                    n.children().iter().any(double).then_some(0)
+                }
+                _ => None,
+            }
         }
-        Fsm::Neg([c]) => double(c).then_some(0),
-        _ => None,
     }
 }
 
-/// Operations that are defined on every argument of their type.
-fn total_op(n: &Fsm) -> bool {
+/// Constructs that cannot be ⊥ themselves (an application can: its
+/// function's body may be).
+fn total_construct(n: &Fsm) -> bool {
     matches!(
         n,
         Fsm::Var(_)
@@ -111,22 +113,6 @@ fn total_op(n: &Fsm) -> bool {
             | Fsm::Let(_)
             | Fsm::If(_)
             | Fsm::Array(_)
-            | Fsm::Lt(_)
-            | Fsm::Gt(_)
-            | Fsm::Le(_)
-            | Fsm::Ge(_)
-            | Fsm::Eq(_)
-            | Fsm::Ne(_)
-            | Fsm::Not(_)
-            | Fsm::Sin(_)
-            | Fsm::Cos(_)
-            | Fsm::Exp(_)
-            | Fsm::ToDouble(_)
-            | Fsm::Length(_)
-            | Fsm::Pair(_)
-            | Fsm::Fst(_)
-            | Fsm::Snd(_)
-            | Fsm::Concat(_)
     )
 }
 
@@ -187,9 +173,6 @@ pub fn conflicting(a: &Fsm, b: &Fsm) -> bool {
         _ => false,
     }
 }
-
-/// The operator of an e-node, without its operands.
-pub type FsmOp = <Fsm as egg::Language>::Discriminant;
 
 /// The classes that hold a node of one operator whose child at one
 /// position holds a node of another operator, by that other operator; in
@@ -271,39 +254,13 @@ fn literal(v: &Value) -> Option<Fsm> {
     }
 }
 
-fn prim_of(n: &Fsm) -> Option<Prim> {
-    Some(match n {
-        Fsm::Add(_) => Prim::Add,
-        Fsm::Sub(_) => Prim::Sub,
-        Fsm::Mul(_) => Prim::Mul,
-        Fsm::Div(_) => Prim::Div,
-        Fsm::Pow(_) => Prim::Pow,
-        Fsm::Neg(_) => Prim::Neg,
-        Fsm::Lt(_) => Prim::Lt,
-        Fsm::Gt(_) => Prim::Gt,
-        Fsm::Le(_) => Prim::Le,
-        Fsm::Ge(_) => Prim::Ge,
-        Fsm::Eq(_) => Prim::Eq,
-        Fsm::Ne(_) => Prim::Ne,
-        Fsm::Not(_) => Prim::Not,
-        Fsm::Sin(_) => Prim::Sin,
-        Fsm::Cos(_) => Prim::Cos,
-        Fsm::Tan(_) => Prim::Tan,
-        Fsm::Log(_) => Prim::Log,
-        Fsm::Exp(_) => Prim::Exp,
-        Fsm::Sqrt(_) => Prim::Sqrt,
-        Fsm::ToDouble(_) => Prim::ToDouble,
-        _ => return None,
-    })
-}
-
 /// Constant folding with the reference semantics (`eval::scalar`): an
 /// operation outside its domain stays unfolded.
 fn fold(egraph: &Graph, enode: &Fsm) -> Option<Fsm> {
     if value_of(enode).is_some() {
         return Some(enode.clone());
     }
-    let op = prim_of(enode)?;
+    let op = node_prim(enode)?;
     let mut args = Vec::new();
     for c in enode.children() {
         args.push(value_of(egraph[*c].data.constant.as_ref()?)?);
@@ -313,13 +270,19 @@ fn fold(egraph: &Graph, enode: &Fsm) -> Option<Fsm> {
 }
 
 /// Whether one node cannot be ⊥, from its children's classes: a total
-/// operation on total children, or a constant fold. Index arithmetic can
-/// overflow; Double `+ - *` and negation cannot fail (IEEE overflow gives
-/// infinities, not ⊥).
+/// construct or primitive on total children, or a constant fold. A
+/// primitive is total as the table says (`PrimInfo::can_fail`): Index
+/// arithmetic can overflow; Double `+ - *` and negation cannot fail (IEEE
+/// overflow gives infinities, not ⊥).
 pub fn node_total(egraph: &Graph, enode: &Fsm) -> bool {
-    let double_arith = node_depth(egraph, enode) == Some(0)
-        && matches!(enode, Fsm::Add(_) | Fsm::Sub(_) | Fsm::Mul(_) | Fsm::Neg(_));
-    (total_op(enode) || double_arith || fold(egraph, enode).is_some())
+    let total_op = match node_prim(enode) {
+        Some(p) => {
+            let info = p.info();
+            !info.can_fail(true) || (!info.can_fail(false) && node_depth(egraph, enode) == Some(0))
+        }
+        None => total_construct(enode),
+    };
+    (total_op || fold(egraph, enode).is_some())
         && enode.children().iter().all(|c| egraph[*c].data.total)
 }
 

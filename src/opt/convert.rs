@@ -8,9 +8,9 @@
 use rustc_hash::FxHashMap as HashMap;
 use std::rc::Rc;
 
-use egg::{Id, RecExpr, Symbol};
+use egg::{Id, Language, RecExpr, Symbol};
 
-use super::lang::{Dbl, Fsm};
+use super::lang::{Dbl, Fsm, node_prim, prim_node};
 use crate::diagnostic::Span;
 use crate::ir::{Expr, ExprId, Lit, Prim, Program};
 
@@ -67,13 +67,7 @@ fn inlined(prog: &Program, e: ExprId, lets: &[(Rc<str>, ExprId)], out: &mut Node
             ) =>
         {
             let ids: Vec<Id> = args.iter().map(|a| inlined(prog, *a, lets, out)).collect();
-            out.add(match op {
-                Prim::Length => Fsm::Length([ids[0]]),
-                Prim::Get => Fsm::Get([ids[0], ids[1]]),
-                Prim::Add => Fsm::Add([ids[0], ids[1]]),
-                Prim::Sub => Fsm::Sub([ids[0], ids[1]]),
-                _ => Fsm::Mul([ids[0], ids[1]]),
-            })
+            out.add(prim_node(*op, ids))
         }
         _ => go(prog, e, out, &mut b, &mut Vec::new()),
     }
@@ -167,40 +161,7 @@ fn go(
                 }
                 _ => {}
             }
-            let n = |k: usize| ids[k];
-            out.add(match op {
-                Prim::Add => Fsm::Add([n(0), n(1)]),
-                Prim::Sub => Fsm::Sub([n(0), n(1)]),
-                Prim::Mul => Fsm::Mul([n(0), n(1)]),
-                Prim::Div => Fsm::Div([n(0), n(1)]),
-                Prim::Pow => Fsm::Pow([n(0), n(1)]),
-                Prim::Neg => Fsm::Neg([n(0)]),
-                Prim::Lt => Fsm::Lt([n(0), n(1)]),
-                Prim::Gt => Fsm::Gt([n(0), n(1)]),
-                Prim::Le => Fsm::Le([n(0), n(1)]),
-                Prim::Ge => Fsm::Ge([n(0), n(1)]),
-                Prim::Eq => Fsm::Eq([n(0), n(1)]),
-                Prim::Ne => Fsm::Ne([n(0), n(1)]),
-                Prim::Not => Fsm::Not([n(0)]),
-                Prim::Sin => Fsm::Sin([n(0)]),
-                Prim::Cos => Fsm::Cos([n(0)]),
-                Prim::Tan => Fsm::Tan([n(0)]),
-                Prim::Log => Fsm::Log([n(0)]),
-                Prim::Exp => Fsm::Exp([n(0)]),
-                Prim::Sqrt => Fsm::Sqrt([n(0)]),
-                Prim::ToDouble => Fsm::ToDouble([n(0)]),
-                Prim::Build => Fsm::Build([n(0), n(1)]),
-                Prim::IFold => Fsm::IFold([n(0), n(1), n(2)]),
-                Prim::IScan => Fsm::IScan([n(0), n(1), n(2)]),
-                Prim::Concat => Fsm::Concat([n(0)]),
-                Prim::Accum => Fsm::Accum([n(0), n(1), n(2)]),
-                Prim::AddAt => Fsm::AddAt([n(0), n(1), n(2)]),
-                Prim::Get => Fsm::Get([n(0), n(1)]),
-                Prim::Length => Fsm::Length([n(0)]),
-                Prim::Pair => Fsm::Pair([n(0), n(1)]),
-                Prim::Fst => Fsm::Fst([n(0)]),
-                Prim::Snd => Fsm::Snd([n(0)]),
-            })
+            out.add(prim_node(*op, ids))
         }
     }
 }
@@ -275,36 +236,9 @@ fn back(expr: &RecExpr<Fsm>, id: Id, prog: &mut Program) -> ExprId {
             let items: Vec<ExprId> = ids.iter().map(|c| back(expr, *c, prog)).collect();
             prog.add(Expr::Array(items.into()), span)
         }
-        Fsm::Add(c) => p(Prim::Add, c, prog),
-        Fsm::Sub(c) => p(Prim::Sub, c, prog),
-        Fsm::Mul(c) => p(Prim::Mul, c, prog),
-        Fsm::Div(c) => p(Prim::Div, c, prog),
-        Fsm::Pow(c) => p(Prim::Pow, c, prog),
-        Fsm::Neg(c) => p(Prim::Neg, c, prog),
-        Fsm::Lt(c) => p(Prim::Lt, c, prog),
-        Fsm::Gt(c) => p(Prim::Gt, c, prog),
-        Fsm::Le(c) => p(Prim::Le, c, prog),
-        Fsm::Ge(c) => p(Prim::Ge, c, prog),
-        Fsm::Eq(c) => p(Prim::Eq, c, prog),
-        Fsm::Ne(c) => p(Prim::Ne, c, prog),
-        Fsm::Not(c) => p(Prim::Not, c, prog),
-        Fsm::Sin(c) => p(Prim::Sin, c, prog),
-        Fsm::Cos(c) => p(Prim::Cos, c, prog),
-        Fsm::Tan(c) => p(Prim::Tan, c, prog),
-        Fsm::Log(c) => p(Prim::Log, c, prog),
-        Fsm::Exp(c) => p(Prim::Exp, c, prog),
-        Fsm::Sqrt(c) => p(Prim::Sqrt, c, prog),
-        Fsm::ToDouble(c) => p(Prim::ToDouble, c, prog),
-        Fsm::Build(c) => p(Prim::Build, c, prog),
-        Fsm::IFold(c) => p(Prim::IFold, c, prog),
-        Fsm::IScan(c) => p(Prim::IScan, c, prog),
-        Fsm::Concat(c) => p(Prim::Concat, c, prog),
-        Fsm::Accum(c) => p(Prim::Accum, c, prog),
-        Fsm::AddAt(c) => p(Prim::AddAt, c, prog),
-        Fsm::Get(c) => p(Prim::Get, c, prog),
-        Fsm::Length(c) => p(Prim::Length, c, prog),
-        Fsm::Pair(c) => p(Prim::Pair, c, prog),
-        Fsm::Fst(c) => p(Prim::Fst, c, prog),
-        Fsm::Snd(c) => p(Prim::Snd, c, prog),
+        node => match node_prim(node) {
+            Some(op) => p(op, node.children(), prog),
+            None => unreachable!("every operator of the language is a construct or a primitive"),
+        },
     }
 }

@@ -5,12 +5,17 @@
 //! symbols (spec/rules-format.md, "Binders"). Literals keep their kind:
 //! `1.0` is a Double, `1` an Index.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::OnceLock;
 
-use std::collections::BTreeMap;
+use egg::{FromOp, Id, Language, RecExpr, Symbol, define_language};
+use rustc_hash::FxHashMap as HashMap;
 
-use egg::{Id, Language, RecExpr, Symbol, define_language};
+use crate::ir::Prim;
+#[cfg(doc)]
+use crate::ir::prim::PrimInfo;
 
 /// A Double literal, ordered and hashed by its bits.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -88,12 +93,42 @@ define_language! {
     }
 }
 
-/// The operator names a rule pattern may use (for the loader's errors).
-pub const OPERATORS: &[&str] = &[
-    "var", "lam", "let", "app", "if", "array", "+", "-", "*", "/", "**", "neg", "<", ">", "<=",
-    ">=", "=", "<>", "not", "sin", "cos", "tan", "log", "exp", "sqrt", "toDouble", "build",
-    "ifold", "iscan", "concat", "accum", "addAt", "get", "length", "pair", "fst", "snd",
-];
+/// The operators of the language that are not primitives.
+const CONSTRUCTS: &[&str] = &["var", "lam", "let", "app", "if", "array"];
+
+/// Whether a rule pattern may use `op` as an operator (for the loader's
+/// errors): a construct, or a primitive's symbol ([`PrimInfo::egg`]).
+pub fn is_operator(op: &str) -> bool {
+    CONSTRUCTS.contains(&op) || Prim::from_egg(op).is_some()
+}
+
+/// The e-node of primitive `op` applied to `children`: the node whose
+/// operator is the table's symbol ([`PrimInfo::egg`]).
+pub fn prim_node(op: Prim, children: Vec<Id>) -> Fsm {
+    let sym = op.info().egg;
+    Fsm::from_op(sym, children).unwrap_or_else(|e| {
+        unreachable!("`{sym}`, `{op:?}`'s symbol, is an operator of the language: {e}")
+    })
+}
+
+/// The primitive an e-node applies, if it applies one.
+pub fn node_prim(n: &Fsm) -> Option<Prim> {
+    // By operator, once: each primitive's node made from its symbol.
+    static BY_OP: OnceLock<HashMap<FsmOp, Prim>> = OnceLock::new();
+    let by_op = BY_OP.get_or_init(|| {
+        Prim::ALL
+            .into_iter()
+            .map(|p| {
+                let children = vec![Id::from(0); p.arity()];
+                (prim_node(p, children).discriminant(), p)
+            })
+            .collect()
+    });
+    by_op.get(&n.discriminant()).copied()
+}
+
+/// The operator of an e-node, without its operands.
+pub type FsmOp = <Fsm as egg::Language>::Discriminant;
 
 /// The subterm rooted at `id` as its own RecExpr.
 pub fn subexpr(expr: &RecExpr<Fsm>, id: Id) -> RecExpr<Fsm> {

@@ -22,8 +22,8 @@ use egg::{
 };
 use thiserror::Error;
 
-use super::analysis::{FsmAnalysis, FsmOp, Graph, classes_with_child, symbol_of, var_symbol};
-use super::lang::{Fsm, OPERATORS};
+use super::analysis::{FsmAnalysis, Graph, classes_with_child, symbol_of, var_symbol};
+use super::lang::{Fsm, FsmOp, is_operator};
 
 /// The rule families shipped with fsmooth (embedded at build time).
 pub const DEFAULT_FAMILIES: &[(&str, &str)] = &[
@@ -467,7 +467,7 @@ fn pattern(text: &str) -> Result<Pattern<Fsm>, (usize, &'static str, String)> {
             i += 1;
         }
         let tok = &text[start..i];
-        if expect_op && !OPERATORS.contains(&tok) {
+        if expect_op && !is_operator(tok) {
             return Err((
                 start,
                 "unknown-operator",

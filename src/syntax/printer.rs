@@ -7,6 +7,7 @@
 //! `in` on the next line at the `let`'s own column. Small expressions
 //! without `let` are printed on one line.
 
+use crate::ir::prim::{Fixity, Level};
 use crate::ir::{Expr, ExprId, Lit, Prim, Program};
 
 /// Prints the user's definitions (not the prelude's) as a source file.
@@ -77,15 +78,12 @@ impl Printer<'_> {
             Expr::Lit(_) | Expr::Array(_) => ATOM,
             Expr::Lam { .. } | Expr::Let { .. } | Expr::If { .. } => OPEN,
             Expr::App { .. } | Expr::Deriv { .. } => APP,
-            Expr::Prim { op, .. } => match op {
-                Prim::Add | Prim::Sub => ADD,
-                Prim::Mul | Prim::Div => MUL,
-                Prim::Pow => POW,
-                Prim::Neg => NEG,
-                Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne => CMP,
-                Prim::Get => POSTFIX,
-                Prim::Pair => ATOM,
-                _ => APP,
+            Expr::Prim { op, .. } => match op.info().fixity {
+                Fixity::Infix(level) => operands(level).0,
+                Fixity::Negation => NEG,
+                Fixity::Index => POSTFIX,
+                Fixity::Tuple => ATOM,
+                Fixity::Applied => APP,
             },
         }
     }
@@ -227,33 +225,25 @@ impl Printer<'_> {
                 self.pp(args[1], rp, ind)
             )
         };
-        match op {
-            Prim::Add => bin(ADD, MUL, "+"),
-            Prim::Sub => bin(ADD, MUL, "-"),
-            Prim::Mul => bin(MUL, NEG, "*"),
-            Prim::Div => bin(MUL, NEG, "/"),
-            // Right associative; the exponent may be negated.
-            Prim::Pow => bin(APP, NEG, "**"),
-            Prim::Lt => bin(ADD, ADD, "<"),
-            Prim::Gt => bin(ADD, ADD, ">"),
-            Prim::Le => bin(ADD, ADD, "<="),
-            Prim::Ge => bin(ADD, ADD, ">="),
-            Prim::Eq => bin(ADD, ADD, "="),
-            Prim::Ne => bin(ADD, ADD, "<>"),
+        match op.info().fixity {
+            Fixity::Infix(level) => {
+                let (_, lp, rp) = operands(level);
+                bin(lp, rp, op.name())
+            }
             // `- -x` would lex as two minus signs anyway; the operand of a
             // negation is never a negative literal (the parser folds those).
-            Prim::Neg => format!("-{}", self.pp(args[0], POW, ind)),
-            Prim::Get => format!(
+            Fixity::Negation => format!("-{}", self.pp(args[0], POW, ind)),
+            Fixity::Index => format!(
                 "{}[{}]",
                 self.pp(args[0], POSTFIX, ind),
                 self.pp(args[1], OPEN, ind)
             ),
-            Prim::Pair => format!(
+            Fixity::Tuple => format!(
                 "({}, {})",
                 self.pp(args[0], OPEN, ind),
                 self.pp(args[1], OPEN, ind)
             ),
-            _ => {
+            Fixity::Applied => {
                 let mut s = op.name().to_string();
                 for a in args {
                     s.push(' ');
@@ -262,6 +252,19 @@ impl Printer<'_> {
                 s
             }
         }
+    }
+}
+
+/// A binary operator's precedence, and the least precedences of its left
+/// and right operands printed without parentheses: comparisons do not
+/// associate, `+ -` and `* /` associate to the left, `**` to the right
+/// (its exponent may be negated).
+fn operands(level: Level) -> (u8, u8, u8) {
+    match level {
+        Level::Cmp => (CMP, ADD, ADD),
+        Level::Add => (ADD, ADD, MUL),
+        Level::Mul => (MUL, MUL, NEG),
+        Level::Pow => (POW, APP, NEG),
     }
 }
 

@@ -6,6 +6,7 @@ use std::rc::Rc;
 
 use super::TypeError;
 use crate::diagnostic::Span;
+use crate::ir::prim::{T, TyVar};
 use crate::ir::{Expr, ExprId, Lit, Prim, Program, Type};
 
 /// Internal types: [`Type`] plus unification variables.
@@ -743,109 +744,34 @@ impl Infer<'_> {
         }
     }
 
-    /// The signature of each primitive (spec/types.md, rules T-Arith to T-Snd).
+    /// The signature of a primitive (spec/types.md, rules T-Arith to
+    /// T-Snd; the rule is the table's `typing.rule`): the table's `Sig`
+    /// with its variables made fresh, in order.
     fn prim_sig(&mut self, op: Prim) -> (Vec<Ty>, Ty) {
-        use Prim::*;
-        match op {
-            // T-Arith
-            Add | Sub | Mul | Div | Pow => {
-                let a = self.fresh_num();
-                (vec![a.clone(), a.clone()], a)
-            }
-            // T-Neg
-            Neg => {
-                let a = self.fresh_num();
-                (vec![a.clone()], a)
-            }
-            // T-Cmp
-            Lt | Gt | Le | Ge | Eq | Ne => {
-                let a = self.fresh_num();
-                (vec![a.clone(), a], Ty::Bool)
-            }
-            // T-Not
-            Not => (vec![Ty::Bool], Ty::Bool),
-            // T-Math
-            Sin | Cos | Tan | Log | Exp | Sqrt => (vec![Ty::Double], Ty::Double),
-            // T-ToDouble
-            ToDouble => (vec![Ty::Index], Ty::Double),
-            // T-Build
-            Build => {
-                let a = self.fresh_data("arrays");
-                (vec![Ty::Index, Ty::fun(Ty::Index, a.clone())], Ty::array(a))
-            }
-            // T-IFold
-            IFold => {
-                let a = self.fresh_data("`ifold` states");
-                (
-                    vec![
-                        Ty::fun(a.clone(), Ty::fun(Ty::Index, a.clone())),
-                        a.clone(),
-                        Ty::Index,
-                    ],
-                    a,
-                )
-            }
-            // T-IScan
-            IScan => {
-                let a = self.fresh_data("`ifold` states");
-                (
-                    vec![
-                        Ty::fun(a.clone(), Ty::fun(Ty::Index, a.clone())),
-                        a.clone(),
-                        Ty::Index,
-                    ],
-                    Ty::array(a),
-                )
-            }
-            // T-Concat
-            Concat => {
-                let a = self.fresh_data("arrays");
-                (vec![Ty::array(Ty::array(a.clone()))], Ty::array(a))
-            }
-            // T-Accum
-            Accum => {
-                let a = self.fresh_data("arrays");
-                (
-                    vec![
-                        a.clone(),
-                        Ty::Index,
-                        Ty::array(Ty::pair(Ty::Index, a.clone())),
-                    ],
-                    Ty::array(a),
-                )
-            }
-            // T-AddAt
-            AddAt => {
-                let a = self.fresh_data("arrays");
-                (
-                    vec![Ty::array(a.clone()), Ty::Index, a.clone()],
-                    Ty::array(a),
-                )
-            }
-            // T-Get
-            Get => {
-                let a = self.fresh_data("arrays");
-                (vec![Ty::array(a.clone()), Ty::Index], a)
-            }
-            // T-Length
-            Length => {
-                let a = self.fresh_data("arrays");
-                (vec![Ty::array(a)], Ty::Index)
-            }
-            // T-Pair
-            Pair => {
-                let a = self.fresh_data("tuples");
-                let b = self.fresh_data("tuples");
-                (vec![a.clone(), b.clone()], Ty::pair(a, b))
-            }
-            // T-Fst, T-Snd
-            Fst | Snd => {
-                let a = self.fresh_data("tuples");
-                let b = self.fresh_data("tuples");
-                let r = if op == Fst { a.clone() } else { b.clone() };
-                (vec![Ty::pair(a, b)], r)
-            }
-        }
+        let sig = &op.info().typing.sig;
+        let vars: Vec<Ty> = sig
+            .vars
+            .iter()
+            .map(|v| match v {
+                TyVar::Num => self.fresh_num(),
+                TyVar::Data(place) => self.fresh_data(place),
+            })
+            .collect();
+        let params = sig.params.iter().map(|t| sig_ty(t, &vars)).collect();
+        (params, sig_ty(&sig.result, &vars))
+    }
+}
+
+/// A type of a signature, its variables being `vars`.
+fn sig_ty(t: &T, vars: &[Ty]) -> Ty {
+    match t {
+        T::Double => Ty::Double,
+        T::Index => Ty::Index,
+        T::Bool => Ty::Bool,
+        T::Var(k) => vars[*k].clone(),
+        T::Array(e) => Ty::array(sig_ty(e, vars)),
+        T::Pair(a, b) => Ty::pair(sig_ty(a, vars), sig_ty(b, vars)),
+        T::Fun(a, b) => Ty::fun(sig_ty(a, vars), sig_ty(b, vars)),
     }
 }
 

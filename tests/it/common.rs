@@ -1,6 +1,9 @@
 //! Helpers shared by the integration tests: running programs through the
-//! library pipeline and through the `fsmooth` binary.
+//! library pipeline and through the `fsmooth` binary; the scanner of the
+//! rule names spec/ defines.
 
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use fsmooth::diagnostic::Diagnostic;
@@ -91,4 +94,73 @@ pub fn rule_files(dir: &std::path::Path) -> Vec<fsmooth::opt::RuleFile> {
             path: p.display().to_string(),
         })
         .collect()
+}
+
+// ----- spec rule names --------------------------------------------------------
+
+/// The files with extension `ext` under `dir`, sorted, `snapshots/` left out.
+pub fn files(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<PathBuf> = rd.map(|e| e.expect("dir entry").path()).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            if p.file_name().is_some_and(|n| n == "snapshots") {
+                continue;
+            }
+            files(&p, ext, out);
+        } else if p.extension().is_some_and(|e| e == ext) {
+            out.push(p);
+        }
+    }
+}
+
+/// Rule names (`E-Beta`, `T-IFold`, `D-Mult`, ...) occurring in `text`.
+pub fn rule_names(text: &str) -> BTreeSet<String> {
+    let b = text.as_bytes();
+    let mut out = BTreeSet::new();
+    for i in 0..b.len().saturating_sub(2) {
+        let prefix_ok = matches!(b[i], b'T' | b'E' | b'D' | b'R')
+            && b[i + 1] == b'-'
+            && b[i + 2].is_ascii_uppercase()
+            && (i == 0
+                || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'-' || b[i - 1] == b'_'));
+        if !prefix_ok {
+            continue;
+        }
+        let mut j = i + 2;
+        while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'-') {
+            j += 1;
+        }
+        let name = text[i..j].trim_end_matches('-');
+        out.insert(name.to_string());
+    }
+    out
+}
+
+pub fn read_all(dir: &str, ext: &str) -> String {
+    let mut fs = Vec::new();
+    files(&root().join(dir), ext, &mut fs);
+    fs.iter()
+        .map(|f| std::fs::read_to_string(f).expect("readable"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Rules defined in the spec: `**(NAME)**` headings (the tidy checks and
+/// the primitive table's test share this scanner).
+pub fn spec_rules() -> BTreeSet<String> {
+    let spec = read_all("spec", "md");
+    let mut out = BTreeSet::new();
+    for part in spec.split("**(").skip(1) {
+        if let Some(end) = part.find(")**") {
+            let name = &part[..end];
+            if rule_names(name).contains(name) {
+                out.insert(name.to_string());
+            }
+        }
+    }
+    out
 }

@@ -16,6 +16,7 @@ mod golden;
 mod native;
 mod opt;
 mod passes;
+mod prims;
 mod props;
 mod regressions;
 mod reliability;

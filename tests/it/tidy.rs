@@ -4,75 +4,7 @@
 //! cited in `src/` is defined in `spec/`; every Rust source file starts
 //! with a `//!` summary.
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-
-use crate::common::root;
-
-fn files(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<PathBuf> = rd.map(|e| e.expect("dir entry").path()).collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            if p.file_name().is_some_and(|n| n == "snapshots") {
-                continue;
-            }
-            files(&p, ext, out);
-        } else if p.extension().is_some_and(|e| e == ext) {
-            out.push(p);
-        }
-    }
-}
-
-/// Rule names (`E-Beta`, `T-IFold`, `D-Mult`, ...) occurring in `text`.
-fn rule_names(text: &str) -> BTreeSet<String> {
-    let b = text.as_bytes();
-    let mut out = BTreeSet::new();
-    for i in 0..b.len().saturating_sub(2) {
-        let prefix_ok = matches!(b[i], b'T' | b'E' | b'D' | b'R')
-            && b[i + 1] == b'-'
-            && b[i + 2].is_ascii_uppercase()
-            && (i == 0
-                || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'-' || b[i - 1] == b'_'));
-        if !prefix_ok {
-            continue;
-        }
-        let mut j = i + 2;
-        while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'-') {
-            j += 1;
-        }
-        let name = text[i..j].trim_end_matches('-');
-        out.insert(name.to_string());
-    }
-    out
-}
-
-fn read_all(dir: &str, ext: &str) -> String {
-    let mut fs = Vec::new();
-    files(&root().join(dir), ext, &mut fs);
-    fs.iter()
-        .map(|f| std::fs::read_to_string(f).expect("readable"))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Rules defined in the spec: `**(NAME)**` headings.
-fn spec_rules() -> BTreeSet<String> {
-    let spec = read_all("spec", "md");
-    let mut out = BTreeSet::new();
-    for part in spec.split("**(").skip(1) {
-        if let Some(end) = part.find(")**") {
-            let name = &part[..end];
-            if rule_names(name).contains(name) {
-                out.insert(name.to_string());
-            }
-        }
-    }
-    out
-}
+use crate::common::{files, read_all, root, rule_names, spec_rules};
 
 #[test]
 fn every_spec_rule_is_implemented_and_tested() {

@@ -11,8 +11,9 @@ use super::{Accs, Contrib, Contributions, Cot, Lets, Place, Reverse, acc_of, acc
 use crate::ad::AdError;
 use crate::ad::accum::{self, node_type};
 use crate::ad::atom::Atom as BAtom;
-use crate::ad::derivatives::{contract, is_differentiable, partials};
+use crate::ad::derivatives::{contract, partials};
 use crate::anf::{Atom, Binding, Block, LoopKind, Rhs};
+use crate::ir::prim::ReverseRule;
 use crate::ir::{Expr, ExprId, Lit, Name, Prim, Type};
 
 impl Reverse<'_, '_> {
@@ -34,15 +35,17 @@ impl Reverse<'_, '_> {
         };
         let xb = &xb;
         Ok(match &bd.rhs {
-            Rhs::Prim(op, _) if is_differentiable(*op) && bd.ty == Type::Double => {
+            Rhs::Prim(op, _)
+                if op.info().reverse.1 == ReverseRule::Partials && bd.ty == Type::Double =>
+            {
                 self.rule_partials(bd, xb)
             }
             Rhs::Prim(Prim::Pair, _) => self.rule_pair(bd, xb, mask),
             Rhs::Prim(Prim::Fst | Prim::Snd, _) => self.rule_proj(bd, xb, mask),
             Rhs::Prim(Prim::Get, _) => self.rule_get(bd, xb, lets, accs),
-            Rhs::Prim(Prim::Concat | Prim::Accum | Prim::AddAt, _) => {
+            Rhs::Prim(op, _) if op.info().reverse.1 == ReverseRule::Unsupported => {
                 return Err(AdError::Unsupported {
-                    what: "reverse mode of `concat`, `accum` and `addAt`".into(),
+                    what: format!("reverse mode of {}", unsupported()),
                 });
             }
             // R-Discrete: comparisons, `not`, Index arithmetic, `length`,
@@ -306,5 +309,20 @@ impl Reverse<'_, '_> {
             }
             _ => unreachable!("only builds, literals and reads are placed"),
         }
+    }
+}
+
+/// The primitives reverse mode rejects, from the table: "`concat`,
+/// `accum` and `addAt`".
+fn unsupported() -> String {
+    let names: Vec<String> = Prim::ALL
+        .into_iter()
+        .filter(|p| p.info().reverse.1 == ReverseRule::Unsupported)
+        .map(|p| format!("`{}`", p.name()))
+        .collect();
+    match names.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
     }
 }

@@ -21,6 +21,7 @@ use crate::codegen::abi::{
 use crate::codegen::layout::{SLOT, slots};
 use crate::eval::Value;
 use crate::ir::Type;
+use crate::ir::prim::{Bottom, Compute, Prim};
 
 /// The context of one call, passed to compiled code as its first argument.
 /// Compiled code reads `arena` only through the helpers, writes `a`, `b`
@@ -343,34 +344,25 @@ pub extern "C" fn fsmooth_zero(dst: *mut u8, bytes: i64) {
     }
 }
 
-/// Index `**` (E-Arith, E-Arith-Bot): the status; the result goes to
-/// `ctx.scratch`.
+/// Index `**` (E-Arith, E-Arith-Bot) with the evaluator's own arithmetic
+/// (the table's): the status; the result goes to `ctx.scratch`.
 pub extern "C" fn fsmooth_ipow(ctx: *mut Ctx, x: i64, y: i64) -> i64 {
-    if y < 0 {
-        // SAFETY: the context outlives the call.
-        unsafe {
-            (*ctx).a = x;
-            (*ctx).b = y;
-        }
-        return DOMAIN_IPOW;
-    }
-    let r = match u32::try_from(y) {
-        Ok(y) => x.checked_pow(y),
-        // Huge exponents: only 0, 1 and -1 stay in range.
-        Err(_) => match x {
-            0 | 1 => Some(x),
-            -1 => Some(if y % 2 == 0 { 1 } else { -1 }),
-            _ => None,
-        },
+    let Some(Compute::Arith { index: pow, .. }) = Prim::Pow.info().eval.compute else {
+        unreachable!("`**` is arithmetic")
     };
     // SAFETY: the context outlives the call.
     unsafe {
-        match r {
-            Some(v) => {
+        match pow(x, y) {
+            Ok(v) => {
                 (*ctx).scratch = v;
                 OK
             }
-            None => {
+            Err(Bottom::Domain) => {
+                (*ctx).a = x;
+                (*ctx).b = y;
+                DOMAIN_IPOW
+            }
+            Err(_) => {
                 (*ctx).a = 4;
                 OVERFLOW
             }

@@ -91,6 +91,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
+use super::hoist::prim_can_fail;
 use crate::anf::{Atom, Block, LoopKind, Normal, Rhs};
 use crate::ir::{Lit, Name, Prim, Type};
 
@@ -542,13 +543,16 @@ fn total_cost(b: &Block) -> Option<usize> {
     Some(cost)
 }
 
-/// The cost of a primitive that cannot fail (Double `+ - *` and
-/// negation, `sin`, `cos`, `exp`, comparisons, `not`, `toDouble`, pairs,
-/// projections, `length`), or `None` for one that can or that reads.
+/// The cost of a primitive that cannot fail (`hoist::prim_can_fail`:
+/// Double `+ - *` and negation, `sin`, `cos`, `exp`, comparisons, `not`,
+/// `toDouble`, pairs, projections, `length`), or `None` for one that can,
+/// that reads, or that allocates (`concat`).
 fn total_op_cost(op: Prim, args: &[Atom]) -> Option<usize> {
-    let double = args.first().is_some_and(|a| *a.ty() == Type::Double);
+    if prim_can_fail(op, args) {
+        return None;
+    }
     Some(match op {
-        Prim::Add | Prim::Sub | Prim::Mul | Prim::Neg if double => 1,
+        Prim::Add | Prim::Sub | Prim::Mul | Prim::Neg => 1,
         Prim::Sin | Prim::Cos | Prim::Exp => 20,
         Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne | Prim::Not => 1,
         Prim::ToDouble | Prim::Pair | Prim::Fst | Prim::Snd | Prim::Length => 0,

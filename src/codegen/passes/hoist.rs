@@ -78,6 +78,7 @@
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::anf::{Atom, Binding, Block, Rhs};
+use crate::ir::prim::Compute;
 use crate::ir::{Lit, Name, Prim, Type};
 
 /// Folds literal Index arithmetic, then hoists loop invariants, in place.
@@ -158,19 +159,18 @@ fn identity_operand(op: Prim, args: &[Atom]) -> Option<&Atom> {
     }
 }
 
+/// The value of `+ - * /` or negation of literal Indices, with the
+/// evaluator's arithmetic (the table's, E-Arith): `None` where it is ⊥
+/// (a zero divisor, an overflow), which then stays to fail at run time.
+/// (`**` is not folded.)
 pub(super) fn fold_index(op: Prim, args: &[Atom]) -> Option<i64> {
     let lit = |a: &Atom| match a {
         Atom::Lit(Lit::Int(v), _) => Some(*v),
         _ => None,
     };
-    match (op, args) {
-        (Prim::Neg, [a]) => lit(a)?.checked_neg(),
-        (Prim::Add, [a, b]) => lit(a)?.checked_add(lit(b)?),
-        (Prim::Sub, [a, b]) => lit(a)?.checked_sub(lit(b)?),
-        (Prim::Mul, [a, b]) => lit(a)?.checked_mul(lit(b)?),
-        // Truncating, as E-Arith; `checked_div` is `None` for a zero
-        // divisor and for the one overflowing quotient.
-        (Prim::Div, [a, b]) => lit(a)?.checked_div(lit(b)?),
+    match (op.info().eval.compute?, args) {
+        (Compute::Unary { index, .. }, [a]) => index(lit(a)?).ok(),
+        (Compute::Arith { index, .. }, [a, b]) if op != Prim::Pow => index(lit(a)?, lit(b)?).ok(),
         _ => None,
     }
 }
@@ -200,19 +200,13 @@ fn can_fail(rhs: &Rhs, safe: Option<(&Name, &Name)>) -> bool {
 }
 
 /// Whether the primitive `op` applied to `args` may be ⊥, whatever the
-/// values: Index arithmetic (overflow), division and power, `log`,
-/// `sqrt`, `tan`, reads and `accum` may; comparisons, `sin`, `cos`,
-/// `exp`, Double `+ - *`, pairs, projections, `length` and `concat` may
-/// not.
+/// values, as the table says (`PrimInfo::bottoms`): Index arithmetic
+/// (overflow), division and power, `log`, `sqrt`, `tan`, reads, loops,
+/// `accum` and `addAt` may; comparisons, `sin`, `cos`, `exp`, Double
+/// `+ - *`, pairs, projections, `length` and `concat` may not.
 pub(super) fn prim_can_fail(op: Prim, args: &[Atom]) -> bool {
     let index = args.first().is_some_and(|a| *a.ty() == Type::Index);
-    match op {
-        Prim::Add | Prim::Sub | Prim::Mul | Prim::Neg => index,
-        Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne | Prim::Not => false,
-        Prim::Sin | Prim::Cos | Prim::Exp | Prim::ToDouble => false,
-        Prim::Length | Prim::Pair | Prim::Fst | Prim::Snd | Prim::Concat => false,
-        _ => true,
-    }
+    op.info().can_fail(index)
 }
 
 fn block_can_fail(b: &Block) -> bool {

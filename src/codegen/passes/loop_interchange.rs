@@ -62,6 +62,7 @@
 
 use rustc_hash::FxHashSet as HashSet;
 
+use super::hoist::prim_can_fail;
 use crate::anf::{Atom, Binding, Block, LoopKind, Rhs};
 use crate::ir::{Name, Prim, Type};
 
@@ -278,10 +279,6 @@ fn reads(
         };
         let double = args.first().is_some_and(|a| *a.ty() == Type::Double);
         match op {
-            Prim::Add | Prim::Sub | Prim::Mul | Prim::Neg | Prim::Div if double => {}
-            Prim::Sin | Prim::Cos | Prim::Exp | Prim::ToDouble => {}
-            Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge | Prim::Eq | Prim::Ne | Prim::Not => {}
-            Prim::Pair | Prim::Length => {}
             Prim::Fst | Prim::Snd => {
                 if let Some(x) = args[0].var()
                     && let Some(mut row) = part(&parts, x)
@@ -328,6 +325,11 @@ fn reads(
                 };
                 reads.push(read);
             }
+            Prim::Div if double => {}
+            // Total, but an allocation per element.
+            Prim::Concat => return None,
+            // Total primitives, as the table says.
+            _ if !prim_can_fail(*op, args) => {}
             _ => return None,
         }
     }

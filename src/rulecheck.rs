@@ -502,7 +502,7 @@ fn typed(e: &RecExpr<Fsm>, ty: &Type) -> Result<std::rc::Rc<pipeline::Entry>, St
 }
 
 fn evaluate(e: &pipeline::Entry, opts: &Options) -> Outcome {
-    match e.run(Vec::new(), Limits { fuel: opts.fuel }, &mut |_, _| {}) {
+    match e.run(Vec::new(), Limits::with_fuel(opts.fuel), &mut |_, _| {}) {
         Ok((v, _)) => Outcome::Value(v),
         Err(EvalError::OutOfFuel { .. }) => Outcome::Fuel,
         Err(err) => Outcome::Bottom(crate::diagnostic::Diagnose::code(&err).to_string()),

@@ -301,7 +301,7 @@ impl BaDerivative {
             } => {
                 let obs = input.observations_args();
                 let flat = |e: &Rc<Entry>| {
-                    e.run_flat(engine, &obs)
+                    e.run_flat(engine, &obs, limits)
                         .unwrap_or_else(|| Err(internal("a batch of Doubles".into(), e)))
                 };
                 let (tangents, values) = (flat(derivative)?, flat(base)?);

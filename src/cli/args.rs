@@ -225,12 +225,16 @@ pub struct CheckpointArg {
     pub policy: Checkpointing,
 }
 
-/// `--fuel` and `--engine`.
+/// `--fuel`, `--max-elements` and `--engine`.
 #[derive(Args, Debug)]
 pub struct EngineArgs {
-    /// Maximum number of evaluator steps (per run).
+    /// Maximum number of evaluator steps (per run); native code counts
+    /// loop iterations against it.
     #[arg(long, default_value_t = Limits::default().fuel)]
     pub fuel: u64,
+    /// The most elements an array may have, in both engines (E-Limit).
+    #[arg(long, default_value_t = Limits::ELEMENTS)]
+    pub max_elements: u64,
     /// What runs the programs (`native`: modes fwd, fwd-opt, fwd-vec,
     /// fwd-rows and rev have derivative programs it can compile).
     #[arg(long, value_enum, default_value_t)]
@@ -239,7 +243,10 @@ pub struct EngineArgs {
 
 impl EngineArgs {
     pub fn limits(&self) -> Limits {
-        Limits { fuel: self.fuel }
+        Limits {
+            fuel: self.fuel,
+            elements: self.max_elements,
+        }
     }
 }
 

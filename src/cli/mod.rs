@@ -114,7 +114,7 @@ fn run(command: Command) -> Result<(), Failure> {
                 cases,
                 seed,
                 max_size,
-                limits: crate::eval::Limits { fuel },
+                limits: crate::eval::Limits::with_fuel(fuel),
                 property,
             },
             &save,

@@ -46,8 +46,9 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     if args.engine.engine == Engine::Native {
         let native = entry.native().map_err(|e| fail(&Diagnostic::from(&e)))?;
         let start = Instant::now();
+        let limits = crate::codegen::NativeLimits::of(args.engine.limits());
         let v = native
-            .call(&values)
+            .call_with(&values, limits)
             .map_err(|e| fail(&Diagnostic::from(&e)))?;
         let run = start.elapsed();
         out_json(&v)?;

@@ -17,6 +17,13 @@ pub const NEGATIVE_COUNT: i64 = 3;
 pub const DIVISION_BY_ZERO: i64 = 4;
 pub const OVERFLOW: i64 = 5;
 pub const OUT_OF_MEMORY: i64 = 6;
+/// The call's loop budget is spent (Note [Native limits] in
+/// `codegen/lower/loops.rs`): `a` the iterations asked for, `b` the budget
+/// left.
+pub const OUT_OF_FUEL: i64 = 7;
+/// An array larger than the call's element limit: `a` its size, `b` the
+/// limit.
+pub const TOO_LARGE: i64 = 8;
 pub const DOMAIN: i64 = 16;
 /// The operations with domain errors: Double `**`, Index `**`, `log`,
 /// `sqrt`, `tan`.
@@ -57,3 +64,9 @@ pub const CTX_TEMPS: i32 = 48;
 /// The head of the list of blocks `fsmooth_ctx_reset` kept for later calls
 /// (after the scratch windows).
 pub const CTX_SPARE: i32 = ctx_window(STACKS)[0];
+/// The JIT's limits (Note [Native limits] in `codegen/lower/loops.rs`),
+/// after the C context's fields: the loop iterations the call may still
+/// run, and the most elements an array may have. Code compiled for an
+/// object file reads neither.
+pub const CTX_FUEL: i32 = CTX_SPARE + 8;
+pub const CTX_ELEMENTS: i32 = CTX_FUEL + 8;

@@ -160,6 +160,10 @@ pub enum CodegenError {
     Overflow { op: &'static str },
     #[error("native code ran out of memory asking for {bytes} bytes (limit {limit} bytes)")]
     OutOfMemory { bytes: i64, limit: usize },
+    #[error("native code ran out of fuel: a loop of {asked} iterations with {left} left")]
+    OutOfFuel { asked: i64, left: i64 },
+    #[error("an array of {n} elements is larger than the limit of {limit}")]
+    TooLarge { n: i64, limit: i64 },
 }
 
 impl Diagnose for CodegenError {
@@ -176,6 +180,8 @@ impl Diagnose for CodegenError {
             CodegenError::Domain { .. } => "domain-error",
             CodegenError::Overflow { .. } => "integer-overflow",
             CodegenError::OutOfMemory { .. } => "out-of-memory",
+            CodegenError::OutOfFuel { .. } => "out-of-fuel",
+            CodegenError::TooLarge { .. } => "array-too-large",
         }
     }
 
@@ -191,6 +197,13 @@ impl Diagnose for CodegenError {
             }
             CodegenError::OutOfMemory { .. } => {
                 vec!["raise the limit with `NativeLimits::memory_bytes`".to_string()]
+            }
+            CodegenError::OutOfFuel { .. } => vec![
+                "native code counts loop iterations against --fuel N (Note [Native limits])"
+                    .to_string(),
+            ],
+            CodegenError::TooLarge { .. } => {
+                vec!["raise the limit with --max-elements N".to_string()]
             }
             _ => Vec::new(),
         }

@@ -17,18 +17,34 @@ use super::value::{Closure, Env, PArray, Value, env_get, env_push};
 use crate::diagnostic::Span;
 use crate::ir::{Expr, ExprId, Lit, Prim, Program};
 
-/// Resource limits of one evaluation.
+/// Resource limits of one evaluation (spec/semantics.md §3.8); native
+/// code honours them too (`codegen::NativeLimits`).
 #[derive(Copy, Clone, Debug)]
 pub struct Limits {
     /// Maximum number of machine steps before ⊥ (E-Fuel).
     pub fuel: u64,
+    /// Maximum number of elements of an array a `build`, `iscan` or
+    /// `accum` makes (E-Limit).
+    pub elements: u64,
+}
+
+impl Limits {
+    /// The default limits with `fuel` steps.
+    pub const fn with_fuel(fuel: u64) -> Limits {
+        Limits {
+            fuel,
+            elements: Limits::ELEMENTS,
+        }
+    }
+
+    /// The default array-size limit: 2²⁸ elements (2 GiB of Doubles in
+    /// native code).
+    pub const ELEMENTS: u64 = 1 << 28;
 }
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits {
-            fuel: 2_000_000_000,
-        }
+        Limits::with_fuel(2_000_000_000)
     }
 }
 
@@ -118,6 +134,23 @@ pub(super) enum Frame {
     },
 }
 
+impl Frame {
+    /// The expression the frame belongs to.
+    fn expr(&self) -> ExprId {
+        match self {
+            Frame::AppArg(e, _)
+            | Frame::AppCall(_, e)
+            | Frame::LetBody(e, _)
+            | Frame::IfBranch(e, _) => *e,
+            Frame::PrimArg { e, .. }
+            | Frame::ArrayElem { e, .. }
+            | Frame::BuildElem { e, .. }
+            | Frame::IFoldIndex { e, .. }
+            | Frame::IFoldState { e, .. } => *e,
+        }
+    }
+}
+
 /// Evaluates definitions of one (monomorphic) program.
 pub struct Evaluator<'p> {
     pub(super) prog: &'p Program,
@@ -204,9 +237,16 @@ impl<'p> Evaluator<'p> {
             }
             if self.stats.steps >= self.limits.fuel {
                 // E-Fuel
+                // The expression being evaluated, or the one a value
+                // returns to.
                 let span = match &state {
                     State::Eval(e, _) => self.prog.span(*e),
-                    State::Ret(_) => Span::default(),
+                    State::Ret(_) => self.frames[base..]
+                        .iter()
+                        .rev()
+                        .map(Frame::expr)
+                        .next()
+                        .map_or(Span::default(), |e| self.prog.span(e)),
                 };
                 self.frames.truncate(base);
                 return Err(EvalError::OutOfFuel {
@@ -247,6 +287,18 @@ impl<'p> Evaluator<'p> {
             },
             _ => Err(self.internal("applied a non-function", at)),
         }
+    }
+
+    /// E-Limit: an array of `n` elements is within `Limits::elements`.
+    fn within_limit(&self, n: i64, span: crate::diagnostic::Span) -> Result<(), EvalError> {
+        if n as u64 > self.limits.elements {
+            return Err(EvalError::TooLarge {
+                n,
+                limit: self.limits.elements,
+                span,
+            });
+        }
+        Ok(())
     }
 
     fn internal(&self, message: &str, at: ExprId) -> EvalError {
@@ -420,6 +472,7 @@ impl<'p> Evaluator<'p> {
             }
             Frame::BuildElem { f, n, mut acc, e } => {
                 // E-Build-Elem: element `acc.len()` is a value.
+                grow(&mut acc, self.prog.span(e))?;
                 acc.push(v);
                 self.stats.ops += 1;
                 let i = acc.len() as i64;
@@ -451,6 +504,7 @@ impl<'p> Evaluator<'p> {
             } => {
                 // v = ifold f z (i+1)
                 if let Some(states) = &mut scan {
+                    grow(states, self.prog.span(e))?;
                     states.push(v.clone());
                     self.stats.ops += 1;
                 }
@@ -579,6 +633,7 @@ impl<'p> Evaluator<'p> {
                     // E-Build-Bot
                     return Err(EvalError::NegativeSize { n, span });
                 }
+                self.within_limit(n, span)?; // E-Limit
                 if n == 0 {
                     return ret(Value::array(Vec::new()), "E-Build");
                 }
@@ -598,6 +653,10 @@ impl<'p> Evaluator<'p> {
                 if n < 0 {
                     // E-IFold-Bot (and E-IScan-Bot)
                     return Err(EvalError::NegativeCount { n, span });
+                }
+                if op == Prim::IScan {
+                    // E-Limit: the n + 1 states.
+                    self.within_limit(n.saturating_add(1), span)?;
                 }
                 let scan = (op == Prim::IScan).then(|| {
                     self.stats.ops += 1;
@@ -640,6 +699,7 @@ impl<'p> Evaluator<'p> {
                 let Some(Some(out)) = joined else {
                     return Err(self.internal("concat of a non-array", e));
                 };
+                self.within_limit(out.len() as i64, span)?; // E-Limit
                 self.stats.ops += out.len() as u64;
                 ret(Value::array(out), "E-Concat")
             }
@@ -654,6 +714,7 @@ impl<'p> Evaluator<'p> {
                     // E-Accum-Bot
                     return Err(EvalError::NegativeSize { n, span });
                 }
+                self.within_limit(n, span)?; // E-Limit
                 // Every element is written once: an array larger than the
                 // remaining fuel could never be finished (E-Fuel).
                 if n as u64 > self.limits.fuel.saturating_sub(self.stats.steps) {
@@ -695,6 +756,19 @@ impl<'p> Evaluator<'p> {
             _ => Err(self.internal("a primitive without a rule", e)),
         }
     }
+}
+
+/// Room for one more element in an array being built: memory that runs
+/// out is `out-of-memory`, not an abort.
+fn grow(v: &mut Vec<Value>, span: crate::diagnostic::Span) -> Result<(), EvalError> {
+    if v.len() < v.capacity() {
+        return Ok(());
+    }
+    v.try_reserve(v.len().max(16))
+        .map_err(|_| EvalError::OutOfMemory {
+            n: v.len() as u64 + 1,
+            span,
+        })
 }
 
 /// Cotangent addition ⊕ (spec/semantics.md, E-Accum): doubles add, arrays

@@ -40,6 +40,10 @@ pub enum EvalError {
     Overflow { op: &'static str, span: Span },
     #[error("evaluation ran out of fuel after {steps} steps")]
     OutOfFuel { steps: u64, span: Span },
+    #[error("an array of {n} elements is larger than the limit of {limit}")]
+    TooLarge { n: i64, limit: u64, span: Span },
+    #[error("out of memory growing an array to {n} elements")]
+    OutOfMemory { n: u64, span: Span },
     #[error("internal error: {message} (the program was not well typed; please report this)")]
     Internal { message: String, span: Span },
 }
@@ -54,6 +58,8 @@ impl Diagnose for EvalError {
             EvalError::Domain { .. } => "domain-error",
             EvalError::Overflow { .. } => "integer-overflow",
             EvalError::OutOfFuel { .. } => "out-of-fuel",
+            EvalError::TooLarge { .. } => "array-too-large",
+            EvalError::OutOfMemory { .. } => "out-of-memory",
             EvalError::Internal { .. } => "internal-error",
         }
     }
@@ -67,6 +73,8 @@ impl Diagnose for EvalError {
             | EvalError::Domain { span, .. }
             | EvalError::Overflow { span, .. }
             | EvalError::OutOfFuel { span, .. }
+            | EvalError::TooLarge { span, .. }
+            | EvalError::OutOfMemory { span, .. }
             | EvalError::Internal { span, .. } => *span,
         }
     }
@@ -75,6 +83,9 @@ impl Diagnose for EvalError {
         match self {
             EvalError::OutOfFuel { .. } => {
                 vec!["raise the limit with --fuel N (steps of the reference evaluator)".to_string()]
+            }
+            EvalError::TooLarge { .. } => {
+                vec!["raise the limit with --max-elements N".to_string()]
             }
             _ => Vec::new(),
         }

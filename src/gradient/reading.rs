@@ -106,8 +106,8 @@ pub(super) fn tangents(
     engine: Engine,
     limits: Limits,
 ) -> Result<Columns, RunError> {
-    if let Some(flat) = wrapper.run_flat(engine, &args)
-        && let Some(value) = plan.base.run_value(engine, &args)
+    if let Some(flat) = wrapper.run_flat(engine, &args, limits)
+        && let Some(value) = plan.base.run_value(engine, &args, limits)
     {
         // One tangent shaped like the result per element of the variable,
         // flattened in order: columns of the result's length.
@@ -151,7 +151,7 @@ pub(super) fn rows(
         Some(Value::Array(xs)) => xs.len(),
         _ => 0,
     };
-    let (flat, mut stats) = match rows.run_flat(engine, &args) {
+    let (flat, mut stats) = match rows.run_flat(engine, &args, limits) {
         Some(flat) => (flat?, Stats::default()),
         None => {
             let (res, stats) = rows.run_on(engine, args.clone(), limits)?;
@@ -160,7 +160,7 @@ pub(super) fn rows(
             (flat, stats)
         }
     };
-    let value = match plan.base.run_value(engine, &args) {
+    let value = match plan.base.run_value(engine, &args, limits) {
         Some(v) => v?,
         None => {
             let (v, s) = plan.base.run_on(engine, args, limits)?;

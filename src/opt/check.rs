@@ -485,7 +485,7 @@ fn check_fold(a: &RecExpr<Fsm>, b: &RecExpr<Fsm>, forward: bool) -> Option<Resul
         body,
         prelude: false,
     });
-    let mut ev = crate::eval::Evaluator::new(&p, Limits { fuel: 100_000 });
+    let mut ev = crate::eval::Evaluator::new(&p, Limits::with_fuel(100_000));
     let v = ev.call("fold", Vec::new(), &mut |_, _| {}).ok()?;
     let ok = match (&lit, &v) {
         (Fsm::Double(d), crate::eval::Value::Double(x)) if d.get().to_bits() == x.to_bits() => {

@@ -6,7 +6,7 @@
 use thiserror::Error;
 
 use super::Entry;
-use crate::codegen::{Arg, CodegenError, Out, Outputs};
+use crate::codegen::{Arg, CodegenError, NativeLimits, Out, Outputs};
 use crate::diagnostic::{Diagnose, Span};
 use crate::eval::{EvalError, Limits, Stats, Value};
 use crate::ir::Type;
@@ -76,7 +76,7 @@ impl Entry {
         match engine {
             Engine::Eval => Ok(self.run(args, limits, &mut |_, _| {})?),
             Engine::Native => {
-                let v = self.native()?.call(&args)?;
+                let v = self.native()?.call_with(&args, NativeLimits::of(limits))?;
                 Ok((v, Stats::default()))
             }
         }
@@ -84,13 +84,23 @@ impl Entry {
 
     /// [`Entry::run_slices`] with the result's Doubles flattened in order
     /// (a matrix row by row).
-    pub fn run_flat(&self, engine: Engine, args: &[Value]) -> Option<Result<Vec<f64>, RunError>> {
-        self.run_slices(engine, args, flat_of)
+    pub fn run_flat(
+        &self,
+        engine: Engine,
+        args: &[Value],
+        limits: Limits,
+    ) -> Option<Result<Vec<f64>, RunError>> {
+        self.run_slices(engine, args, limits, flat_of)
     }
 
     /// The result as a [`Value`] through [`Entry::run_slices`].
-    pub fn run_value(&self, engine: Engine, args: &[Value]) -> Option<Result<Value, RunError>> {
-        self.run_slices(engine, args, |o| value_of(&self.result, o, &mut 0))
+    pub fn run_value(
+        &self,
+        engine: Engine,
+        args: &[Value],
+        limits: Limits,
+    ) -> Option<Result<Value, RunError>> {
+        self.run_slices(engine, args, limits, |o| value_of(&self.result, o, &mut 0))
     }
 
     /// Runs the entry natively through `Native::call_slices`, without
@@ -103,6 +113,7 @@ impl Entry {
         &self,
         engine: Engine,
         args: &[Value],
+        limits: Limits,
         read: impl FnOnce(&Outputs<'_>) -> T,
     ) -> Option<Result<T, RunError>> {
         if engine != Engine::Native
@@ -139,7 +150,7 @@ impl Entry {
         };
         Some(
             native
-                .call_slices(&call)
+                .call_slices_with(&call, NativeLimits::of(limits))
                 .map(|o| read(&o))
                 .map_err(RunError::from),
         )

@@ -332,5 +332,5 @@ fn negative_build_size() {
 #[test]
 fn out_of_fuel() {
     let src = "let main = ifold (fun acc i -> acc + toDouble i) 0.0 1000\n";
-    insta::assert_snapshot!(render(src, None, Limits { fuel: 100 }, "out-of-fuel"));
+    insta::assert_snapshot!(render(src, None, Limits::with_fuel(100), "out-of-fuel"));
 }

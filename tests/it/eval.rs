@@ -14,7 +14,7 @@ fn entry(src: &str, name: &str) -> std::rc::Rc<Entry> {
 fn exhausted_fuel_is_bottom() {
     let e = entry("let main = ifold (fun s i -> s + 1.0) 0.0 1000000", "main");
     for fuel in [0, 1, 10, 1000] {
-        let r = e.run(Vec::new(), Limits { fuel }, &mut |_, _| {});
+        let r = e.run(Vec::new(), Limits::with_fuel(fuel), &mut |_, _| {});
         match r {
             Err(err @ EvalError::OutOfFuel { .. }) => assert_eq!(err.code(), "out-of-fuel"),
             other => panic!("fuel {fuel}: expected out-of-fuel, got {other:?}"),

@@ -78,7 +78,7 @@ proptest! {
         let main_idx = mono.defs.iter().position(|d| &*d.name == "main").expect("main is used");
         let mut bad: Option<String> = None;
         let mut states = 0usize;
-        let mut ev = fsmooth::eval::Evaluator::new(&mono, Limits { fuel: 3_000 });
+        let mut ev = fsmooth::eval::Evaluator::new(&mono, Limits::with_fuel(3_000));
         let result = ev.call("typed'check", Vec::new(), &mut |event, snap| {
             if bad.is_some() || snap.current_def() != Some(main_idx) {
                 return;
@@ -122,7 +122,7 @@ fn forward_reverse_and_tape_gradients_agree() {
         env_u32("FSMOOTH_DIFFTEST_CASES", 200),
         env_u32("FSMOOTH_DIFFTEST_DEPTH", 4),
     );
-    let limits = Limits { fuel: 200_000 };
+    let limits = Limits::with_fuel(200_000);
     let k = scalar_campaign(cases, depth, |src| {
         check_scalar(src, limits).map_err(|m| TestCaseError::fail(format!("{m}\n{src}")))
     });
@@ -142,7 +142,7 @@ fn forward_reverse_and_tape_gradients_agree() {
 #[test]
 fn optimisation_refines_random_programs() {
     let cases = env_u32("FSMOOTH_OPTTEST_CASES", 24);
-    let limits = Limits { fuel: 200_000 };
+    let limits = Limits::with_fuel(200_000);
     let compared = scalar_campaign(cases, 4, |src| {
         fsmooth::difftest::check_opt_refines(src, limits)
             .map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e}\n{src}")))
@@ -170,7 +170,7 @@ fn dot_product_test_of_forward_and_reverse() {
         cases: 150,
         ..Config::default()
     });
-    let limits = Limits { fuel: 200_000 };
+    let limits = Limits::with_fuel(200_000);
     let dot = fsmooth::difftest::Property::Dot;
     let result = runner.run(&prop::collection::vec(any::<u32>(), 0..200), |cs| {
         let src = dot.source(&cs, 4);
@@ -202,7 +202,7 @@ fn saved_difftest_cases_pass() {
         let src = std::fs::read_to_string(&path).expect("readable");
         let property = fsmooth::difftest::Property::of_saved(&src)
             .unwrap_or_else(|| panic!("{}: unknown property", path.display()));
-        let k = property.check(&src, Limits { fuel: 200_000 });
+        let k = property.check(&src, Limits::with_fuel(200_000));
         // Something was compared: values, or (the `native` property) the
         // same ⊥ from native code and the evaluator.
         assert!(
@@ -223,7 +223,7 @@ fn saved_difftest_cases_pass() {
 #[test]
 fn optimised_forward_derivatives_agree() {
     let cases = env_u32("FSMOOTH_OPTTEST_CASES", 24);
-    let limits = Limits { fuel: 200_000 };
+    let limits = Limits::with_fuel(200_000);
     let compared = scalar_campaign(cases, 4, |src| {
         fsmooth::difftest::check_optimised(src, limits)
             .map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e}\n{src}")))
@@ -334,7 +334,7 @@ fn generated_programs_nest_deriv() {
         let src = fsmooth::difftest::source(&cs, 4);
         if src.contains("deriv ") {
             nested += 1;
-            fsmooth::difftest::check_scalar(&src, fsmooth::eval::Limits { fuel: 200_000 })
+            fsmooth::difftest::check_scalar(&src, fsmooth::eval::Limits::with_fuel(200_000))
                 .unwrap_or_else(|e| panic!("{e}\n{src}"));
         }
     }
@@ -355,7 +355,7 @@ fn native_difftest_campaign_agrees_with_the_evaluator() {
         cases,
         seed: 11,
         max_size: 4,
-        limits: Limits { fuel: 200_000 },
+        limits: Limits::with_fuel(200_000),
         property: Property::Native,
     });
     if let Some(f) = s.failure {
@@ -404,7 +404,7 @@ fn generated_derivs_have_no_free_function_variables() {
 #[test]
 fn optimised_derivatives_count_rounding_apart() {
     let src = "let main = fun (p: Double) -> sqrt (snd (deriv (p / p) p))\n";
-    let k = fsmooth::difftest::check_optimised_counts(src, Limits { fuel: 200_000 })
+    let k = fsmooth::difftest::check_optimised_counts(src, Limits::with_fuel(200_000))
         .expect("no failure");
     assert!(k.rounding >= 1, "{k:?}");
     assert!(k.compared >= 1, "{k:?}");
@@ -418,7 +418,7 @@ fn optimised_derivatives_count_rounding_apart() {
 #[test]
 fn optimised_programs_count_rounding_apart() {
     let src = "let main = fun (p: Double) -> sqrt (p / 3.0 / 21.0 - p / 63.0)\n";
-    let k = fsmooth::difftest::check_opt_refines_counts(src, Limits { fuel: 200_000 })
+    let k = fsmooth::difftest::check_opt_refines_counts(src, Limits::with_fuel(200_000))
         .expect("no failure");
     assert_eq!((k.compared, k.rounding), (2, 1), "{k:?}");
 }

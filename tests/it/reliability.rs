@@ -206,3 +206,50 @@ fn the_command_lines_optimised_mode_gets_what_the_language_gets() {
     let text = String::from_utf8_lossy(&printed.stdout);
     assert!(!text.contains("ifold"), "{text}");
 }
+
+/// Findings 5 and 6: an array past `--max-elements` is `array-too-large`
+/// in both engines — also `length (build n f)`, which native code never
+/// builds (the evaluator aborted on it, native code printed n) — and
+/// `--fuel` bounds native loops (a fold of 2⁶³ iterations ran forever).
+#[test]
+fn resource_limits_end_work_cleanly_in_both_engines() {
+    let big = temp_file(
+        "big_build.fsm",
+        "let main = length (build 9223372036854775807 (fun i -> 1.0))\n",
+    );
+    let long = temp_file(
+        "long_fold.fsm",
+        "let main = ifold (fun s i -> s + 1.0) 0.0 9223372036854775807\n",
+    );
+    let small = temp_file(
+        "small.fsm",
+        "let main = fun (n: Index) -> vectorSum (build n (fun i -> toDouble i))\n",
+    );
+    let (big, long, small) = (
+        big.to_str().expect("path"),
+        long.to_str().expect("path"),
+        small.to_str().expect("path"),
+    );
+    for engine in ["eval", "native"] {
+        let code = |args: &[&str]| {
+            let mut all = vec!["run", "--engine", engine];
+            all.extend(args);
+            let o = cli(&all);
+            let err = String::from_utf8_lossy(&o.stderr).to_string();
+            assert!(!err.contains("panicked"), "{err}");
+            (o.status.code(), err)
+        };
+        let (status, err) = code(&[big]);
+        assert_eq!(status, Some(1), "{engine}: {err}");
+        assert!(err.contains("error[array-too-large]"), "{engine}: {err}");
+        let (status, err) = code(&[long, "--fuel", "1000000"]);
+        assert_eq!(status, Some(1), "{engine}: {err}");
+        assert!(err.contains("error[out-of-fuel]"), "{engine}: {err}");
+        // The limit is configurable, and the same in both engines.
+        let (status, err) = code(&[small, "--input", "[100]", "--max-elements", "99"]);
+        assert_eq!(status, Some(1), "{engine}: {err}");
+        assert!(err.contains("error[array-too-large]"), "{engine}: {err}");
+        let (status, err) = code(&[small, "--input", "[100]", "--max-elements", "100"]);
+        assert_eq!(status, Some(0), "{engine}: {err}");
+    }
+}

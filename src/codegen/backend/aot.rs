@@ -161,6 +161,7 @@ pub fn compile_object(
         normal,
         &helpers,
         listing.as_mut(),
+        false,
     )?;
     let cps = c_params(&params)?;
     let crs = c_results(&result)?;

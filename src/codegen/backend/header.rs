@@ -260,7 +260,7 @@ mod tests {
     fn status_names_are_the_evaluators_codes() {
         let mut arena = rt::Arena::new(1);
         for (suffix, value, code, _) in STATUSES {
-            let ctx = rt::Ctx::new(&mut arena);
+            let ctx = rt::Ctx::new(&mut arena, 0, 0);
             match rt::status_error(value, &ctx) {
                 None => assert_eq!(code, "ok"),
                 Some(e) => {

@@ -22,17 +22,37 @@ use crate::ir::Type;
 
 type EntryFn = unsafe extern "C" fn(*mut Ctx, *const u64, *mut u64) -> i64;
 
-/// Resource limits of a native call.
+/// Resource limits of a native call (Note [Native limits] in
+/// `codegen/lower/loops.rs`).
 #[derive(Copy, Clone, Debug)]
 pub struct NativeLimits {
     /// The most bytes one call may allocate (arguments included).
     pub memory_bytes: usize,
+    /// The loop iterations one call may run (the evaluator's `--fuel`
+    /// counts steps; each iteration takes at least one).
+    pub fuel: u64,
+    /// The most elements of an array (the evaluator's E-Limit).
+    pub elements: u64,
+}
+
+impl NativeLimits {
+    /// The evaluator's limits, for native code.
+    pub fn of(limits: crate::eval::Limits) -> NativeLimits {
+        NativeLimits {
+            fuel: limits.fuel,
+            elements: limits.elements,
+            ..NativeLimits::default()
+        }
+    }
 }
 
 impl Default for NativeLimits {
     fn default() -> NativeLimits {
+        let l = crate::eval::Limits::default();
         NativeLimits {
             memory_bytes: 8 << 30,
+            fuel: l.fuel,
+            elements: l.elements,
         }
     }
 }
@@ -156,6 +176,7 @@ impl Native {
             normal,
             &helpers,
             None,
+            true,
         )?;
         module.finalize_definitions().map_err(compile_error)?;
         let code = module.get_finalized_function(id);
@@ -183,14 +204,24 @@ impl Native {
     /// Runs the compiled entry on `args` (checked against the parameter
     /// types), returning its result or the ⊥ it reached.
     pub fn call(&self, args: &[Value]) -> Result<Value, CodegenError> {
+        self.call_with(args, self.limits)
+    }
+
+    /// [`Native::call`] within `limits` instead of the compiled entry's own.
+    pub fn call_with(&self, args: &[Value], limits: NativeLimits) -> Result<Value, CodegenError> {
         self.check_arity(args.len())?;
-        let mut arena = self.pool.take(self.limits.memory_bytes);
-        let result = self.call_in(&mut arena, args);
+        let mut arena = self.pool.take(limits.memory_bytes);
+        let result = self.call_in(&mut arena, args, &limits);
         self.pool.give(*arena);
         result
     }
 
-    fn call_in(&self, arena: &mut Arena, args: &[Value]) -> Result<Value, CodegenError> {
+    fn call_in(
+        &self,
+        arena: &mut Arena,
+        args: &[Value],
+        limits: &NativeLimits,
+    ) -> Result<Value, CodegenError> {
         let total: usize = self
             .params
             .iter()
@@ -207,7 +238,7 @@ impl Native {
         }
         let mut out = vec![0u64; slots(&self.result)?];
         // SAFETY: the buffers have the sizes the compiled code assumes.
-        unsafe { self.invoke(arena, &input, &mut out)? };
+        unsafe { self.invoke(arena, &input, &mut out, limits)? };
         // SAFETY: on success compiled code wrote a value of the result type
         // whose arrays live in `arena` or `input`'s arrays, both alive.
         unsafe { runtime::read_value(&self.result, out.as_ptr()) }
@@ -435,8 +466,9 @@ impl Native {
         arena: &mut Arena,
         input: &[u64],
         out: &mut [u64],
+        limits: &NativeLimits,
     ) -> Result<(), CodegenError> {
-        let mut ctx = Ctx::new(arena);
+        let mut ctx = Ctx::new(arena, limits.fuel, limits.elements);
         // SAFETY: `func` lives as long as `self.module`; the caller
         // guarantees the buffers; the arena outlives the call.
         let status = unsafe { (self.func)(&mut ctx, input.as_ptr(), out.as_mut_ptr()) };
@@ -453,6 +485,15 @@ impl Native {
     /// or a flat array of Double or Index, and so must each component of
     /// the result; the ⊥ codes are [`Native::call`]'s.
     pub fn call_slices<'a>(&self, args: &[Arg<'a>]) -> Result<Outputs<'a>, CodegenError> {
+        self.call_slices_with(args, self.limits)
+    }
+
+    /// [`Native::call_slices`] within `limits`.
+    pub fn call_slices_with<'a>(
+        &self,
+        args: &[Arg<'a>],
+        limits: NativeLimits,
+    ) -> Result<Outputs<'a>, CodegenError> {
         self.check_arity(args.len())?;
         let leaves = flat_leaves(&self.result, "the result")?;
         let mut input = Vec::with_capacity(2 * args.len() + 1);
@@ -485,11 +526,11 @@ impl Native {
             }
         }
         input.push(0);
-        let mut arena = self.pool.take(self.limits.memory_bytes);
+        let mut arena = self.pool.take(limits.memory_bytes);
         let mut out = vec![0u64; slots(&self.result)?.max(1)];
         // SAFETY: as in `call`; the argument slices are only read and
         // outlive the call (and the returned `Outputs`, through `'a`).
-        if let Err(e) = unsafe { self.invoke(&mut arena, &input, &mut out) } {
+        if let Err(e) = unsafe { self.invoke(&mut arena, &input, &mut out, &limits) } {
             self.pool.give(*arena);
             return Err(e);
         }

@@ -127,6 +127,7 @@ pub fn define_entry<M: Module>(
     normal: &Normal,
     helpers: &[(&'static str, FuncId)],
     listing: Option<&mut String>,
+    limits: bool,
 ) -> Result<FuncId, CodegenError> {
     let sig = entry_signature(module);
     let id = module
@@ -141,7 +142,7 @@ pub fn define_entry<M: Module>(
         imports.insert(helper, module.declare_func_in_func(*hid, &mut ctx.func));
     }
     let target = module.target_config();
-    let lowered = lower_function(&mut ctx.func, &mut fctx, normal, &imports, target)?;
+    let lowered = lower_function(&mut ctx.func, &mut fctx, normal, &imports, target, limits)?;
     let ir = listing.is_some().then(|| ctx.func.display().to_string());
     if ir.is_some() {
         ctx.set_disasm(true);

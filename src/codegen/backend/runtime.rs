@@ -16,7 +16,8 @@ use std::ptr::NonNull;
 use crate::codegen::CodegenError;
 use crate::codegen::abi::{
     DIVISION_BY_ZERO, DOMAIN, DOMAIN_IPOW, DOMAIN_OPS, DOMAIN_POW, INDEX_OUT_OF_BOUNDS,
-    NEGATIVE_COUNT, NEGATIVE_SIZE, OK, OUT_OF_MEMORY, OVERFLOW, OVERFLOW_OPS, STACKS,
+    NEGATIVE_COUNT, NEGATIVE_SIZE, OK, OUT_OF_FUEL, OUT_OF_MEMORY, OVERFLOW, OVERFLOW_OPS, STACKS,
+    TOO_LARGE,
 };
 use crate::codegen::layout::{SLOT, slots};
 use crate::eval::Value;
@@ -40,10 +41,17 @@ pub struct Ctx {
     pub c_only: [i64; 4],
     /// Per scratch stack: (base, cur, end).
     pub windows: [[usize; 3]; STACKS],
+    /// The C context's `spare` (unused by the JIT).
+    pub spare: i64,
+    /// Loop iterations the call may still run (`abi::CTX_FUEL`).
+    pub fuel: i64,
+    /// The most elements an array may have (`abi::CTX_ELEMENTS`).
+    pub elements: i64,
 }
 
 impl Ctx {
-    pub fn new(arena: *mut Arena) -> Ctx {
+    pub fn new(arena: *mut Arena, fuel: u64, elements: u64) -> Ctx {
+        let clamp = |x: u64| i64::try_from(x).unwrap_or(i64::MAX);
         Ctx {
             arena,
             a: 0,
@@ -51,6 +59,9 @@ impl Ctx {
             scratch: 0,
             c_only: [0; 4],
             windows: [[0; 3]; STACKS],
+            spare: 0,
+            fuel: clamp(fuel),
+            elements: clamp(elements),
         }
     }
 }
@@ -401,6 +412,8 @@ pub fn status_error(code: i64, ctx: &Ctx) -> Option<CodegenError> {
         OVERFLOW => CodegenError::Overflow {
             op: OVERFLOW_OPS.get(a as usize).copied().unwrap_or("?"),
         },
+        OUT_OF_FUEL => CodegenError::OutOfFuel { asked: a, left: b },
+        TOO_LARGE => CodegenError::TooLarge { n: a, limit: b },
         OUT_OF_MEMORY => CodegenError::OutOfMemory {
             bytes: a,
             // SAFETY: the wrapper's arena is alive while it reads the status.

@@ -46,6 +46,7 @@ impl Lower<'_, '_> {
         let z = self.atom(zero)?;
         let n = self.scalar(n)?;
         let src = self.accum_source(cs)?;
+        self.within_limit(n, 0);
         self.check_count(n, abi::NEGATIVE_SIZE);
         let size = elem_bytes(&zt)?;
         let rec_ty = Type::pair(Type::Index, zt.clone());

@@ -105,6 +105,9 @@ impl Lower<'_, '_> {
                     .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, n, 0);
                 let ok = self.b.ins().bor(empty, all);
                 let ok = self.b.ins().band(ok, nonneg);
+                // E-Limit too (Note [Native limits]): an array too large
+                // is built as written, which stops there.
+                let ok = self.and_fits(ok, n);
                 let (cont, slow) = (self.b.create_block(), self.b.create_block());
                 self.b.set_cold_block(slow);
                 self.b.ins().brif(ok, cont, &[], slow, &[]);

@@ -136,10 +136,14 @@ impl Lower<'_, '_> {
                 ok = self.b.ins().band(ok, fine);
             }
         }
+        // E-Limit (Note [Native limits]): past it, the members run as
+        // written and stop there.
+        ok = self.and_fits(ok, n);
         let go = self.b.create_block();
         let z = self.iconst(0);
         self.b.ins().brif(ok, go, &[], bail, &args_of(&[z, z, z]));
         self.b.switch_to_block(go);
+        self.charge(n);
         // The kept members' buffers, each where its binding would put it.
         let mut bufs = Vec::new();
         for (&p, &kept) in g.members.iter().zip(&g.kept) {

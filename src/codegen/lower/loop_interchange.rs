@@ -38,6 +38,10 @@ impl Lower<'_, '_> {
         let zero = self.iconst(0);
         self.fail_if(bad, inner_code, m, zero);
         let ok = self.nest_guard(reads, n, m)?;
+        // E-Limit of the nest and of its rows (Note [Native limits]): past
+        // it, the nest runs as written and stops there.
+        let ok = self.and_fits(ok, n);
+        let ok = self.and_fits(ok, m);
         let (fast_b, slow, join) = self.diamond(ok, &[types::I64]);
         self.b.switch_to_block(fast_b);
         // The fast path allocates first: a scratch array's buffer is its.

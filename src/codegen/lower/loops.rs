@@ -30,6 +30,8 @@ impl Lower<'_, '_> {
         guard: Option<&guard::Plan>,
     ) -> R<Vals> {
         let count = self.scalar(n)?;
+        // E-Build-Bot, then E-Limit, then the iterations charged.
+        self.within_limit(count, 0);
         self.check_count_of(n, count, abi::NEGATIVE_SIZE);
         let n = count;
         let el = array_elem(ty)?;
@@ -200,6 +202,8 @@ impl Lower<'_, '_> {
         body: &AnfBlock,
     ) -> R<Vals> {
         let count = self.scalar(n)?;
+        // E-IScan-Bot, then E-Limit of the n + 1 states.
+        self.within_limit(count, 1);
         self.check_count_of(n, count, abi::NEGATIVE_COUNT);
         let n = count;
         let z = self.atom(z)?;
@@ -315,15 +319,95 @@ impl Lower<'_, '_> {
     /// counts]).
     pub(super) fn check_count_of(&mut self, a: &Atom, n: Value, code: i64) {
         if !self.known_nonneg(a) {
-            self.check_count(n, code);
+            let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, n, 0);
+            let zero = self.iconst(0);
+            self.fail_if(neg, code, n, zero);
         }
+        self.charge(n);
     }
 
-    /// E-Build-Bot, E-IFold-Bot, E-Accum-Bot: `n < 0` is ⊥ with `code`.
+    /// E-Build-Bot, E-IFold-Bot, E-Accum-Bot: `n < 0` is ⊥ with `code`;
+    /// then the loop's `n` iterations are charged (Note [Native limits]).
     pub(super) fn check_count(&mut self, n: Value, code: i64) {
         let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, n, 0);
         let zero = self.iconst(0);
         self.fail_if(neg, code, n, zero);
+        self.charge(n);
+    }
+}
+
+// Note [Native limits]
+// ~~~~~~~~~~~~~~~~~~~~
+// The evaluator stops after `--fuel` steps (E-Fuel) and at an array of
+// more than `--max-elements` elements (E-Limit); native code run by the
+// command line honours both, with the same error codes, from the JIT's
+// call context (`abi::CTX_FUEL`, `abi::CTX_ELEMENTS`):
+//
+// - Fuel counts loop iterations, charged when a loop starts: its count n
+//   (known then, for every loop of F̃) is taken from the budget, and a
+//   loop that would overdraw it stops with `out-of-fuel` before its
+//   first iteration. So the innermost loop bodies pay nothing, and an
+//   `ifold` of 2⁶³ iterations ends at once. An iteration takes at least
+//   one evaluator step, so a program that finishes within `--fuel N` on
+//   the evaluator finishes within it natively too.
+// - Every array `build`, `iscan`, `accum` and `concat` make is at most
+//   the limit, tested where the evaluator tests E-Limit, also for arrays
+//   native code never builds (a fused `build`'s guard fails, and the
+//   array is built as written, which stops there): `length (build n f)`
+//   with n past the limit is ⊥ in both engines.
+//
+// Code compiled for an object file reads neither (`limits` is off): its
+// memory is bounded by `fsmooth_ctx.limit`, and its loops, like C's, run
+// to the end.
+impl Lower<'_, '_> {
+    /// Charges a loop of `n ≥ 0` iterations to the call's fuel.
+    pub(super) fn charge(&mut self, n: Value) {
+        if !self.limits {
+            return;
+        }
+        let flags = MemFlagsData::trusted();
+        let fuel = self
+            .b
+            .ins()
+            .load(types::I64, flags, self.ctx, abi::CTX_FUEL);
+        // fuel ≥ 0 and n ≥ 0: no overflow.
+        let left = self.b.ins().isub(fuel, n);
+        let out = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, left, 0);
+        self.fail_if(out, abi::OUT_OF_FUEL, n, fuel);
+        self.b.ins().store(flags, left, self.ctx, abi::CTX_FUEL);
+    }
+
+    /// The guard `ok`, and an array of `n ≥ 0` elements within the call's
+    /// limit (`ok` itself when the limits are off).
+    pub(super) fn and_fits(&mut self, ok: Value, n: Value) -> Value {
+        if !self.limits {
+            return ok;
+        }
+        let flags = MemFlagsData::trusted();
+        let limit = self
+            .b
+            .ins()
+            .load(types::I64, flags, self.ctx, abi::CTX_ELEMENTS);
+        let fits = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, n, limit);
+        self.b.ins().band(ok, fits)
+    }
+
+    /// E-Limit: an array of `n + extra` elements is ⊥ past the call's
+    /// limit (tested as `n > limit - extra`, which cannot overflow; a
+    /// negative `n` passes, for E-Build-Bot to catch).
+    pub(super) fn within_limit(&mut self, n: Value, extra: i64) {
+        if !self.limits {
+            return;
+        }
+        let flags = MemFlagsData::trusted();
+        let limit = self
+            .b
+            .ins()
+            .load(types::I64, flags, self.ctx, abi::CTX_ELEMENTS);
+        let room = self.b.ins().iadd_imm_s(limit, -extra);
+        let big = self.b.ins().icmp(IntCC::SignedGreaterThan, n, room);
+        let total = self.b.ins().iadd_imm_s(n, extra);
+        self.fail_if(big, abi::TOO_LARGE, total, limit);
     }
 }
 

@@ -101,6 +101,7 @@ pub fn lower_function(
     normal: &Normal,
     imports: &Imports,
     target: TargetFrontendConfig,
+    limits: bool,
 ) -> R<Lowered> {
     // Projections of pairs forwarded, so that fusion sees through tuples.
     let mut body = normal.body.clone();
@@ -147,6 +148,7 @@ pub fn lower_function(
     let plan = fuse::plan(normal);
     let fused_names: HashSet<Name> = plan.fused.keys().cloned().collect();
     let mut l = Lower {
+        limits,
         b,
         imports,
         env: HashMap::default(),
@@ -253,6 +255,9 @@ fn args_of(vs: &[Value]) -> Vec<BlockArg> {
 }
 
 struct Lower<'a, 'f> {
+    /// Whether the call context holds the JIT's limits (Note [Native
+    /// limits] in `loops.rs`).
+    limits: bool,
     b: FunctionBuilder<'f>,
     imports: &'a Imports,
     env: HashMap<Name, Vals>,

@@ -306,6 +306,7 @@ impl Lower<'_, '_> {
             let len = l.b.ins().load(types::I64, flags, d, SLOT as i32);
             Ok(vec![l.b.ins().iadd(st[0], len)])
         })?[0];
+        self.within_limit(total, 0);
         let dst = self.alloc(total, size)?;
         self.counted_loop(pn, &[zero], |l, k, st| {
             let d = l.element(pp, k, desc);

@@ -277,7 +277,7 @@ fn batched_entries_run_every_element() {
         }
         assert_eq!(flat, want, "{f}");
         let native = b
-            .run_flat(Engine::Native, &args)
+            .run_flat(Engine::Native, &args, FUEL)
             .expect("slices")
             .expect("native runs");
         assert_eq!(native, want, "{f}");

@@ -276,7 +276,25 @@ fn native_unsupported_bad_arguments_and_memory_limits_are_errors() {
     ));
     n.limits.memory_bytes = 1 << 20;
     for size in [1 << 20, i64::MAX] {
+        // Past the element limit (E-Limit, before any memory is asked
+        // for), and, with no element limit and no fuel limit (the loop's
+        // iterations are charged before its array is allocated), past the
+        // memory limit.
         let e = n.call(&[Value::Index(size)]).expect_err("too large");
+        let want = if size as u64 > n.limits.elements {
+            "array-too-large"
+        } else {
+            "out-of-memory"
+        };
+        assert_eq!(e.code(), want, "{e}");
+        let unlimited = fsmooth::codegen::NativeLimits {
+            elements: u64::MAX,
+            fuel: u64::MAX,
+            ..n.limits
+        };
+        let e = n
+            .call_with(&[Value::Index(size)], unlimited)
+            .expect_err("too large");
         assert_eq!(e.code(), "out-of-memory", "{e}");
     }
     assert!(n.call(&[Value::Index(1000)]).is_ok());

@@ -55,7 +55,7 @@ const TOLERANCE: f64 = 1e-12;
 
 /// Enough fuel for every test program; runs that exhaust it are skipped
 /// (native code has no fuel and would run to the end).
-const FUEL: Limits = Limits { fuel: 20_000_000 };
+const FUEL: Limits = Limits::with_fuel(20_000_000);
 
 /// How one comparison ended.
 #[derive(Debug, PartialEq)]

@@ -69,6 +69,13 @@ impl<'b, 'a> Expander<'b, 'a> {
     /// Returns `e` with every `deriv` inside expanded (the same id when
     /// there is none).
     pub fn expand(&mut self, e: ExprId) -> Result<ExprId, AdError> {
+        let was = self.b.at(self.b.prog.span(e));
+        let r = self.expand_node(e);
+        self.b.restore(was);
+        r
+    }
+
+    fn expand_node(&mut self, e: ExprId) -> Result<ExprId, AdError> {
         let ty = self.b.ty(e);
         let node = self.b.prog.expr(e).clone();
         let new = match node.clone() {

@@ -56,8 +56,15 @@ impl Forward<'_, '_> {
         }
     }
 
-    /// D[[e]].
+    /// D[[e]], its nodes at `e`'s span.
     pub fn d(&mut self, e: ExprId) -> Result<ExprId, AdError> {
+        let was = self.b.at(self.b.prog.span(e));
+        let r = self.d_node(e);
+        self.b.restore(was);
+        r
+    }
+
+    fn d_node(&mut self, e: ExprId) -> Result<ExprId, AdError> {
         let ty = self.b.ty(e);
         let dty = self.dual_ty(&ty);
         Ok(match self.b.prog.expr(e).clone() {

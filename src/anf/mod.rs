@@ -17,6 +17,8 @@ mod display;
 mod normalise;
 pub mod to_ir;
 
+use std::collections::HashMap;
+
 use thiserror::Error;
 
 use crate::diagnostic::{Diagnose, Span};
@@ -194,4 +196,8 @@ pub struct Block {
 pub struct Normal {
     pub params: Vec<(Name, Type)>,
     pub body: Block,
+    /// The source span of each binding, by its (unique) name: where a ⊥
+    /// of the binding is reported. Passes that make bindings of their own
+    /// may leave them out; a reader falls back to an enclosing binding's.
+    pub spans: HashMap<Name, Span>,
 }

@@ -14,6 +14,7 @@ use std::rc::Rc;
 use cranelift_entity::SecondaryMap;
 
 use super::{AnfError, Atom, Binding, Block, LoopKind, Normal, Rhs};
+use crate::diagnostic::Span;
 use crate::ir::{Expr, ExprId, Name, Prim, Program, Type};
 
 /// What an expression evaluates to at compile time.
@@ -68,6 +69,9 @@ pub struct Normaliser<'a> {
     /// Top-level bindings of data definitions, in order of first use.
     top: Vec<Binding>,
     counter: u32,
+    /// The span of the expression being normalised, and every binding's.
+    span: Span,
+    spans: std::collections::HashMap<Name, Span>,
 }
 
 /// Normalises definition `entry` of the monomorphic, `deriv`-free program,
@@ -86,6 +90,8 @@ pub fn normalise(
         globals: Vec::new(),
         top: Vec::new(),
         counter: 0,
+        span: Span::generated(),
+        spans: std::collections::HashMap::new(),
     };
     let f = n.global(&Rc::from(entry))?;
     let mut ps = Vec::new();
@@ -101,6 +107,7 @@ pub fn normalise(
     Ok(Normal {
         params: ps,
         body: Block { binds, result },
+        spans: n.spans,
     })
 }
 
@@ -144,6 +151,7 @@ impl Normaliser<'_> {
                 .expect("a memo per block")
                 .insert(k, Atom::Var(name.clone(), ty.clone()));
         }
+        self.spans.insert(name.clone(), self.span);
         self.blocks.last_mut().expect("a block").push(Binding {
             name: name.clone(),
             ty: ty.clone(),
@@ -204,7 +212,20 @@ impl Normaliser<'_> {
         self.norm(body, &env)
     }
 
+    /// The normal form of `e`, its bindings at `e`'s span (or, for a
+    /// generated node, the enclosing source's).
     fn norm(&mut self, e: ExprId, env: &Env) -> Result<Sv, AnfError> {
+        let was = self.span;
+        let here = self.prog.span(e);
+        if here != Span::generated() {
+            self.span = here;
+        }
+        let r = self.norm_node(e, env);
+        self.span = was;
+        r
+    }
+
+    fn norm_node(&mut self, e: ExprId, env: &Env) -> Result<Sv, AnfError> {
         Ok(match self.prog.expr(e).clone() {
             Expr::Var(x) => match lookup(env, &x) {
                 Some(v) => v,

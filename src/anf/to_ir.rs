@@ -28,6 +28,7 @@ pub fn program_of(normal: &Normal) -> Program {
     let mut out = Program::new();
     let mut out_types = SecondaryMap::new();
     let mut b = Builder::new(&mut out, &mut out_types);
+    b.with_binding_spans(&normal.spans);
     let def = plain_program(&mut b, normal, "anf'entry");
     out.defs.push(def);
     out
@@ -64,8 +65,16 @@ pub fn atom(b: &mut Builder<'_>, a: &Atom) -> ExprId {
     }
 }
 
-/// A primitive or array binding's right-hand side as IR.
+/// A primitive or array binding's right-hand side as IR, at the binding's
+/// source span.
 pub fn simple_rhs(b: &mut Builder<'_>, bd: &Binding) -> ExprId {
+    let was = b.at_binding(&bd.name);
+    let e = simple_rhs_here(b, bd);
+    b.restore(was);
+    e
+}
+
+fn simple_rhs_here(b: &mut Builder<'_>, bd: &Binding) -> ExprId {
     match &bd.rhs {
         Rhs::Prim(op, args) => {
             let xs = args.iter().map(|a| atom(b, a)).collect();
@@ -93,8 +102,16 @@ pub fn plain(b: &mut Builder<'_>, blk: &Block) -> ExprId {
     body
 }
 
-/// One binding's right-hand side, computed plainly (no tape).
+/// One binding's right-hand side, computed plainly (no tape), at the
+/// binding's source span.
 pub fn plain_rhs(b: &mut Builder<'_>, bd: &Binding) -> ExprId {
+    let was = b.at_binding(&bd.name);
+    let e = plain_rhs_here(b, bd);
+    b.restore(was);
+    e
+}
+
+fn plain_rhs_here(b: &mut Builder<'_>, bd: &Binding) -> ExprId {
     match &bd.rhs {
         Rhs::Prim(..) | Rhs::Array(_) => simple_rhs(b, bd),
         Rhs::If(c, t, f) => {

@@ -70,3 +70,7 @@ pub const CTX_SPARE: i32 = ctx_window(STACKS)[0];
 /// object file reads neither.
 pub const CTX_FUEL: i32 = CTX_SPARE + 8;
 pub const CTX_ELEMENTS: i32 = CTX_FUEL + 8;
+/// The JIT's failure site: which test failed, an index into the sites the
+/// lowering returns (`lower::Lowered::sites`), so that the wrapper reports
+/// the source span of the operation (Note [Failure sites] in `lower/mod.rs`).
+pub const CTX_SITE: i32 = CTX_ELEMENTS + 8;

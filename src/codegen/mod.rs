@@ -164,6 +164,23 @@ pub enum CodegenError {
     OutOfFuel { asked: i64, left: i64 },
     #[error("an array of {n} elements is larger than the limit of {limit}")]
     TooLarge { n: i64, limit: i64 },
+    /// A run-time error with the source span of the operation that failed
+    /// (Note [Failure sites] in `codegen/lower/mod.rs`).
+    #[error("{error}")]
+    Located {
+        error: Box<CodegenError>,
+        span: Span,
+    },
+}
+
+impl CodegenError {
+    /// The error without its source location (`Located`'s inner error).
+    pub fn unlocated(self) -> CodegenError {
+        match self {
+            CodegenError::Located { error, .. } => error.unlocated(),
+            e => e,
+        }
+    }
 }
 
 impl Diagnose for CodegenError {
@@ -182,16 +199,20 @@ impl Diagnose for CodegenError {
             CodegenError::OutOfMemory { .. } => "out-of-memory",
             CodegenError::OutOfFuel { .. } => "out-of-fuel",
             CodegenError::TooLarge { .. } => "array-too-large",
+            CodegenError::Located { error, .. } => error.code(),
         }
     }
 
     fn span(&self) -> Span {
-        // The normal form keeps no source positions.
-        Span::generated()
+        match self {
+            CodegenError::Located { span, .. } => *span,
+            _ => Span::generated(),
+        }
     }
 
     fn notes(&self) -> Vec<String> {
         match self {
+            CodegenError::Located { error, .. } => error.notes(),
             CodegenError::Unsupported { .. } => {
                 vec!["run the program with the reference evaluator instead".to_string()]
             }

@@ -48,6 +48,24 @@ pub enum EvalError {
     Internal { message: String, span: Span },
 }
 
+impl EvalError {
+    /// The error at `span` instead of its own.
+    pub fn set_span(&mut self, to: Span) {
+        match self {
+            EvalError::IndexOutOfBounds { span, .. }
+            | EvalError::NegativeSize { span, .. }
+            | EvalError::NegativeCount { span, .. }
+            | EvalError::DivisionByZero { span }
+            | EvalError::Domain { span, .. }
+            | EvalError::Overflow { span, .. }
+            | EvalError::OutOfFuel { span, .. }
+            | EvalError::TooLarge { span, .. }
+            | EvalError::OutOfMemory { span, .. }
+            | EvalError::Internal { span, .. } => *span = to,
+        }
+    }
+}
+
 impl Diagnose for EvalError {
     fn code(&self) -> &'static str {
         match self {

@@ -1,8 +1,10 @@
 //! A small builder for typed IR, used by the passes that generate code
 //! (forward and reverse mode, the normal form's conversion back to IR,
 //! the tape oracle): every node it creates gets a ground type in the
-//! pass's type table and a generated span, and fresh names avoid every
-//! name already in the program.
+//! pass's type table and the span of the source the pass is translating
+//! (`Builder::at`; generated when none is known), so that a ⊥ in derived
+//! code points at the user's operation it came from; fresh names avoid
+//! every name already in the program.
 
 use std::collections::HashSet;
 use std::rc::Rc;
@@ -17,6 +19,11 @@ pub struct Builder<'a> {
     pub types: &'a mut SecondaryMap<ExprId, Option<Type>>,
     names: HashSet<Name>,
     counter: u32,
+    /// The span new nodes get: the source they derive from.
+    span: Span,
+    /// The source spans of the normal form's bindings being translated
+    /// (`anf::Normal::spans`), for [`Builder::at_binding`].
+    binding_spans: std::collections::HashMap<Name, Span>,
 }
 
 impl<'a> Builder<'a> {
@@ -41,7 +48,43 @@ impl<'a> Builder<'a> {
             types,
             names,
             counter: 0,
+            span: Span::generated(),
+            binding_spans: std::collections::HashMap::new(),
         }
+    }
+
+    /// The source spans of the bindings of the normal form this builder
+    /// translates.
+    pub fn with_binding_spans(&mut self, spans: &std::collections::HashMap<Name, Span>) {
+        self.binding_spans.clone_from(spans);
+    }
+
+    /// [`Builder::at`] the span of the normal form's binding `name`, if it
+    /// has one (else the current span stays).
+    pub fn at_binding(&mut self, name: &Name) -> Span {
+        let span = self
+            .binding_spans
+            .get(name)
+            .copied()
+            .unwrap_or(Span::generated());
+        self.at(span)
+    }
+
+    /// Gives the nodes built from now on `span` (the source they derive
+    /// from; kept when `span` is generated) and returns the previous one,
+    /// to restore.
+    pub fn at(&mut self, span: Span) -> Span {
+        let was = self.span;
+        if span != Span::generated() {
+            self.span = span;
+        }
+        was
+    }
+
+    /// Gives the nodes built from now on `span`, generated or not (a
+    /// restore of [`Builder::at`]).
+    pub fn restore(&mut self, span: Span) {
+        self.span = span;
     }
 
     /// A name not used anywhere in the program: `base'N`.
@@ -71,7 +114,7 @@ impl<'a> Builder<'a> {
     }
 
     pub fn add(&mut self, e: Expr, ty: Type) -> ExprId {
-        let id = self.prog.add(e, Span::generated());
+        let id = self.prog.add(e, self.span);
         self.types[id] = Some(ty);
         id
     }

@@ -73,6 +73,35 @@ impl Entry {
         args: Vec<Value>,
         limits: Limits,
     ) -> Result<(Value, Stats), RunError> {
+        self.run_engine(engine, args, limits)
+            .map_err(|e| self.locate(e))
+    }
+
+    /// A run-time error with no span of its own, located at the entry (the
+    /// user's function a derived program comes from): every error points
+    /// into the user's program.
+    pub fn locate(&self, e: RunError) -> RunError {
+        if e.span() != Span::generated() || self.span == Span::generated() {
+            return e;
+        }
+        match e {
+            RunError::Native(error) => RunError::Native(CodegenError::Located {
+                error: Box::new(error),
+                span: self.span,
+            }),
+            RunError::Eval(mut error) => {
+                error.set_span(self.span);
+                RunError::Eval(error)
+            }
+        }
+    }
+
+    fn run_engine(
+        &self,
+        engine: Engine,
+        args: Vec<Value>,
+        limits: Limits,
+    ) -> Result<(Value, Stats), RunError> {
         match engine {
             Engine::Eval => Ok(self.run(args, limits, &mut |_, _| {})?),
             Engine::Native => {
@@ -152,7 +181,7 @@ impl Entry {
             native
                 .call_slices_with(&call, NativeLimits::of(limits))
                 .map(|o| read(&o))
-                .map_err(RunError::from),
+                .map_err(|e| self.locate(RunError::from(e))),
         )
     }
 }

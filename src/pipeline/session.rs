@@ -11,7 +11,7 @@ use super::passes::{Pass, timed};
 use super::typed::{check, entry_of, no_param};
 use super::{Artefact, Entry, Form, OptOptions, Optimised, parse};
 use crate::ad::ForwardMode;
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Diagnostic, Span};
 use crate::interchange::InputError;
 use crate::ir::{Program, Type};
 use crate::opt::RuleDef;
@@ -179,7 +179,16 @@ impl Session {
                 super::batch::batched(a.clone(), &e)
             }
         };
-        e.map(Rc::new)
+        // A derived program answers for the user's entry it derives from:
+        // its errors without a span of their own point there.
+        let mut e = e?;
+        if e.span == Span::generated()
+            && !matches!(a, Artefact::Entry { .. })
+            && let Ok(base) = self.entry(a.base())
+        {
+            e.span = base.span;
+        }
+        Ok(Rc::new(e))
     }
 
     /// `rev'entry` of `base` with respect to parameter `k`.

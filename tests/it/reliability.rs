@@ -253,3 +253,63 @@ fn resource_limits_end_work_cleanly_in_both_engines() {
         assert_eq!(status, Some(0), "{engine}: {err}");
     }
 }
+
+/// Finding 2: every run-time error, from either engine and every AD mode,
+/// carries its code and a location in the user's program — the operation
+/// that failed (`file:3:3`, the division; derivative programs keep the
+/// span of what they differentiate, native code the span of the failing
+/// test), or at worst the entry's definition. Native code and the
+/// derivative programs used to print a bare `error[code]`.
+#[test]
+fn runtime_errors_point_into_the_users_program() {
+    let src = temp_file(
+        "located.fsm",
+        "let g = fun (x: Double) (y: Double) ->\n  let a = x * y\n  a / (y - y) + sqrt x\n",
+    );
+    let path = src.to_str().expect("path").to_string();
+    let at = format!("{path}:3:3: error[division-by-zero]");
+    let o = cli(&[
+        "run",
+        &path,
+        "--entry",
+        "g",
+        "--input",
+        "[1.0, 2.0]",
+        "--engine",
+        "native",
+    ]);
+    assert!(String::from_utf8_lossy(&o.stderr).starts_with(&at));
+    for mode in ["fwd", "fwd-vec", "fwd-opt", "fwd-rows", "rev", "tape", "fd"] {
+        for engine in ["eval", "native"] {
+            if engine == "native" && matches!(mode, "tape" | "fd") {
+                continue;
+            }
+            let (wrt, input) = if mode == "fwd-rows" {
+                // The rows need a Vector variable.
+                ("v", "[1.0, 2.0]")
+            } else {
+                ("x", "[1.0, 2.0]")
+            };
+            let (file, entry) = if mode == "fwd-rows" {
+                let p = temp_file(
+                    "located_rows.fsm",
+                    "let h = fun (v: Vector) ->\n  let a = v[0] * v[1]\n  [a / (v[1] - v[1]), a]\n",
+                );
+                (p.to_str().expect("path").to_string(), "h")
+            } else {
+                (path.clone(), "g")
+            };
+            let o = cli(&[
+                "jacobian", &file, "--entry", entry, "--wrt", wrt, "--mode", mode, "--engine",
+                engine, "--input", input,
+            ]);
+            let err = String::from_utf8_lossy(&o.stderr).to_string();
+            assert_eq!(o.status.code(), Some(1), "{mode} {engine}: {err}");
+            let want = format!("{file}:3:");
+            assert!(
+                err.starts_with(&want) && err.contains("error[division-by-zero]"),
+                "{mode} {engine}: {err}"
+            );
+        }
+    }
+}

@@ -95,6 +95,13 @@ impl Reverse<'_, '_> {
     /// tape entry; the variable holding the entry, or `None` for a
     /// recomputed binding, which has none.
     pub(super) fn fwd_binding(&mut self, bd: &Binding, lets: &mut Lets) -> Option<Name> {
+        let was = self.b.at_binding(&bd.name);
+        let r = self.fwd_binding_here(bd, lets);
+        self.b.restore(was);
+        r
+    }
+
+    fn fwd_binding_here(&mut self, bd: &Binding, lets: &mut Lets) -> Option<Name> {
         match &bd.rhs {
             Rhs::Prim(..) | Rhs::Array(_) => {
                 let v = to_ir::simple_rhs(self.b, bd);

@@ -79,6 +79,7 @@ pub(super) fn reverse_program(
     name: &str,
     checkpointing: super::Checkpointing,
 ) -> Result<Def, AdError> {
+    b.with_binding_spans(&normal.spans);
     let mut r = Reverse::new(b);
     let body = &fuse_sums(&normal.body);
     r.active.insert(normal.params[wrt].0.clone());

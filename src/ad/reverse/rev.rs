@@ -92,7 +92,12 @@ impl Reverse<'_, '_> {
                 },
             };
             let mask = masks.get(&bd.name).cloned().unwrap_or(Zero::No);
-            for (y, ty, c, m) in self.contributions(bd, &cot, &mask, &mut lets, &mut accs)? {
+            // The binding's contributions are at its source (a ⊥ in them
+            // points at the operation differentiated).
+            let was = self.b.at_binding(&bd.name);
+            let contributed = self.contributions(bd, &cot, &mask, &mut lets, &mut accs);
+            self.b.restore(was);
+            for (y, ty, c, m) in contributed? {
                 if !ty.has_double() || !self.active.contains(&y) || is_bare(&y) {
                     continue;
                 }

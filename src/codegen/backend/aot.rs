@@ -154,7 +154,7 @@ pub fn compile_object(
     let mut module = ObjectModule::new(builder);
     let helpers = define_helpers(&mut module)?;
     let mut listing = options.listing.then(String::new);
-    let raw = define_entry(
+    let (raw, _) = define_entry(
         &mut module,
         &format!("{symbol}_slots"),
         Linkage::Export,

@@ -17,6 +17,7 @@ use super::runtime::{self, Arena, Ctx};
 use crate::anf::Normal;
 use crate::codegen::layout::{Leaf, SLOT, leaves, slots};
 use crate::codegen::{CodegenError, compile_error};
+use crate::diagnostic::Span;
 use crate::eval::Value;
 use crate::ir::Type;
 
@@ -62,6 +63,8 @@ pub struct Native {
     /// Owns the code `func` points into; freed on drop.
     module: Option<JITModule>,
     func: EntryFn,
+    /// The source span of each failure site (Note [Failure sites]).
+    sites: Vec<Span>,
     params: Vec<Type>,
     result: Type,
     compile_time: Duration,
@@ -150,9 +153,10 @@ impl Native {
         let start = Instant::now();
         let mut module = new_module()?;
         match Native::define(&mut module, normal) {
-            Ok(func) => Ok(Native {
+            Ok((func, sites)) => Ok(Native {
                 module: Some(module),
                 func,
+                sites,
                 params: normal.params.iter().map(|(_, t)| t.clone()).collect(),
                 result: normal.body.result.ty().clone(),
                 compile_time: start.elapsed(),
@@ -167,9 +171,12 @@ impl Native {
         }
     }
 
-    fn define(module: &mut JITModule, normal: &Normal) -> Result<EntryFn, CodegenError> {
+    fn define(
+        module: &mut JITModule,
+        normal: &Normal,
+    ) -> Result<(EntryFn, Vec<Span>), CodegenError> {
         let helpers = declare_helpers(module)?;
-        let id = define_entry(
+        let (id, sites) = define_entry(
             module,
             "fsmooth_entry",
             Linkage::Export,
@@ -183,7 +190,10 @@ impl Native {
         // SAFETY: the function was compiled with exactly this signature
         // (three pointer-sized arguments, one i64 result, the host's
         // default calling convention, which is the C one).
-        Ok(unsafe { std::mem::transmute::<*const u8, EntryFn>(code) })
+        Ok((
+            unsafe { std::mem::transmute::<*const u8, EntryFn>(code) },
+            sites,
+        ))
     }
 
     /// The parameter types, in order.
@@ -473,7 +483,19 @@ impl Native {
         // guarantees the buffers; the arena outlives the call.
         let status = unsafe { (self.func)(&mut ctx, input.as_ptr(), out.as_mut_ptr()) };
         match runtime::status_error(status, &ctx) {
-            Some(e) => Err(e),
+            // Note [Failure sites]: the span of the test that failed.
+            Some(e) => Err(
+                match usize::try_from(ctx.site)
+                    .ok()
+                    .and_then(|k| self.sites.get(k))
+                {
+                    Some(span) if *span != Span::generated() => CodegenError::Located {
+                        error: Box::new(e),
+                        span: *span,
+                    },
+                    _ => e,
+                },
+            ),
             None => Ok(()),
         }
     }

@@ -128,7 +128,7 @@ pub fn define_entry<M: Module>(
     helpers: &[(&'static str, FuncId)],
     listing: Option<&mut String>,
     limits: bool,
-) -> Result<FuncId, CodegenError> {
+) -> Result<(FuncId, Vec<crate::diagnostic::Span>), CodegenError> {
     let sig = entry_signature(module);
     let id = module
         .declare_function(name, linkage, &sig)
@@ -217,5 +217,5 @@ pub fn define_entry<M: Module>(
         ));
     }
     module.clear_context(&mut ctx);
-    Ok(id)
+    Ok((id, lowered.sites))
 }

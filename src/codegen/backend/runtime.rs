@@ -47,6 +47,8 @@ pub struct Ctx {
     pub fuel: i64,
     /// The most elements an array may have (`abi::CTX_ELEMENTS`).
     pub elements: i64,
+    /// The failure site of a non-zero status (`abi::CTX_SITE`).
+    pub site: i64,
 }
 
 impl Ctx {
@@ -62,6 +64,7 @@ impl Ctx {
             spare: 0,
             fuel: clamp(fuel),
             elements: clamp(elements),
+            site: -1,
         }
     }
 }

@@ -68,6 +68,7 @@ use crate::codegen::layout::{SLOT, clif_types, elem_bytes, slots};
 use crate::codegen::passes::fuse::{self, Plan};
 use crate::codegen::passes::{self, hoist, inplace, scratch, unroll, version, vertical};
 use crate::codegen::{CodegenError, compile_error, unsupported};
+use crate::diagnostic::Span;
 use crate::ir::{Lit, Name, Prim, Type};
 
 type R<T> = Result<T, CodegenError>;
@@ -124,6 +125,7 @@ pub fn lower_function(
     let lowered = Normal {
         params: normal.params.clone(),
         body,
+        spans: normal.spans.clone(),
     };
     let normal = &lowered;
     let windows = func.dfg.alias_regions.insert(AliasRegionData {
@@ -149,6 +151,9 @@ pub fn lower_function(
     let fused_names: HashSet<Name> = plan.fused.keys().cloned().collect();
     let mut l = Lower {
         limits,
+        spans: normal.spans.clone(),
+        here: Span::generated(),
+        sites: Vec::new(),
         b,
         imports,
         env: HashMap::default(),
@@ -203,6 +208,7 @@ pub fn lower_function(
     l.b.finalize(target);
     let scratch = l.scratch;
     Ok(Lowered {
+        sites: l.sites,
         scratch,
         body: lowered.body,
         updates: l.updates,
@@ -219,6 +225,8 @@ pub fn lower_function(
 /// What the lowering decided, for the listing (`fsmooth compile
 /// --listing`).
 pub struct Lowered {
+    /// The source span of each failure site (Note [Failure sites]).
+    pub sites: Vec<Span>,
     /// The scratch arrays (Note [Scratch arrays]).
     pub scratch: scratch::Scratch,
     /// The normal form as lowered (after fusion, unrolling and hoisting).
@@ -256,8 +264,14 @@ fn args_of(vs: &[Value]) -> Vec<BlockArg> {
 
 struct Lower<'a, 'f> {
     /// Whether the call context holds the JIT's limits (Note [Native
-    /// limits] in `loops.rs`).
+    /// limits] in `loops.rs`) and failure site (Note [Failure sites]).
     limits: bool,
+    /// The source spans of the normal form's bindings.
+    spans: std::collections::HashMap<Name, Span>,
+    /// The span of the binding being lowered.
+    here: Span,
+    /// The span of each failure site, by its number.
+    sites: Vec<Span>,
     b: FunctionBuilder<'f>,
     imports: &'a Imports,
     env: HashMap<Name, Vals>,
@@ -364,12 +378,33 @@ impl Lower<'_, '_> {
     /// details (`details`, emitted there) and passes them to the exit: the
     /// hot path moves no arguments into the exit's parameters (which
     /// pinned them to registers or stack slots at every test).
+    // Note [Failure sites]
+    // ~~~~~~~~~~~~~~~~~~~~~
+    // The evaluator reports a ⊥ at the expression whose rule failed; native
+    // code reports it at the same place. The normal form keeps each
+    // binding's source span (`anf::Normal::spans`; AD passes on the span
+    // of what they differentiate, `ir::build::Builder::at`), the lowering
+    // knows which binding it is lowering (`here`), and each failure test
+    // of JIT code stores its number into the call context
+    // (`abi::CTX_SITE`) on the way to the exit; the wrapper turns the
+    // number back into the span (`CodegenError::Located`). Bindings that
+    // passes make of their own (unrolled copies, hoisted invariants) have
+    // no span and report the enclosing binding's. The store is in the
+    // cold block, so the fast path pays nothing; object files, whose
+    // caller has no spans, store nothing.
     fn fail_with(&mut self, cond: Value, details: impl FnOnce(&mut Self) -> (Value, Value, Value)) {
         let (cont, cold) = (self.b.create_block(), self.b.create_block());
         self.b.set_cold_block(cold);
         self.b.ins().brif(cond, cold, &[], cont, &[]);
         self.b.switch_to_block(cold);
         let (code, a, b) = details(self);
+        if self.limits {
+            // Note [Failure sites]
+            let site = self.iconst(self.sites.len() as i64);
+            self.sites.push(self.here);
+            let flags = MemFlagsData::trusted();
+            self.b.ins().store(flags, site, self.ctx, abi::CTX_SITE);
+        }
         let fail = self.fail;
         self.b.ins().jump(fail, &args_of(&[code, a, b]));
         self.b.switch_to_block(cont);
@@ -463,6 +498,16 @@ impl Lower<'_, '_> {
     }
 
     fn bind(&mut self, bind: &Binding) -> R<()> {
+        let was = self.here;
+        if let Some(s) = self.spans.get(&bind.name) {
+            self.here = *s;
+        }
+        let r = self.bind_here(bind);
+        self.here = was;
+        r
+    }
+
+    fn bind_here(&mut self, bind: &Binding) -> R<()> {
         if let Some(f) = self.plan.fused.get(&bind.name).cloned() {
             return self.fuse(bind, f);
         }

@@ -252,6 +252,7 @@ fn native_unsupported_bad_arguments_and_memory_limits_are_errors() {
             binds: Vec::new(),
             result: Atom::Var("f'n1".into(), f),
         },
+        spans: Default::default(),
     };
     let e = Native::compile(&normal).expect_err("a function parameter");
     assert_eq!(e.code(), "native-unsupported", "{e}");

@@ -488,7 +488,11 @@ fn speculative_regions_moved_twice_keep_catching_their_bottom() {
         }
     }
     // The cases that failed: the read's ⊥, not the division's or `log`'s.
-    let run = |f: &str, args: &[Value]| compile(&load_entry(src, f)).call(args);
+    let run = |f: &str, args: &[Value]| {
+        compile(&load_entry(src, f))
+            .call(args)
+            .map_err(CodegenError::unlocated)
+    };
     let got = run("f", &[vector(&[1.0, 2.0]), ix(0)]);
     assert!(
         matches!(

@@ -36,7 +36,10 @@ fn copies_of_arrays_outside_loops_share_their_buffer() {
         assert_eq!(compare_src(src, f, &args), want, "{f} {args:?}");
     }
     let e = load_entry(src, "f");
-    let err = compile(&e).call(&[a.clone(), Value::Index(4)]).unwrap_err();
+    let err = compile(&e)
+        .call(&[a.clone(), Value::Index(4)])
+        .unwrap_err()
+        .unlocated();
     assert_eq!(err, CodegenError::IndexOutOfBounds { index: 3, len: 3 });
     // The view shares the argument's memory.
     let xs = [1.0, 2.0, 3.0, 4.0];

@@ -90,6 +90,8 @@ struct Interp<'p> {
     tape: Tape,
     stats: Stats,
     fuel: u64,
+    /// Some taped primitive had a non-finite partial at a finite result.
+    singular: bool,
 }
 
 /// The result of a taped run: the value, and the gradient of
@@ -97,6 +99,13 @@ struct Interp<'p> {
 pub struct Taped {
     pub value: Value,
     pub gradient: Value,
+    /// The run passed through a point where a primitive is not
+    /// differentiable: a partial derivative was not finite where the
+    /// primitive's result was (`sqrt` at 0, `x ** y` at x = 0 with y < 1,
+    /// …). There the chain rule multiplies ∞ by the other factors, and the
+    /// AD modes may legitimately differ (spec/ad-forward.md, "Singular
+    /// points"); differential testing counts such points apart.
+    pub singular: bool,
     pub stats: Stats,
     pub tape_len: usize,
 }
@@ -122,6 +131,7 @@ pub fn vjp(
         },
         stats: Stats::default(),
         fuel: limits.fuel,
+        singular: false,
     };
     let Some(idx) = prog.defs.iter().rposition(|d| &*d.name == name) else {
         return Err(internal(format!("no definition `{name}`"), Span::default()));
@@ -164,6 +174,7 @@ pub fn vjp(
     Ok(Taped {
         value: to_value(&f),
         gradient,
+        singular: it.singular,
         stats: it.stats,
         tape_len: it.tape.start.len(),
     })
@@ -497,6 +508,9 @@ impl Interp<'_> {
                         let xs: Vec<f64> =
                             plain.iter().map(|v| v.as_f64().unwrap_or(0.0)).collect();
                         let ws = numeric_partials(op, &xs, y);
+                        if y.is_finite() && ws.iter().any(|w| !w.is_finite()) {
+                            self.singular = true;
+                        }
                         let parents: Vec<(u32, f64)> = nodes.into_iter().zip(ws).collect();
                         Ok(TV::D(y, self.tape.push(&parents)))
                     }

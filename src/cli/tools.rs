@@ -119,6 +119,7 @@ pub fn difftest(c: crate::difftest::Campaign, save: &Path) -> Result<(), Failure
         "ieee_overflow": s.counts.ieee,
         "ieee_rounding": s.counts.rounding,
         "bottom_agreements": s.counts.bottoms,
+        "singular_points": s.counts.singular,
         "failures": usize::from(s.failure.is_some()),
         "seconds": json::rounded(start.elapsed().as_secs_f64(), 3),
     }))?;

@@ -313,3 +313,44 @@ fn runtime_errors_point_into_the_users_program() {
         }
     }
 }
+
+/// Finding 10: `difftest` no longer lets a disagreement on definedness or
+/// on NaN pass unseen. `sqrt (p - p)` at 0.7: forward mode gives 0 (its
+/// zero-seed guard), reverse mode divides by zero, the tape gives NaN —
+/// a singular point of `sqrt` (a non-finite partial at a finite result),
+/// which the check now names and counts apart instead of dropping; and a
+/// smooth program's points are all compared (no NaN taken for agreement).
+#[test]
+fn difftest_names_singular_points_and_compares_the_rest() {
+    let limits = fsmooth::eval::Limits::with_fuel(200_000);
+    let singular =
+        fsmooth::difftest::check_scalar("let main = fun (p: Double) -> sqrt (p - p)\n", limits)
+            .expect("singular points are explained, not failures");
+    assert_eq!(singular.defined, 3);
+    assert_eq!(singular.singular, 3, "{singular:?}");
+    assert_eq!(singular.compared, 0, "{singular:?}");
+    let smooth = fsmooth::difftest::check_scalar(
+        "let main = fun (p: Double) -> sqrt (p * p + 1.0) * sin p\n",
+        limits,
+    )
+    .expect("agrees");
+    assert_eq!(smooth.compared, 3, "{smooth:?}");
+    assert_eq!(smooth.fd, 3, "{smooth:?}");
+    assert_eq!(smooth.singular, 0, "{smooth:?}");
+    let taped = |src: &str| {
+        let s = fsmooth::pipeline::Session::load(src).expect("loads");
+        let e = s.entry("main").expect("entry");
+        fsmooth::tape::vjp(
+            &e.program,
+            &e.name_in_program(),
+            vec![fsmooth::eval::Value::Double(0.7)],
+            0,
+            None,
+            limits,
+        )
+        .expect("tapes")
+        .singular
+    };
+    assert!(taped("let main = fun (p: Double) -> sqrt (p - p)\n"));
+    assert!(!taped("let main = fun (p: Double) -> sqrt (p * p)\n"));
+}

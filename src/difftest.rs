@@ -107,7 +107,7 @@ pub fn check_scalar(src: &str, limits: Limits) -> Result<Counts, String> {
         // The tape says whether the run passes through a point where some
         // primitive is not differentiable (a non-finite partial at a
         // finite result): there, and only there, the modes may differ on
-        // definedness and on NaN (spec/ad-forward.md, "Singular points").
+        // definedness and on NaN (spec/ad-forward.md §7.2, "Singular points").
         let taped = crate::tape::vjp(
             &rev.base.program,
             &rev.base.name_in_program(),

@@ -502,14 +502,18 @@ impl Interp<'_> {
                                 _ => CONST,
                             })
                             .collect();
-                        if nodes.iter().all(|k| *k == CONST) {
-                            return Ok(TV::D(y, CONST));
-                        }
                         let xs: Vec<f64> =
                             plain.iter().map(|v| v.as_f64().unwrap_or(0.0)).collect();
                         let ws = numeric_partials(op, &xs, y);
+                        // A singular point is one of the run, not of the
+                        // active part: a transformation that cannot see that
+                        // an argument is constant still multiplies by ∞ there
+                        // (ad-forward.md §7.2).
                         if y.is_finite() && ws.iter().any(|w| !w.is_finite()) {
                             self.singular = true;
+                        }
+                        if nodes.iter().all(|k| *k == CONST) {
+                            return Ok(TV::D(y, CONST));
                         }
                         let parents: Vec<(u32, f64)> = nodes.into_iter().zip(ws).collect();
                         Ok(TV::D(y, self.tape.push(&parents)))

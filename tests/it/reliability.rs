@@ -353,4 +353,11 @@ fn difftest_names_singular_points_and_compares_the_rest() {
     };
     assert!(taped("let main = fun (p: Double) -> sqrt (p - p)\n"));
     assert!(!taped("let main = fun (p: Double) -> sqrt (p * p)\n"));
+    // Found by CI's property test: the norm of an empty vector is `sqrt` of
+    // a constant 0, singular although its argument does not depend on `p`;
+    // reverse mode, which cannot see that, divides by zero there.
+    let empty = "let main = fun (p: Double) -> vectorNorm (build 0 (fun i -> p))\n";
+    assert!(taped(empty));
+    let counts = fsmooth::difftest::check_scalar(empty, limits).expect("explained");
+    assert_eq!(counts.singular, 3, "{counts:?}");
 }

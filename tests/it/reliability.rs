@@ -206,3 +206,48 @@ fn the_command_lines_optimised_mode_gets_what_the_language_gets() {
     let text = String::from_utf8_lossy(&printed.stdout);
     assert!(!text.contains("ifold"), "{text}");
 }
+
+/// Found by `fsmooth fuzz --target native`: the Jacobian of an entry
+/// whose result holds an Index has a row per Double of the result in
+/// every mode. The modes that read a tangent-only program (`fwd-opt`,
+/// and `fwd-vec` on native code) gave the Index part a row of zeros too:
+/// `(i, v[0])` had the Jacobian `[[0, 0], [1, 0]]` there and `[[1, 0]]`
+/// in the others.
+#[test]
+fn a_jacobian_has_rows_for_doubles_only_in_every_mode() {
+    let p = temp_file(
+        "index_result.fsm",
+        "let main = fun (v: Vector) (i: Index) -> (i, v[0])\nlet count = fun (v: Vector) (i: Index) -> i\n",
+    );
+    let p = p.to_str().expect("path");
+    for (entry, want) in [
+        ("main", r#"{"value": [3, 1.0], "jacobian": [[1.0, 0.0]]}"#),
+        ("count", r#"{"value": 3, "jacobian": []}"#),
+    ] {
+        for mode in ["fwd", "fwd-opt", "fwd-vec", "fwd-rows", "rev"] {
+            for engine in ["eval", "native"] {
+                let o = cli(&[
+                    "jacobian",
+                    p,
+                    "--entry",
+                    entry,
+                    "--wrt",
+                    "v",
+                    "--mode",
+                    mode,
+                    "--engine",
+                    engine,
+                    "--input",
+                    "[[1.0, 2.0], 3]",
+                ]);
+                let out = String::from_utf8_lossy(&o.stdout);
+                assert_eq!(
+                    out.trim(),
+                    want,
+                    "{entry} {mode} {engine}: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                );
+            }
+        }
+    }
+}

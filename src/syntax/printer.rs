@@ -240,9 +240,12 @@ impl Printer<'_> {
             Prim::Ge => bin(ADD, ADD, ">="),
             Prim::Eq => bin(ADD, ADD, "="),
             Prim::Ne => bin(ADD, ADD, "<>"),
-            // `- -x` would lex as two minus signs anyway; the operand of a
-            // negation is never a negative literal (the parser folds those).
-            Prim::Neg => format!("-{}", self.pp(args[0], POW, ind)),
+            // `--x` lexes as two minus signs; the operand of a negation
+            // is never a negative literal (the parser folds those). A
+            // negated negation is printed without parentheses: each pair
+            // would be a level of nesting more than the parsed program
+            // had, and 5,001 minus signs would print past MAX_NESTING.
+            Prim::Neg => format!("-{}", self.pp(args[0], NEG, ind)),
             Prim::Get => format!(
                 "{}[{}]",
                 self.pp(args[0], POSTFIX, ind),

@@ -251,3 +251,23 @@ fn a_jacobian_has_rows_for_doubles_only_in_every_mode() {
         }
     }
 }
+
+/// Found by `fsmooth fuzz --target check`: the printer round-trips a
+/// program nested close to the parser's limit. `-(-(… x))` was printed
+/// with parentheses around each negated negation, two levels of nesting
+/// per minus sign, so 5,001 minus signs (which parse) printed as a
+/// program the parser rejects (`nesting-too-deep`).
+#[test]
+fn printed_negations_nest_as_deep_as_the_source() {
+    let src = format!("let main = fun (x: Double) -> {}x\n", "-".repeat(5_001));
+    let p = fsmooth::pipeline::parse(&src).expect("parses");
+    let printed = fsmooth::syntax::print_program(&p);
+    assert!(printed.contains("---x"), "{}", &printed[..80]);
+    let again = fsmooth::pipeline::parse(&printed).expect("the printed program parses");
+    assert_eq!(fsmooth::syntax::print_program(&again), printed);
+    // Negations of other operators keep their parentheses.
+    let p = fsmooth::pipeline::parse("let f = fun (x: Double) -> -(x * 2.0) - -(-x ** 2.0)\n")
+        .expect("parses");
+    let printed = fsmooth::syntax::print_program(&p);
+    assert!(printed.contains("-(x * 2.0) - --x ** 2.0"), "{printed}");
+}

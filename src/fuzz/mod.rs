@@ -14,21 +14,7 @@
 //! - [`campaign`]: runs a target — sampling, time limits, shrinking,
 //!   counts.
 //!
-//! Note [Why proptest]
-//! ~~~~~~~~~~~~~~~~~~~
-//! cargo-fuzz needs a nightly toolchain, which cannot be installed here,
-//! so the harness is built on proptest rather than libFuzzer. Its
-//! `TestRunner` gives a seedable, platform-independent random stream
-//! (ChaCha) and its `Vec<u32>` strategy a value tree that shrinks; every
-//! generator is a decoder of a choice sequence ([`choices::Choices`],
-//! `testgen`'s design), so one strategy — a vector of choices — serves
-//! programs, mutations, JSON and rule files alike, and shrinking a
-//! failing input is shrinking its choices (fewer choices decode to
-//! simpler inputs), with no shrinker per input kind. `arbitrary` would
-//! decode bytes the same way but brings no runner and no shrinking;
-//! proptest is already the project's property-testing library. Were a
-//! nightly toolchain available, a libFuzzer target could feed the same
-//! decoders its bytes.
+//! Built on proptest (Note [Why proptest] below).
 //!
 //! Outcomes ([`Outcome`]): `ok`; `clean_error` (a stable code, and a
 //! location when it concerns the program); `known` (an unclean error of
@@ -42,6 +28,22 @@
 //! their array-size limit (being added elsewhere) no generated program
 //! legitimately needs more than about 10⁶ elements; the mutations that
 //! write huge literals are run by the evaluator, whose fuel bounds them.
+
+// Note [Why proptest]
+// ~~~~~~~~~~~~~~~~~~~
+// cargo-fuzz needs a nightly toolchain, which cannot be installed here,
+// so the harness is built on proptest rather than libFuzzer. Its
+// `TestRunner` gives a seedable, platform-independent random stream
+// (ChaCha) and its `Vec<u32>` strategy a value tree that shrinks; every
+// generator is a decoder of a choice sequence ([`choices::Choices`],
+// `testgen`'s design), so one strategy — a vector of choices — serves
+// programs, mutations, JSON and rule files alike, and shrinking a
+// failing input is shrinking its choices (fewer choices decode to
+// simpler inputs), with no shrinker per input kind. `arbitrary` would
+// decode bytes the same way but brings no runner and no shrinking;
+// proptest is already the project's property-testing library. Were a
+// nightly toolchain available, a libFuzzer target could feed the same
+// decoders its bytes.
 
 pub mod campaign;
 pub mod case;

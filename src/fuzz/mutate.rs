@@ -468,7 +468,7 @@ mod tests {
     #[test]
     fn mutation_is_deterministic() {
         let seed = b"let main = fun (v: Vector) -> vectorSum v\n";
-        let choices: Vec<u32> = (0..64).map(|i| i * 2_654_435_761u32).collect();
+        let choices: Vec<u32> = (0..64u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
         let a = mutate(&mut Choices::new(&choices), seed, &[], Kind::Program, false);
         let b = mutate(&mut Choices::new(&choices), seed, &[], Kind::Program, false);
         assert_eq!(a, b);

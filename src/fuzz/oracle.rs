@@ -89,7 +89,7 @@ pub fn is_code(code: &str) -> bool {
 
 /// Whether a message admits an internal failure.
 pub fn is_internal(code: &str, text: &str) -> bool {
-    code == "internal-error" || text.contains("please report") || text.contains("panicked")
+    code == "internal-error" || text.contains("please report") || text.contains("panicked at")
 }
 
 /// Judges an error: clean, known (Note [Known defects]) or unclean.

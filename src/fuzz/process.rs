@@ -76,7 +76,7 @@ pub fn judge_exit(case: &Case, line: &[Arg], exit: &Exit, closed: bool) -> Verdi
         let t: Vec<&str> = stderr.lines().take(6).collect();
         t.join(" | ")
     };
-    if stderr.contains("panicked") || stderr.contains("internal error (the worker thread") {
+    if stderr.contains("panicked at") || stderr.contains("internal error (the worker thread") {
         return Verdict::new(Outcome::Panic, format!("the binary panicked: {}", tail()));
     }
     let code = match &exit.status {

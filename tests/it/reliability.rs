@@ -271,3 +271,28 @@ fn printed_negations_nest_as_deep_as_the_source() {
     let printed = fsmooth::syntax::print_program(&p);
     assert!(printed.contains("-(x * 2.0) - --x ** 2.0"), "{printed}");
 }
+
+/// Found by `fsmooth fuzz --target opt`: the optimised entry has the
+/// entry's type. `if false then i else 1` (an Index) was optimised to `1`,
+/// which, inferred alone, defaulted to a Double: `opt` printed `1.0` and
+/// its output ran to `1.0` where the program gives `1`.
+#[test]
+fn opt_keeps_the_type_of_the_entry() {
+    let p = temp_file(
+        "index_if.fsm",
+        "let main = fun (i: Index) -> if false then i else 1\nlet two = fun (i: Index) -> if true then 2 else i\n",
+    );
+    let p = p.to_str().expect("path");
+    for (entry, want) in [("main", "1"), ("two", "2")] {
+        let o = cli(&["opt", p, "--entry", entry, "--check"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let text = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(!text.contains(".0"), "{text}");
+        assert!(!text.contains(" : "), "no annotation is printed: {text}");
+        let optimised = temp_file(&format!("index_if_{entry}.fsm"), &text);
+        for file in [p, optimised.to_str().expect("path")] {
+            let o = cli(&["run", file, "--entry", entry, "--input", "[5]"]);
+            assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), want, "{file}");
+        }
+    }
+}

@@ -14,6 +14,7 @@ pub mod codegen;
 pub mod diagnostic;
 pub mod difftest;
 pub mod eval;
+pub mod fuzz;
 pub mod gradient;
 pub mod interchange;
 pub mod ir;

@@ -177,6 +177,7 @@ impl Forward<'_, '_> {
                         "vector forward mode of `{}` (⊕ would join the tangent vectors)",
                         op.name()
                     ),
+                    span: self.b.span(),
                 });
             }
             // D-Build, D-IFold, D-Get, D-Length, D-Pair, D-Fst, D-Snd, D-Not,

@@ -37,7 +37,7 @@ pub enum AdError {
         span: Span,
     },
     #[error("{what} is not supported yet")]
-    Unsupported { what: String },
+    Unsupported { what: String, span: Span },
     #[error("internal error in AD: {message} (please report this)")]
     Internal { message: String },
 }
@@ -63,8 +63,8 @@ impl Diagnose for AdError {
 
     fn span(&self) -> Span {
         match self {
-            AdError::FunctionFreeVariable { span, .. } => *span,
-            AdError::Internal { .. } | AdError::Unsupported { .. } => Span::generated(),
+            AdError::FunctionFreeVariable { span, .. } | AdError::Unsupported { span, .. } => *span,
+            AdError::Internal { .. } => Span::generated(),
         }
     }
 

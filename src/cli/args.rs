@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::ad::Checkpointing;
 use crate::difftest::Property;
 use crate::eval::Limits;
+use crate::fuzz::Target;
 use crate::gradient::Mode;
 use crate::pipeline::Engine;
 
@@ -99,6 +100,12 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = Property::Ad)]
         property: Property,
     },
+    /// Fuzz the command line's entry points with generated and mutated
+    /// programs, JSON inputs and rule files; oracles in process and, for a
+    /// sample, as a subprocess of this binary. Prints one JSON line of
+    /// outcome counts per target; saves each failing input (shrunk) under
+    /// --save with the command that reproduces it; exits 1 on a failure.
+    Fuzz(FuzzArgs),
     /// The rewrite-rule set: listing and per-rule soundness checking.
     #[command(subcommand)]
     Rules(RulesCmd),
@@ -387,4 +394,39 @@ pub struct RunArgs {
     pub trace: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct FuzzArgs {
+    /// Which entry point to fuzz (`all`: each in turn).
+    #[arg(long, value_enum, default_value_t = Target::All)]
+    pub target: Target,
+    /// Generated inputs per target.
+    #[arg(long, default_value_t = 1000)]
+    pub cases: u64,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Stop each target after this many seconds.
+    #[arg(long, value_name = "SECS")]
+    pub time_limit: Option<f64>,
+    /// Where failing inputs are saved (one directory each, with
+    /// `command.sh`).
+    #[arg(long, default_value = "target/fuzz-failures")]
+    pub save: PathBuf,
+    /// Every K-th input also runs as a subprocess of this binary (0: none).
+    #[arg(long, value_name = "K", default_value_t = 50)]
+    pub sample: u64,
+    /// The wall-clock limit of one input, in process and as a subprocess.
+    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    pub case_timeout: f64,
+    /// Evaluator fuel per run.
+    #[arg(long, default_value_t = 100_000)]
+    pub fuel: u64,
+    /// The repository whose examples, golden files and rule files are
+    /// the mutation seeds (the built-in seeds are used in any case).
+    #[arg(long, default_value = ".")]
+    pub corpus: PathBuf,
+    /// Report failures as found, unshrunk.
+    #[arg(long)]
+    pub no_shrink: bool,
 }

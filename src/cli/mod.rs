@@ -8,11 +8,12 @@
 //! - `args`: the grammar; `render`: diagnostics; `json`: the JSON layout;
 //! - `program` (`check`, `print`, `run`), `derivative` (`grad`, `jacobian`,
 //!   `vjp`, `ad`, `compile`), `optimise` (`opt`), `workload` (`adbench`),
-//!   `tools` (`rules`, `difftest`): the commands, each loading its program
-//!   once into a `pipeline::Session`.
+//!   `tools` (`rules`, `difftest`), `fuzz`: the commands, each loading its
+//!   program once into a `pipeline::Session`.
 
 mod args;
 mod derivative;
+mod fuzz;
 mod json;
 mod optimise;
 mod program;
@@ -102,6 +103,7 @@ fn run(command: Command) -> Result<(), Failure> {
         } => optimise::opt(&file, &entry, rules, explain, stats, check),
         Command::Adbench(cmd) => workload::adbench(cmd),
         Command::Rules(cmd) => tools::rules(cmd),
+        Command::Fuzz(args) => fuzz::fuzz(args),
         Command::Difftest {
             cases,
             seed,

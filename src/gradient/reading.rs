@@ -128,11 +128,44 @@ pub(super) fn tangents(
     let per = per_element(wt, &res);
     let (value, s) = plan.base.run_on(engine, args, limits)?;
     add(&mut stats, s);
+    // The tangent-only wrapper gives an Index or Bool part of the result
+    // a Double tangent (0.0); a column has an entry for each Double of
+    // the result only, as the other modes' columns do.
+    let columns = per
+        .iter()
+        .map(|t| {
+            let mut xs = Vec::new();
+            tangents_of_doubles(&value, t, &mut xs);
+            xs
+        })
+        .collect();
     Ok(Columns {
         value,
-        columns: flat_each(&per),
+        columns,
         stats,
     })
+}
+
+/// The Doubles of `tangent` (shaped like `value`) at the places where
+/// `value` has a Double, in order.
+fn tangents_of_doubles(value: &Value, tangent: &Value, out: &mut Vec<f64>) {
+    match (value, tangent) {
+        (Value::Double(_), t) => flatten(t, out),
+        (Value::Index(_) | Value::Bool(_) | Value::Closure(_), _) => {}
+        (Value::Pair(v), Value::Pair(t)) => {
+            tangents_of_doubles(&v.0, &t.0, out);
+            tangents_of_doubles(&v.1, &t.1, out);
+        }
+        (Value::Persistent(_), t) => tangents_of_doubles(&value.frozen(), t, out),
+        (v, Value::Persistent(_)) => tangents_of_doubles(v, &tangent.frozen(), out),
+        (Value::Array(vs), Value::Array(ts)) => {
+            for (v, t) in vs.iter().zip(ts.iter()) {
+                tangents_of_doubles(v, t, out);
+            }
+        }
+        // Shapes that do not match: every Double of the tangent.
+        (_, t) => flatten(t, out),
+    }
 }
 
 /// The value and derivative columns from the Jacobian's rows (D-Vec-Rows,

@@ -62,12 +62,21 @@ impl<'a> Builder<'a> {
     /// [`Builder::at`] the span of the normal form's binding `name`, if it
     /// has one (else the current span stays).
     pub fn at_binding(&mut self, name: &Name) -> Span {
-        let span = self
-            .binding_spans
+        self.at(self.binding_span(name))
+    }
+
+    /// The span the nodes built now are given.
+    pub fn span(&self) -> Span {
+        self.span
+    }
+
+    /// The source span of the normal form's binding `name` (generated if
+    /// it has none).
+    pub fn binding_span(&self, name: &Name) -> Span {
+        self.binding_spans
             .get(name)
             .copied()
-            .unwrap_or(Span::generated());
-        self.at(span)
+            .unwrap_or(Span::generated())
     }
 
     /// Gives the nodes built from now on `span` (the source they derive

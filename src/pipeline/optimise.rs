@@ -10,7 +10,7 @@ use super::passes::{Pass, timed};
 use super::typed::{check, entry_of};
 use super::{Artefact, Entry, ForwardMode};
 use crate::diagnostic::{Diagnostic, Span};
-use crate::ir::{Expr, Name, Program};
+use crate::ir::{Expr, Name, Program, Type};
 use crate::opt::RuleDef;
 
 /// Options of the optimiser, as the command line gives them.
@@ -90,10 +90,11 @@ pub(super) fn optimise(
         .expect("one definition")
         .name
         .to_string();
-    let typing = check(&report.program)?;
+    let output = with_type_of(&report.program, e);
+    let typing = check(&output)?;
     let tree = entry_of(
         artefact.clone(),
-        &report.program,
+        &output,
         &typing,
         &name,
         ForwardMode::Scalar,
@@ -107,19 +108,53 @@ pub(super) fn optimise(
     let params: Vec<&str> = e.params.iter().map(|(n, _)| n.as_str()).collect();
     rename_entry(&mut shared, &e.name, &params);
     let typing = check(&shared)?;
-    let entry = entry_of(
-        artefact,
+    let mut entry = entry_of(
+        artefact.clone(),
         &shared,
         &typing,
         &e.name,
         ForwardMode::Scalar,
         false,
     )?;
+    // Printed without its annotation, the output would change type (a
+    // literal that only its removed context made an Index): it keeps it.
+    if entry.params != e.params || entry.result != e.result {
+        let shared = with_type_of(&shared, e);
+        let typing = check(&shared)?;
+        entry = entry_of(
+            artefact,
+            &shared,
+            &typing,
+            &e.name,
+            ForwardMode::Scalar,
+            false,
+        )?;
+    }
     Ok(Optimised {
         entry: Rc::new(entry),
         report,
         rules: rules.to_vec(),
     })
+}
+
+/// `program` with its last definition (the optimised entry) annotated
+/// with the type of the entry `e` it was optimised from. Inference then
+/// gives every literal the type it had: a rewrite can remove the context
+/// that made an integer literal an Index (`if false then i else 1` is
+/// `1`), and alone the literal would default to a Double, changing the
+/// entry's type (found by `fsmooth fuzz --target opt`). The annotation
+/// is printed with the output, which then runs as its input does.
+fn with_type_of(program: &Program, e: &Entry) -> Program {
+    let ty = e
+        .params
+        .iter()
+        .rev()
+        .fold(e.result.clone(), |acc, (_, t)| Type::fun(t.clone(), acc));
+    let mut p = program.clone();
+    if let Some(d) = p.defs.last_mut() {
+        d.ann = Some(ty);
+    }
+    p
 }
 
 /// Names the one definition of the normal-form program `prog` `name`, and

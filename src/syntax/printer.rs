@@ -230,9 +230,12 @@ impl Printer<'_> {
                 let (_, lp, rp) = operands(level);
                 bin(lp, rp, op.name())
             }
-            // `- -x` would lex as two minus signs anyway; the operand of a
-            // negation is never a negative literal (the parser folds those).
-            Fixity::Negation => format!("-{}", self.pp(args[0], POW, ind)),
+            // `--x` lexes as two minus signs; the operand of a negation
+            // is never a negative literal (the parser folds those). A
+            // negated negation is printed without parentheses: each pair
+            // would be a level of nesting more than the parsed program
+            // had, and 5,001 minus signs would print past MAX_NESTING.
+            Fixity::Negation => format!("-{}", self.pp(args[0], NEG, ind)),
             Fixity::Index => format!(
                 "{}[{}]",
                 self.pp(args[0], POSTFIX, ind),

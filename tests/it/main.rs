@@ -12,6 +12,7 @@ mod common;
 mod diagnostics;
 mod eval;
 mod forward;
+mod fuzz;
 mod golden;
 mod native;
 mod opt;

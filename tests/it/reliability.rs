@@ -361,3 +361,124 @@ fn difftest_names_singular_points_and_compares_the_rest() {
     let counts = fsmooth::difftest::check_scalar(empty, limits).expect("explained");
     assert_eq!(counts.singular, 3, "{counts:?}");
 }
+
+/// Found by `fsmooth fuzz --target native`: the Jacobian of an entry
+/// whose result holds an Index has a row per Double of the result in
+/// every mode. The modes that read a tangent-only program (`fwd-opt`,
+/// and `fwd-vec` on native code) gave the Index part a row of zeros too:
+/// `(i, v[0])` had the Jacobian `[[0, 0], [1, 0]]` there and `[[1, 0]]`
+/// in the others.
+#[test]
+fn a_jacobian_has_rows_for_doubles_only_in_every_mode() {
+    let p = temp_file(
+        "index_result.fsm",
+        "let main = fun (v: Vector) (i: Index) -> (i, v[0])\nlet count = fun (v: Vector) (i: Index) -> i\n",
+    );
+    let p = p.to_str().expect("path");
+    for (entry, want) in [
+        ("main", r#"{"value": [3, 1.0], "jacobian": [[1.0, 0.0]]}"#),
+        ("count", r#"{"value": 3, "jacobian": []}"#),
+    ] {
+        for mode in ["fwd", "fwd-opt", "fwd-vec", "fwd-rows", "rev"] {
+            for engine in ["eval", "native"] {
+                let o = cli(&[
+                    "jacobian",
+                    p,
+                    "--entry",
+                    entry,
+                    "--wrt",
+                    "v",
+                    "--mode",
+                    mode,
+                    "--engine",
+                    engine,
+                    "--input",
+                    "[[1.0, 2.0], 3]",
+                ]);
+                let out = String::from_utf8_lossy(&o.stdout);
+                assert_eq!(
+                    out.trim(),
+                    want,
+                    "{entry} {mode} {engine}: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                );
+            }
+        }
+    }
+}
+
+/// Found by `fsmooth fuzz --target check`: the printer round-trips a
+/// program nested close to the parser's limit. `-(-(… x))` was printed
+/// with parentheses around each negated negation, two levels of nesting
+/// per minus sign, so 5,001 minus signs (which parse) printed as a
+/// program the parser rejects (`nesting-too-deep`).
+#[test]
+fn printed_negations_nest_as_deep_as_the_source() {
+    let src = format!("let main = fun (x: Double) -> {}x\n", "-".repeat(5_001));
+    let p = fsmooth::pipeline::parse(&src).expect("parses");
+    let printed = fsmooth::syntax::print_program(&p);
+    assert!(printed.contains("---x"), "{}", &printed[..80]);
+    let again = fsmooth::pipeline::parse(&printed).expect("the printed program parses");
+    assert_eq!(fsmooth::syntax::print_program(&again), printed);
+    // Negations of other operators keep their parentheses.
+    let p = fsmooth::pipeline::parse("let f = fun (x: Double) -> -(x * 2.0) - -(-x ** 2.0)\n")
+        .expect("parses");
+    let printed = fsmooth::syntax::print_program(&p);
+    assert!(printed.contains("-(x * 2.0) - --x ** 2.0"), "{printed}");
+}
+
+/// Found by `fsmooth fuzz --target opt`: the optimised entry has the
+/// entry's type. `if false then i else 1` (an Index) was optimised to `1`,
+/// which, inferred alone, defaulted to a Double: `opt` printed `1.0` and
+/// its output ran to `1.0` where the program gives `1`. Now the output
+/// keeps the entry's type as an annotation where it needs one.
+#[test]
+fn opt_keeps_the_type_of_the_entry() {
+    let p = temp_file(
+        "index_if.fsm",
+        "let main = fun (i: Index) -> if false then i else 1\nlet two = fun (i: Index) -> if true then 2 else i\nlet three = fun (i: Index) -> if true then i + 2 else i\n",
+    );
+    let p = p.to_str().expect("path");
+    for (entry, want, annotated) in [
+        ("main", "1", true),
+        ("two", "2", true),
+        ("three", "7", false),
+    ] {
+        let o = cli(&["opt", p, "--entry", entry, "--check"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let text = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(!text.contains(".0"), "{text}");
+        // Only an output that inference alone would type differently is
+        // annotated.
+        assert_eq!(text.contains(" : Index -> Index ="), annotated, "{text}");
+        let optimised = temp_file(&format!("index_if_{entry}.fsm"), &text);
+        for file in [p, optimised.to_str().expect("path")] {
+            let o = cli(&["run", file, "--entry", entry, "--input", "[5]"]);
+            assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), want, "{file}");
+        }
+    }
+}
+
+/// Found by `fsmooth fuzz --target grad`: a construct an AD mode does not
+/// support yet is reported at the construct (`ad-unsupported` had no
+/// location): `addAt` in vector forward mode and in reverse mode.
+#[test]
+fn unsupported_ad_is_located() {
+    let p = temp_file(
+        "bump.fsm",
+        "let bump = fun (a: Vector) (i: Index) ->\n  addAt a i 1.0\n",
+    );
+    let p = p.to_str().expect("path");
+    for (cmd, mode) in [("grad", "fwd-rows"), ("grad", "fwd-vec"), ("vjp", "rev")] {
+        let mut args = vec![cmd, p, "--entry", "bump", "--wrt", "a", "--mode", mode];
+        args.extend(["--input", "[[1.0, 2.0], 0]"]);
+        if cmd == "vjp" {
+            args.push("--cotangent=[1.0, 1.0]");
+        }
+        let o = cli(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{mode}");
+        assert!(err.contains("error[ad-unsupported]"), "{mode}: {err}");
+        assert!(err.contains("bump.fsm:2:3:"), "{mode}: {err}");
+    }
+}

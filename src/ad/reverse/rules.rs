@@ -46,6 +46,7 @@ impl Reverse<'_, '_> {
             Rhs::Prim(op, _) if op.info().reverse.1 == ReverseRule::Unsupported => {
                 return Err(AdError::Unsupported {
                     what: format!("reverse mode of {}", unsupported()),
+                    span: self.b.binding_span(&bd.name),
                 });
             }
             // R-Discrete: comparisons, `not`, Index arithmetic, `length`,

@@ -383,6 +383,20 @@ impl Interp<'_> {
                 }
                 Ok(s)
             }
+            Prim::While => {
+                // E-While, E-While-Step, E-While-Done: the test and the
+                // step taped like any code; each application spends fuel.
+                let mut s = vals.pop().expect("arity");
+                let step = vals.pop().expect("arity");
+                let cond = vals.pop().expect("arity");
+                loop {
+                    match self.apply(&cond, s.clone(), e)? {
+                        TV::B(true) => s = self.apply(&step, s, e)?,
+                        TV::B(false) => return Ok(s),
+                        _ => return Err(internal("while test".into(), span)),
+                    }
+                }
+            }
             Prim::Concat => {
                 let TV::A(parts) = &vals[0] else {
                     return Err(internal("concat".into(), span));

@@ -181,7 +181,7 @@ impl Forward<'_, '_> {
                 });
             }
             // D-Build, D-IFold, D-Get, D-Length, D-Pair, D-Fst, D-Snd, D-Not,
-            // D-IScan, D-Concat: structural; Index and Bool operands are
+            // D-IScan, D-Concat, D-While: structural; Index and Bool operands are
             // their own dual form.
             ForwardRule::Structural | ForwardRule::CotangentSum => {
                 let ds = self.d_args(args)?;

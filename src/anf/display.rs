@@ -64,6 +64,18 @@ impl Block {
                     }
                     body.write(f, depth + 1)?;
                 }
+                Rhs::While {
+                    init,
+                    state,
+                    cond,
+                    step,
+                    ..
+                } => {
+                    writeln!(f, " while from {init} ({state}) if")?;
+                    cond.write(f, depth + 1)?;
+                    writeln!(f, "{pad}step")?;
+                    step.write(f, depth + 1)?;
+                }
             }
         }
         writeln!(f, "{pad}=> {}", self.result)

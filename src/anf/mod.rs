@@ -11,10 +11,12 @@
 //! - [`to_ir`]: the normal form back to core IR, and
 //!   [`normal_program`], normalisation then conversion back (the
 //!   optimiser's input; a check of normalisation against the original);
-//! - `display.rs`: the normal form as indented text, a debugging view.
+//! - `display.rs`: the normal form as indented text, a debugging view;
+//! - [`fresh_copy`] (`rename.rs`): a block with its binders renamed.
 
 mod display;
 mod normalise;
+mod rename;
 pub mod to_ir;
 
 use std::collections::HashMap;
@@ -25,6 +27,7 @@ use crate::diagnostic::{Diagnose, Span};
 use crate::ir::{Lit, Name, Prim, Type};
 
 pub use normalise::{Normaliser, normalise};
+pub use rename::fresh_copy;
 pub use to_ir::normal_program;
 
 /// Normalisation fails only on programs the earlier passes should have
@@ -90,6 +93,16 @@ pub enum Rhs {
         index: Name,
         body: Block,
     },
+    /// `while (fun s -> cond) (fun s -> step) init`: both blocks over the
+    /// state variable `state` (of type `ty`); `cond`'s result is a Bool,
+    /// `step`'s the next state.
+    While {
+        init: Atom,
+        state: Name,
+        ty: Type,
+        cond: Block,
+        step: Block,
+    },
 }
 
 impl Rhs {
@@ -109,6 +122,13 @@ impl Rhs {
                 }
                 body.for_each_atom(f);
             }
+            Rhs::While {
+                init, cond, step, ..
+            } => {
+                f(init);
+                cond.for_each_atom(f);
+                step.for_each_atom(f);
+            }
         }
     }
 
@@ -127,6 +147,13 @@ impl Rhs {
                     f(z);
                 }
                 body.for_each_atom_mut(f);
+            }
+            Rhs::While {
+                init, cond, step, ..
+            } => {
+                f(init);
+                cond.for_each_atom_mut(f);
+                step.for_each_atom_mut(f);
             }
         }
     }
@@ -148,6 +175,13 @@ impl Rhs {
                 }
                 f(index);
                 body.for_each_binder_mut(f);
+            }
+            Rhs::While {
+                state, cond, step, ..
+            } => {
+                f(state);
+                cond.for_each_binder_mut(f);
+                step.for_each_binder_mut(f);
             }
         }
     }

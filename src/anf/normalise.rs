@@ -324,6 +324,33 @@ impl Normaliser<'_> {
                         },
                     ))
                 }
+                Prim::While => {
+                    let c = self.norm(args[0], env)?;
+                    let f = self.norm(args[1], env)?;
+                    let z = self.norm(args[2], env)?;
+                    let z = self.data(z)?;
+                    let ty = z.ty().clone();
+                    let s = self.fresh("s");
+                    let sv = || Sv::Data(Atom::Var(s.clone(), ty.clone()));
+                    let cond = self.block(|nm| {
+                        let v = nm.apply(c, sv())?;
+                        nm.data(v)
+                    })?;
+                    let step = self.block(|nm| {
+                        let v = nm.apply(f, sv())?;
+                        nm.data(v)
+                    })?;
+                    Sv::Data(self.emit(
+                        self.ty(e),
+                        Rhs::While {
+                            init: z,
+                            state: s.clone(),
+                            ty: ty.clone(),
+                            cond,
+                            step,
+                        },
+                    ))
+                }
                 _ => {
                     let mut atoms = Vec::new();
                     for a in args.iter() {

@@ -145,5 +145,19 @@ fn plain_rhs_here(b: &mut Builder<'_>, bd: &Binding) -> ExprId {
                 _ => unreachable!("folds have a state"),
             }
         }
+        Rhs::While {
+            init,
+            state,
+            ty,
+            cond,
+            step,
+        } => {
+            let c = plain(b, cond);
+            let c = b.lam(state.clone(), ty.clone(), c);
+            let f = plain(b, step);
+            let f = b.lam(state.clone(), ty.clone(), f);
+            let z = atom(b, init);
+            b.prim(Prim::While, vec![c, f, z], bd.ty.clone())
+        }
     }
 }

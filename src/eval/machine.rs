@@ -132,6 +132,20 @@ pub(super) enum Frame {
         e: ExprId,
         scan: Option<Vec<Value>>,
     },
+    /// `cond` was applied to the state `s` of `while cond step`: the
+    /// Bool decides between another step and the result.
+    WhileTest {
+        cond: Value,
+        step: Value,
+        s: Value,
+        e: ExprId,
+    },
+    /// `step` was applied to the state: the new state is tested next.
+    WhileStep {
+        cond: Value,
+        step: Value,
+        e: ExprId,
+    },
 }
 
 impl Frame {
@@ -146,7 +160,9 @@ impl Frame {
             | Frame::ArrayElem { e, .. }
             | Frame::BuildElem { e, .. }
             | Frame::IFoldIndex { e, .. }
-            | Frame::IFoldState { e, .. } => *e,
+            | Frame::IFoldState { e, .. }
+            | Frame::WhileTest { e, .. }
+            | Frame::WhileStep { e, .. } => *e,
         }
     }
 }
@@ -531,6 +547,30 @@ impl<'p> Evaluator<'p> {
                     }
                 }
             }
+            Frame::WhileTest { cond, step, s, e } => match v {
+                // E-While-Step: the test holds; step the state.
+                Value::Bool(true) => {
+                    self.frames.push(Frame::WhileStep {
+                        cond,
+                        step: step.clone(),
+                        e,
+                    });
+                    (self.apply(step, s, e)?, "E-While-Step", Some(e))
+                }
+                // E-While-Done: the state is the result.
+                Value::Bool(false) => (State::Ret(s), "E-While-Done", Some(e)),
+                _ => return Err(self.internal("`while`'s test is not a Bool", e)),
+            },
+            Frame::WhileStep { cond, step, e } => {
+                // E-While: test the new state.
+                self.frames.push(Frame::WhileTest {
+                    cond: cond.clone(),
+                    step,
+                    s: v.clone(),
+                    e,
+                });
+                (self.apply(cond, v, e)?, "E-While", Some(e))
+            }
         })
     }
 
@@ -751,6 +791,19 @@ impl<'p> Evaluator<'p> {
                     .collect();
                 self.stats.ops += n as u64;
                 ret(Value::array(out), "E-Accum")
+            }
+            Prim::While => {
+                let s = vals.pop().expect("arity 3");
+                let step = vals.pop().expect("arity 3");
+                let cond = vals.pop().expect("arity 3");
+                // E-While: test the initial state.
+                self.frames.push(Frame::WhileTest {
+                    cond: cond.clone(),
+                    step,
+                    s: s.clone(),
+                    e,
+                });
+                Ok((self.apply(cond, s, e)?, "E-While", Some(e)))
             }
             // The scalar primitives returned above.
             _ => Err(self.internal("a primitive without a rule", e)),

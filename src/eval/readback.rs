@@ -294,6 +294,30 @@ impl Readback<'_> {
             Frame::IFoldState { f, i, n, scan, .. } => {
                 self.rest_of_loop(f, h, i + 1, *n, scan.as_deref())
             }
+            // `if h then while c f (f s) else s`.
+            Frame::WhileTest { cond, step, s, .. } => {
+                let (c, f, sv) = (self.value(cond), self.value(step), self.value(s));
+                let stepped = self.add(Expr::App { fun: f, arg: sv });
+                let f = self.value(step);
+                let again = self.add(Expr::Prim {
+                    op: Prim::While,
+                    args: Box::new([c, f, stepped]),
+                });
+                let sv = self.value(s);
+                self.add(Expr::If {
+                    cond: h,
+                    then_: again,
+                    else_: sv,
+                })
+            }
+            // `while c f h`.
+            Frame::WhileStep { cond, step, .. } => {
+                let (c, f) = (self.value(cond), self.value(step));
+                self.add(Expr::Prim {
+                    op: Prim::While,
+                    args: Box::new([c, f, h]),
+                })
+            }
         }
     }
 }

@@ -98,9 +98,11 @@ fn bottom(name: &'static str, b: Bottom, arg: impl FnOnce() -> String, span: Spa
             span,
         },
         Bottom::Overflow => EvalError::Overflow { op: name, span },
-        Bottom::OutOfBounds | Bottom::NegativeSize | Bottom::NegativeCount => EvalError::Internal {
-            message: format!("`{name}` is not a scalar primitive's ⊥ ({b:?})"),
-            span,
-        },
+        Bottom::OutOfBounds | Bottom::NegativeSize | Bottom::NegativeCount | Bottom::Diverges => {
+            EvalError::Internal {
+                message: format!("`{name}` is not a scalar primitive's ⊥ ({b:?})"),
+                span,
+            }
+        }
     }
 }

@@ -82,6 +82,10 @@ primitives! {
     /// evaluator, in place in native code where nothing can observe the
     /// old array.
     AddAt,
+    /// `while cond step init`: `init` while `cond` of it is false, else
+    /// `while cond step (step init)` (spec/semantics.md §3.7b): a loop
+    /// whose length the data decides.
+    While,
 }
 
 impl Prim {
@@ -320,6 +324,9 @@ pub enum Bottom {
     NegativeSize,
     /// `negative-count`.
     NegativeCount,
+    /// A loop that may not end: `out-of-fuel` (E-Fuel) is how it is
+    /// stopped, so it is not total.
+    Diverges,
 }
 
 impl Bottom {
@@ -333,6 +340,7 @@ impl Bottom {
             Bottom::OutOfBounds => "index-out-of-bounds",
             Bottom::NegativeSize => "negative-size",
             Bottom::NegativeCount => "negative-count",
+            Bottom::Diverges => "out-of-fuel",
         }
     }
 }
@@ -1130,5 +1138,22 @@ static TABLE: [PrimInfo; Prim::ALL.len()] = [
         &[(Bottom::OutOfBounds, "E-AddAt-Bot")],
         ("D-AddAt", ForwardRule::CotangentSum),
         (None, ReverseRule::Unsupported),
+    ),
+    structural(
+        Prim::While,
+        "while",
+        3,
+        Typing {
+            rule: "T-While",
+            sig: Sig {
+                vars: &[TyVar::Data("`while` states")],
+                params: &[T::Fun(&A, &T::Bool), T::Fun(&A, &A), A],
+                result: A,
+            },
+        },
+        &["E-While", "E-While-Step", "E-While-Done"],
+        &[(Bottom::Diverges, "E-Fuel")],
+        ("D-While", ForwardRule::Structural),
+        (Some("R-While"), ReverseRule::Structural),
     ),
 ];

@@ -86,6 +86,7 @@ define_language! {
         "pair" = Pair([Id; 2]),
         "fst" = Fst([Id; 1]),
         "snd" = Snd([Id; 1]),
+        "while" = While([Id; 3]),
         Bool(bool),
         Int(i64),
         Double(Dbl),

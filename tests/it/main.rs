@@ -25,3 +25,4 @@ mod reverse;
 mod rulecheck;
 mod tidy;
 mod vector_mode;
+mod while_loops;

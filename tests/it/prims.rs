@@ -56,6 +56,7 @@ fn example(p: Prim) -> &'static str {
         Prim::Concat => "let c = concat [[x], [2.0 * x, x * x]] in c[2]",
         Prim::Accum => "let a = accum 0.0 2 [(1, x), (1, x * x)] in a[1]",
         Prim::AddAt => "let a = addAt [x, 1.0] 0 (x * x) in a[0]",
+        Prim::While => "while (fun s -> s < 10.0) (fun s -> s * (1.0 + x) + x) x",
     }
 }
 
@@ -87,6 +88,8 @@ fn failing(p: Prim, b: Bottom) -> Option<&'static str> {
         }
         (Prim::Accum, Bottom::OutOfBounds) => "let a = accum 0.0 2 [(2, x)] in a[0]",
         (Prim::AddAt, Bottom::OutOfBounds) => "let a = addAt [x, x] 2 x in a[0]",
+        // Under the small fuel of `DIVERGES`.
+        (Prim::While, Bottom::Diverges) => "while (fun s -> s > 0.0) (fun s -> s + x) x",
         _ => return None,
     })
 }
@@ -244,13 +247,19 @@ fn every_bottom_of_the_table_is_reached_with_its_code() {
             assert!(applies(session.program(), p), "{p:?}: not applied\n{src}");
             let e = session.entry("main").expect("an entry");
             let args = e.read_input(Some(INPUT)).expect("input");
-            let err = match e.run(args.clone(), Limits::default(), &mut |_, _| {}) {
+            // A loop that does not end is stopped by a small fuel.
+            let limits = if *b == Bottom::Diverges {
+                Limits::with_fuel(100_000)
+            } else {
+                Limits::default()
+            };
+            let err = match e.run(args.clone(), limits, &mut |_, _| {}) {
                 Ok((v, _)) => panic!("{p:?} {b:?}: evaluates to {v}\n{src}"),
                 Err(err) => err,
             };
             assert_eq!(err.code(), b.code(), "{p:?} {b:?} ({rule}): {err}");
             let native = e.native().unwrap_or_else(|err| panic!("{p:?}: {err}"));
-            match native.call(&args) {
+            match native.call_with(&args, fsmooth::codegen::NativeLimits::of(limits)) {
                 Ok(v) => panic!("{p:?} {b:?}: native code returns {v}\n{src}"),
                 Err(err) => assert_eq!(err.code(), b.code(), "{p:?} {b:?}: native {err}"),
             }

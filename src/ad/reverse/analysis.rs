@@ -57,6 +57,20 @@ fn fv_block(b: &Block, bound: &mut Vec<Name>, out: &mut Vec<(Name, Type)>) {
                 fv_block(body, bound, out);
                 bound.truncate(m);
             }
+            Rhs::While {
+                init,
+                state,
+                cond,
+                step,
+                ..
+            } => {
+                fv_atom(init, bound, out);
+                let m = bound.len();
+                bound.push(state.clone());
+                fv_block(cond, bound, out);
+                fv_block(step, bound, out);
+                bound.truncate(m);
+            }
         }
         bound.push(bd.name.clone());
     }
@@ -116,6 +130,9 @@ pub(super) fn occurrences(b: &Block, x: &Name) -> usize {
             Rhs::Loop { n, state, body, .. } => {
                 at(n) + state.as_ref().map_or(0, |(z, _, _)| at(z)) + occurrences(body, x)
             }
+            Rhs::While {
+                init, cond, step, ..
+            } => at(init) + occurrences(cond, x) + occurrences(step, x),
         };
     }
     n
@@ -182,6 +199,8 @@ fn linear_path(body: &Block, s: &Name) -> Option<Vec<Name>> {
 /// primitive's.
 pub(super) fn untaped(bd: &Binding) -> bool {
     match &bd.rhs {
+        // A trip count (R-While): computed plainly, no tape.
+        Rhs::While { .. } => true,
         Rhs::Loop {
             kind: LoopKind::Build,
             body,
@@ -289,6 +308,9 @@ pub fn activity(blk: &Block, active: &mut std::collections::HashSet<Name>) {
                 activity(body, active);
                 reads
             }
+            // A trip count (R-While): locally constant, so not active,
+            // whatever it reads.
+            Rhs::While { .. } => false,
         };
         if on && bd.ty.has_double() {
             active.insert(bd.name.clone());

@@ -42,7 +42,9 @@ impl Reverse<'_, '_> {
 
     pub(super) fn entry_type(&self, bd: &Binding) -> Type {
         match &bd.rhs {
-            Rhs::Prim(..) | Rhs::Array(_) => bd.ty.clone(),
+            // A trip count (R-While) is stored as it is, like a
+            // primitive's value.
+            Rhs::Prim(..) | Rhs::Array(_) | Rhs::While { .. } => bd.ty.clone(),
             _ if self.unrecorded(bd) => bd.ty.clone(),
             Rhs::If(_, t, f) => Type::pair(
                 bd.ty.clone(),
@@ -112,6 +114,12 @@ impl Reverse<'_, '_> {
                 let v = to_ir::plain_rhs(self.b, bd);
                 lets.0.push((bd.name.clone(), v));
                 None
+            }
+            // A trip count (R-While) is computed plainly and stored.
+            Rhs::While { .. } => {
+                let v = to_ir::plain_rhs(self.b, bd);
+                lets.0.push((bd.name.clone(), v));
+                Some(bd.name.clone())
             }
             _ if self.unrecorded(bd) => {
                 let v = to_ir::plain_rhs(self.b, bd);

@@ -29,7 +29,8 @@
 //! result through additions is computed by the reverse sweep alone, in its
 //! backward loop (R-Defer).
 //!
-//! One file per part: `analysis.rs` decides what is taped, recomputed,
+//! One file per part: `counted.rs` turns a `while` into a count and a
+//! fold first (R-While); `analysis.rs` decides what is taped, recomputed,
 //! checkpointed, deferred, linear and active; `fuse_sums.rs` fuses a sum
 //! of a map into one fold (R-Defer-Sum); `fwd.rs` is the forward sweep
 //! and restores a block from its tape; `rev.rs` is the reverse sweep,
@@ -44,6 +45,7 @@
 mod analysis;
 mod checkpoint;
 mod cotangent;
+mod counted;
 mod fuse_sums;
 mod fwd;
 mod loops;
@@ -79,6 +81,8 @@ pub(super) fn reverse_program(
     name: &str,
     checkpointing: super::Checkpointing,
 ) -> Result<Def, AdError> {
+    // R-While: `while`s of Double-carrying state become counted folds.
+    let normal = &counted::counted(b, normal);
     b.with_binding_spans(&normal.spans);
     let mut r = Reverse::new(b);
     let body = &fuse_sums(&normal.body);

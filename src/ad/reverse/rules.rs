@@ -66,6 +66,11 @@ impl Reverse<'_, '_> {
             } if linear_state(body, s, sty) => self.rule_ifold_linear(bd, xb, lets, accs)?,
             Rhs::Loop { state: Some(_), .. } => self.rule_fold(bd, xb, lets, accs)?,
             Rhs::Loop { .. } => unreachable!("folds have a state"),
+            // R-While: by the time reverse mode runs, every `while` is the
+            // trip count of a fold (`counted.rs`), whose Index
+            // alone is read; a count is locally constant, so nothing flows
+            // back through it.
+            Rhs::While { .. } => Vec::new(),
         })
     }
 

@@ -190,6 +190,46 @@ impl Lower<'_, '_> {
         self.versions(n, guard, Some((&z, st)), run)
     }
 
+    /// E-While, E-While-Step, E-While-Done: the state tested before every
+    /// step, in a loop whose length the data decides; each step is one
+    /// iteration of fuel (Note [Native limits]), the only loop charged as
+    /// it runs, since its count is not known when it starts.
+    pub(super) fn while_(
+        &mut self,
+        init: &Atom,
+        state: &Name,
+        cond: &AnfBlock,
+        step: &AnfBlock,
+    ) -> R<Vals> {
+        let z = self.atom(init)?;
+        let tys: Vec<types::Type> = z.iter().map(|v| self.b.func.dfg.value_type(*v)).collect();
+        let (head, go, exit) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        for t in &tys {
+            self.b.append_block_param(head, *t);
+            self.b.append_block_param(exit, *t);
+        }
+        self.b.ins().jump(head, &args_of(&z));
+        self.b.switch_to_block(head);
+        let s = self.b.block_params(head).to_vec();
+        self.env.insert(state.clone(), s.clone());
+        let test = self.block(cond)?;
+        let test = *test
+            .first()
+            .ok_or_else(|| compile_error("a `while` test without a value"))?;
+        self.b.ins().brif(test, go, &[], exit, &args_of(&s));
+        self.b.switch_to_block(go);
+        let one = self.iconst(1);
+        self.charge(one);
+        let next = self.block(step)?;
+        self.b.ins().jump(head, &args_of(&next));
+        self.b.switch_to_block(exit);
+        Ok(self.b.block_params(exit).to_vec())
+    }
+
     /// E-IScan-Zero, E-IScan-Succ, E-IScan-Done, E-IScan-Bot: the n + 1
     /// states in one buffer.
     pub(super) fn iscan(
@@ -284,6 +324,10 @@ pub(super) fn loop_indices(b: &AnfBlock) -> HashSet<Name> {
                 Rhs::If(_, t, e) => {
                     walk(t, out);
                     walk(e, out);
+                }
+                Rhs::While { cond, step, .. } => {
+                    walk(cond, out);
+                    walk(step, out);
                 }
                 Rhs::Prim(..) | Rhs::Array(_) => {}
             }

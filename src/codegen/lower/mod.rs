@@ -586,6 +586,13 @@ impl Lower<'_, '_> {
                 let speculative = self.speculative.contains(&bind.name);
                 self.if_(c, t, e, &bind.ty, speculative)
             }
+            Rhs::While {
+                init,
+                state,
+                cond,
+                step,
+                ..
+            } => self.while_(init, state, cond, step),
             Rhs::Loop {
                 kind,
                 n,

@@ -109,7 +109,7 @@ impl Lower<'_, '_> {
                 let in_place = self.in_place.take().unwrap_or(false);
                 self.add_at(&args[0], &args[1], &args[2], in_place, unchecked)
             }
-            Prim::Build | Prim::IFold | Prim::IScan => Err(compile_error(format!(
+            Prim::Build | Prim::IFold | Prim::IScan | Prim::While => Err(compile_error(format!(
                 "`{}` outside a loop of the normal form",
                 op.name()
             ))),

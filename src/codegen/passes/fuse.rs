@@ -272,6 +272,22 @@ impl Walk {
                     self.block(t, depth, loops);
                     self.block(e, depth, loops);
                 }
+                // A `while`'s blocks run once per iteration, at a depth of
+                // their own (an enclosing loop's index is not theirs).
+                Rhs::While {
+                    init,
+                    state,
+                    cond,
+                    step,
+                    ..
+                } => {
+                    self.atom(init);
+                    self.depth_of.insert(state.clone(), depth + 1);
+                    loops.push(state.clone());
+                    self.block(cond, depth + 1, loops);
+                    self.block(step, depth + 1, loops);
+                    loops.pop();
+                }
                 Rhs::Loop {
                     kind,
                     n,
@@ -520,7 +536,7 @@ fn simple(
             Rhs::Prim(_, args) => args.iter().any(|a| a.var() == Some(*name)),
             Rhs::If(c, t, e) => c.var() == Some(*name) || mentions(t, name) || mentions(e, name),
             Rhs::Array(items) => items.iter().any(|a| a.var() == Some(*name)),
-            Rhs::Loop { .. } => true,
+            Rhs::Loop { .. } | Rhs::While { .. } => true,
         }) || body.result.var() == Some(*name);
         if used_elsewhere {
             return None;
@@ -566,7 +582,7 @@ fn mentions(b: &Block, x: &Name) -> bool {
         || b.binds.iter().any(|bind| match &bind.rhs {
             Rhs::Prim(_, args) | Rhs::Array(args) => args.iter().any(|a| a.var() == Some(x)),
             Rhs::If(c, t, e) => c.var() == Some(x) || mentions(t, x) || mentions(e, x),
-            Rhs::Loop { .. } => true,
+            Rhs::Loop { .. } | Rhs::While { .. } => true,
         })
 }
 
@@ -653,6 +669,13 @@ fn forward_block(
                     resolve(z, alias);
                 }
                 forward_block(body, pairs, literals, alias);
+            }
+            Rhs::While {
+                init, cond, step, ..
+            } => {
+                resolve(init, alias);
+                forward_block(cond, pairs, literals, alias);
+                forward_block(step, pairs, literals, alias);
             }
         }
     }

@@ -128,6 +128,13 @@ fn fold_block(b: &mut Block, known: &mut HashMap<Name, Atom>) {
                 }
                 fold_block(body, known);
             }
+            Rhs::While {
+                init, cond, step, ..
+            } => {
+                fold_atom(init, known);
+                fold_block(cond, known);
+                fold_block(step, known);
+            }
         }
         if bind.ty == Type::Index
             && let Rhs::Prim(op, args) = &bind.rhs
@@ -196,6 +203,8 @@ fn can_fail(rhs: &Rhs, safe: Option<(&Name, &Name)>) -> bool {
         Rhs::Loop { n, body, .. } => {
             !matches!(n, Atom::Lit(Lit::Int(v), _) if *v >= 0) || block_can_fail(body)
         }
+        // It may not end (E-Fuel).
+        Rhs::While { .. } => true,
     }
 }
 
@@ -294,6 +303,13 @@ impl Hoister {
                     let inv = invariants(body, variant, over.map(|a| (a, &*index)));
                     self.emit(&mut out, inv.moved, n.clone());
                     self.speculate(&mut out, inv.speculated, n.clone(), body);
+                }
+                // Nothing leaves a `while` (its iterations are not
+                // counted, so a moved binding would not know whether it
+                // runs); its blocks' own loops are hoisted within them.
+                Rhs::While { cond, step, .. } => {
+                    self.block(cond);
+                    self.block(step);
                 }
                 Rhs::Prim(..) | Rhs::Array(_) => {}
             }
@@ -642,6 +658,9 @@ fn invariants(
 fn worth_moving(rhs: &Rhs) -> bool {
     match rhs {
         Rhs::Loop { .. } | Rhs::If(..) | Rhs::Array(_) => true,
+        // A loop that may not end is not run ahead of time (a speculative
+        // run would spend the fuel of the code after it).
+        Rhs::While { .. } => false,
         Rhs::Prim(op, _) => matches!(
             op,
             Prim::Sin

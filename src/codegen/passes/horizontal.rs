@@ -189,6 +189,7 @@ fn writes(rhs: &Rhs) -> bool {
         Rhs::Array(_) => false,
         Rhs::If(_, t, e) => block(t) || block(e),
         Rhs::Loop { body, .. } => block(body),
+        Rhs::While { cond, step, .. } => block(cond) || block(step),
     }
 }
 
@@ -285,6 +286,7 @@ fn weight(rhs: &Rhs) -> usize {
         Rhs::Prim(..) | Rhs::Array(_) => 0,
         Rhs::If(_, t, e) => block(t) + block(e),
         Rhs::Loop { body, .. } => block(body),
+        Rhs::While { cond, step, .. } => block(cond) + block(step),
     }
 }
 

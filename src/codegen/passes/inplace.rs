@@ -259,6 +259,24 @@ impl Analysis {
                     let ee = self.block(e, &extend(anc, pos.seq, pe), speculative);
                     Def::If(t.result.clone(), te, e.result.clone(), ee)
                 }
+                // A `while`'s state is never owned (its iterations are
+                // not counted, so the fold argument does not apply): an
+                // `addAt` on it copies.
+                Rhs::While {
+                    init,
+                    state,
+                    ty,
+                    cond,
+                    step,
+                } => {
+                    self.use_(init, &pos, Use::Consume);
+                    let inner = extend(anc, pos.seq, Part::Body);
+                    let start = self.next(&inner);
+                    self.def(state, &start, Def::Other, ty);
+                    self.block(cond, &inner, speculative);
+                    self.block(step, &inner, speculative);
+                    Def::Other
+                }
                 Rhs::Loop {
                     kind,
                     n,

@@ -344,6 +344,25 @@ impl Graph {
                     self.flow_leaves(&t.result, 0, y, ty);
                     self.flow_leaves(&e.result, 0, y, ty);
                 }
+                // A `while`'s blocks are placed where the loop is: their
+                // arrays are not iteration-local (the lowering releases no
+                // scratch stack per iteration of a `while`); the state
+                // flows like a fold's.
+                Rhs::While {
+                    init,
+                    state,
+                    ty: sty,
+                    cond,
+                    step,
+                } => {
+                    self.place(state, at);
+                    self.block(cond, at);
+                    self.block(step, at);
+                    self.flow_leaves(init, 0, state, sty);
+                    self.flow_leaves(&step.result, 0, state, sty);
+                    let sv = Atom::Var(state.clone(), sty.clone());
+                    self.flow_leaves(&sv, 0, y, ty);
+                }
                 Rhs::Loop {
                     kind,
                     state,

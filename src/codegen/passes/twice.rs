@@ -55,7 +55,7 @@ fn small(b: &Block, budget: &mut usize) -> bool {
             && match &x.rhs {
                 Rhs::Prim(..) => true,
                 Rhs::If(_, t, e) => small(t, budget) && small(e, budget),
-                Rhs::Array(..) | Rhs::Loop { .. } => false,
+                Rhs::Array(..) | Rhs::Loop { .. } | Rhs::While { .. } => false,
             }
     })
 }

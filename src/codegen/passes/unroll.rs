@@ -99,6 +99,10 @@ impl Unroller {
                     self.block(e);
                 }
                 Rhs::Loop { body, .. } => self.block(body),
+                Rhs::While { cond, step, .. } => {
+                    self.block(cond);
+                    self.block(step);
+                }
                 Rhs::Prim(..) | Rhs::Array(_) => {}
             }
             match &bind.rhs {
@@ -228,6 +232,7 @@ pub(super) fn size(b: &Block) -> usize {
             1 + match &x.rhs {
                 Rhs::If(_, t, e) => size(t) + size(e),
                 Rhs::Loop { body, .. } => size(body),
+                Rhs::While { cond, step, .. } => size(cond) + size(step),
                 Rhs::Prim(..) | Rhs::Array(_) => 0,
             }
         })

@@ -73,6 +73,10 @@ impl Versioner<'_> {
                     self.nested(body);
                     self.split(body);
                 }
+                Rhs::While { cond, step, .. } => {
+                    self.nested(cond);
+                    self.nested(step);
+                }
                 Rhs::Prim(..) | Rhs::Array(_) => {}
             }
         }
@@ -177,6 +181,11 @@ fn literal_reads(rhs: &Rhs, x: &Name, most: &mut Option<i64>) {
         }
         Rhs::Loop { body, .. } => {
             for bind in &body.binds {
+                literal_reads(&bind.rhs, x, most);
+            }
+        }
+        Rhs::While { cond, step, .. } => {
+            for bind in cond.binds.iter().chain(&step.binds) {
                 literal_reads(&bind.rhs, x, most);
             }
         }

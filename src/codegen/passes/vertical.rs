@@ -73,6 +73,10 @@ fn fuse_with(b: &mut Block, lengths: &HashSet<Name>) {
                 fuse_with(e, lengths);
             }
             Rhs::Loop { body, .. } => fuse_with(body, lengths),
+            Rhs::While { cond, step, .. } => {
+                fuse_with(cond, lengths);
+                fuse_with(step, lengths);
+            }
             Rhs::Prim(..) | Rhs::Array(_) => {}
         }
     }
@@ -106,6 +110,10 @@ fn length_names(b: &Block, out: &mut HashSet<Name>) {
                 length_names(e, out);
             }
             Rhs::Loop { body, .. } => length_names(body, out),
+            Rhs::While { cond, step, .. } => {
+                length_names(cond, out);
+                length_names(step, out);
+            }
             Rhs::Prim(..) | Rhs::Array(_) => {}
         }
     }
@@ -212,6 +220,8 @@ fn uses(b: &Block, d: &Name, lengths: &mut HashSet<Name>, reads: &mut usize, oth
                 *other |= state.as_ref().is_some_and(|(z, _, _)| z.var() == Some(d));
                 uses(body, d, lengths, reads, other);
             }
+            // Any use in a `while` is not a consumer's read.
+            w @ Rhs::While { .. } => w.for_each_atom(&mut |a| *other |= a.var() == Some(d)),
         }
     }
     *other |= b.result.var() == Some(d);
@@ -269,6 +279,8 @@ fn total(rhs: &Rhs, env: &Env) -> bool {
             }
             total_block(body, &inner, None)
         }
+        // It may not end (E-Fuel).
+        Rhs::While { .. } => false,
     }
 }
 
@@ -341,6 +353,10 @@ fn drop_bindings(b: &mut Block, map: &HashMap<Name, Atom>) {
                 drop_bindings(e, map);
             }
             Rhs::Loop { body, .. } => drop_bindings(body, map),
+            Rhs::While { cond, step, .. } => {
+                drop_bindings(cond, map);
+                drop_bindings(step, map);
+            }
             Rhs::Prim(..) | Rhs::Array(_) => {}
         }
     }

@@ -1,0 +1,222 @@
+//! R-While (spec/ad-reverse.md): before the sweep, every `while` whose
+//! state holds a Double becomes a counting loop and an `ifold` over the
+//! count. The counting loop carries the trip count beside the state and is
+//! never active (only its Index is read); the `ifold` is differentiated by
+//! the fold rules, so each iteration's tape is recorded in the forward
+//! sweep and replayed backwards. The step runs in both loops, so each gets
+//! a fresh copy of it (`anf::fresh_copy`).
+
+use std::collections::HashMap;
+
+use crate::anf::{Atom, Binding, Block, LoopKind, Normal, Rhs, fresh_copy};
+use crate::ir::build::Builder;
+use crate::ir::{Lit, Name, Prim, Type};
+
+/// `normal` with its `while`s of Double-carrying state counted (R-While);
+/// the new bindings get the span of the `while` they come from.
+pub(super) fn counted(b: &mut Builder<'_>, normal: &Normal) -> Normal {
+    let mut c = Counter {
+        b,
+        spans: normal.spans.clone(),
+    };
+    let body = c.block(&normal.body);
+    Normal {
+        params: normal.params.clone(),
+        body,
+        spans: c.spans,
+    }
+}
+
+struct Counter<'a, 'b> {
+    b: &'a mut Builder<'b>,
+    spans: HashMap<Name, crate::diagnostic::Span>,
+}
+
+impl Counter<'_, '_> {
+    fn fresh(&mut self, base: &Name, span_of: &Name) -> Name {
+        let stem = base.split('\'').next().unwrap_or("x").to_string();
+        let x = self.b.fresh(&stem);
+        if let Some(s) = self.spans.get(span_of).copied() {
+            self.spans.insert(x.clone(), s);
+        }
+        x
+    }
+
+    fn block(&mut self, blk: &Block) -> Block {
+        let mut binds = Vec::with_capacity(blk.binds.len());
+        for bd in &blk.binds {
+            let rhs = self.rhs(&bd.rhs);
+            match rhs {
+                Rhs::While {
+                    init,
+                    state,
+                    ty,
+                    cond,
+                    step,
+                } if ty.has_double() => {
+                    self.count(&bd.name, init, &state, &ty, &cond, &step, &mut binds);
+                }
+                rhs => binds.push(Binding {
+                    name: bd.name.clone(),
+                    ty: bd.ty.clone(),
+                    rhs,
+                }),
+            }
+        }
+        Block {
+            binds,
+            result: blk.result.clone(),
+        }
+    }
+
+    fn rhs(&mut self, rhs: &Rhs) -> Rhs {
+        match rhs {
+            Rhs::Prim(..) | Rhs::Array(_) => rhs.clone(),
+            Rhs::If(c, t, e) => Rhs::If(c.clone(), self.block(t), self.block(e)),
+            Rhs::Loop {
+                kind,
+                n,
+                state,
+                index,
+                body,
+            } => Rhs::Loop {
+                kind: *kind,
+                n: n.clone(),
+                state: state.clone(),
+                index: index.clone(),
+                body: self.block(body),
+            },
+            Rhs::While {
+                init,
+                state,
+                ty,
+                cond,
+                step,
+            } => Rhs::While {
+                init: init.clone(),
+                state: state.clone(),
+                ty: ty.clone(),
+                cond: self.block(cond),
+                step: self.block(step),
+            },
+        }
+    }
+
+    /// `x = while (s. C) (s. F) z` ⇒
+    /// `z' = (z, 0); c = while (p. s = fst p; C) (p. s = fst p; k = snd p;
+    /// F; k' = k + 1; (r, k')) z'; n = snd c; x = ifold (s i. F) z n`.
+    #[allow(clippy::too_many_arguments)]
+    fn count(
+        &mut self,
+        x: &Name,
+        init: Atom,
+        s: &Name,
+        ty: &Type,
+        cond: &Block,
+        step: &Block,
+        out: &mut Vec<Binding>,
+    ) {
+        let pty = Type::pair(ty.clone(), Type::Index);
+        let var = |n: &Name, t: &Type| Atom::Var(n.clone(), t.clone());
+        let z0 = self.fresh(&"z".into(), x);
+        out.push(Binding {
+            name: z0.clone(),
+            ty: pty.clone(),
+            rhs: Rhs::Prim(
+                Prim::Pair,
+                vec![init.clone(), Atom::Lit(Lit::Int(0), Type::Index)],
+            ),
+        });
+        let p = self.fresh(&"p".into(), x);
+        // The test, on the state part of p.
+        let mut map = HashMap::new();
+        let s1 = self.fresh(s, x);
+        map.insert(s.clone(), s1.clone());
+        let mut test = vec![Binding {
+            name: s1,
+            ty: ty.clone(),
+            rhs: Rhs::Prim(Prim::Fst, vec![var(&p, &pty)]),
+        }];
+        let c = self.copy(cond, &mut map, x);
+        test.extend(c.binds);
+        let test = Block {
+            binds: test,
+            result: c.result,
+        };
+        // The step, with the count incremented.
+        let mut map = HashMap::new();
+        let s2 = self.fresh(s, x);
+        map.insert(s.clone(), s2.clone());
+        let k = self.fresh(&"k".into(), x);
+        let mut next = vec![
+            Binding {
+                name: s2,
+                ty: ty.clone(),
+                rhs: Rhs::Prim(Prim::Fst, vec![var(&p, &pty)]),
+            },
+            Binding {
+                name: k.clone(),
+                ty: Type::Index,
+                rhs: Rhs::Prim(Prim::Snd, vec![var(&p, &pty)]),
+            },
+        ];
+        let f = self.copy(step, &mut map, x);
+        next.extend(f.binds);
+        let k1 = self.fresh(&"k".into(), x);
+        let q = self.fresh(&"p".into(), x);
+        next.push(Binding {
+            name: k1.clone(),
+            ty: Type::Index,
+            rhs: Rhs::Prim(
+                Prim::Add,
+                vec![var(&k, &Type::Index), Atom::Lit(Lit::Int(1), Type::Index)],
+            ),
+        });
+        next.push(Binding {
+            name: q.clone(),
+            ty: pty.clone(),
+            rhs: Rhs::Prim(Prim::Pair, vec![f.result, var(&k1, &Type::Index)]),
+        });
+        let next = Block {
+            binds: next,
+            result: var(&q, &pty),
+        };
+        let c = self.fresh(&"count".into(), x);
+        out.push(Binding {
+            name: c.clone(),
+            ty: pty.clone(),
+            rhs: Rhs::While {
+                init: var(&z0, &pty),
+                state: p,
+                ty: pty.clone(),
+                cond: test,
+                step: next,
+            },
+        });
+        let n = self.fresh(&"n".into(), x);
+        out.push(Binding {
+            name: n.clone(),
+            ty: Type::Index,
+            rhs: Rhs::Prim(Prim::Snd, vec![var(&c, &pty)]),
+        });
+        // The fold over the count runs the original step, unchanged.
+        let i = self.fresh(&"i".into(), x);
+        out.push(Binding {
+            name: x.clone(),
+            ty: ty.clone(),
+            rhs: Rhs::Loop {
+                kind: LoopKind::IFold,
+                n: var(&n, &Type::Index),
+                state: Some((init, s.clone(), ty.clone())),
+                index: i,
+                body: step.clone(),
+            },
+        });
+    }
+
+    /// A copy of `blk` with fresh names (the builder's, unique in the
+    /// program), each with the span of the `while`.
+    fn copy(&mut self, blk: &Block, map: &mut HashMap<Name, Name>, span_of: &Name) -> Block {
+        fresh_copy(blk, map, &mut |n: &Name| self.fresh(n, span_of))
+    }
+}

@@ -9,6 +9,7 @@ mod aot;
 mod architecture;
 mod cli;
 mod common;
+mod conditions;
 mod diagnostics;
 mod eval;
 mod forward;

@@ -9,11 +9,16 @@ use fsmooth::rulecheck::{Options, RuleReport, check_rule, check_rules};
 use crate::common::{cli, root};
 
 fn fixture_rules() -> Vec<RuleDef> {
+    family("unsound")
+}
+
+/// The rules of one fixture family of `tests/data/unsound-rules`.
+fn family(name: &str) -> Vec<RuleDef> {
     let dir = root().join("tests/data/unsound-rules");
     load(Some(&crate::common::rule_files(&dir)))
-        .expect("the fixture rule file loads")
+        .expect("the fixture rule files load")
         .into_iter()
-        .filter(|r| r.family == "unsound")
+        .filter(|r| r.family == name)
         .collect()
 }
 
@@ -84,6 +89,49 @@ fn unsound_fixture_rules_are_caught_with_shrunk_counterexamples() {
             _ => "right side",
         };
         assert!(c.why.contains(expected), "{}: {}", r.name, c.why);
+    }
+}
+
+#[test]
+fn boundary_cases_catch_rules_wrong_only_at_a_boundary() {
+    // Each fixture rule is wrong at one class of boundary instances only
+    // (spec/rules-format.md §12): the default check catches it in a
+    // boundary case (random cases may catch it too: an empty array or a
+    // zero is a random leaf as well, the extreme Index values are not).
+    let rules = family("boundary");
+    let expected = [
+        (
+            "boundary-zero",
+            "the left side is 0.0 but the right side is -0.0",
+        ),
+        ("boundary-overflow", "left side is ⊥ (integer-overflow)"),
+        ("boundary-empty", "differ"),
+        (
+            "boundary-equal",
+            "the left side is true but the right side is false",
+        ),
+        (
+            "boundary-out-of-range",
+            "left side is ⊥ (index-out-of-bounds)",
+        ),
+    ];
+    let names: Vec<&str> = rules.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, expected.map(|(n, _)| n));
+    for (r, (_, why)) in rules.iter().zip(expected) {
+        let report = check_rule(r, &Options::default());
+        let c = report
+            .counterexample
+            .unwrap_or_else(|| panic!("{} was not caught", r.name));
+        assert!(
+            report.boundary_failed > 0,
+            "{}: not caught in a boundary case",
+            r.name
+        );
+        assert!(c.why.contains(why), "{}: {c}", r.name);
+        if r.name == "boundary-overflow" {
+            // Random terms never reach i64::MAX: only boundary cases can.
+            assert_eq!(report.failed, report.boundary_failed);
+        }
     }
 }
 

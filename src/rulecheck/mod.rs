@@ -13,9 +13,12 @@
 //!    for each type variable, a name for each binder metavariable (from a
 //!    pool of three, so binders may collide and capture is exercised), and
 //!    a random term of the right type for each term metavariable, over the
-//!    binders in scope and two context variables. Terms are deliberately
-//!    partial: out-of-bounds `get`, division by zero, `log` of a negative
-//!    number, negative sizes, so rules that lose or invent ⊥ are caught.
+//!    binders in scope and the context variables (`generate.rs`). Terms
+//!    are deliberately partial: out-of-bounds `get`, division by zero,
+//!    `log` of a negative number, negative sizes, so rules that lose or
+//!    invent ⊥ are caught. One case in [`EDGE_EVERY`] is a *boundary
+//!    case*, made of the instances side conditions exist for (see
+//!    [`Template::instance`]).
 //! 3. **Side conditions as the engine judges them.** The instance goes into
 //!    an e-graph exactly as the optimiser builds one (loop sizes recorded),
 //!    the rule's left side is matched at the root, and the rule's own
@@ -25,8 +28,9 @@
 //!    evaluated. If the left side has a value, the right side must have the
 //!    same value (bitwise, any NaN equal to any NaN; within ρ ≤ 1e-9 for rules
 //!    tagged `ieee-inexact`). If the left side is ⊥, the right side must be
-//!    ⊥ too unless the rule is tagged `refines`. Function results are
-//!    compared by applying both sides to the same random arguments.
+//!    ⊥ too unless the rule is tagged `refines`. A function-valued side is
+//!    compared twice: as a term (⊥ or a closure, whether it is called or
+//!    not), and applied to the same random arguments on both sides.
 //!
 //! A failure is shrunk by shrinking its choice list
 //! ([`crate::difftest::shrink_with`]).
@@ -48,6 +52,9 @@ use crate::opt::rules::{Cond, RuleDef, holds, search};
 use crate::pipeline::{self, Session};
 use crate::syntax::{print_expr, print_program};
 use crate::types::infer_program;
+use generate::Gen;
+
+mod generate;
 
 /// Settings of one check.
 #[derive(Clone, Copy, Debug)]
@@ -87,6 +94,8 @@ pub struct RuleReport {
     /// Fuel ran out, or a non-finite value under an `ieee-inexact` rule.
     pub inconclusive: u64,
     pub failed: u64,
+    /// ... of them in boundary cases (`EDGE_EVERY`).
+    pub boundary_failed: u64,
     /// The pattern cannot be typed at all (the rule can never fire on a
     /// well-typed program).
     pub untypable: Option<String>,
@@ -104,6 +113,8 @@ pub struct Counterexample {
     pub rhs: String,
     pub why: String,
     pub choices: Vec<u32>,
+    /// The choices decode to a boundary case (`EDGE_EVERY`).
+    pub boundary: bool,
     pub shrinks: usize,
 }
 
@@ -124,8 +135,14 @@ impl fmt::Display for Counterexample {
         }
         write!(
             f,
-            "  (shrunk in {} step(s); choices {:?})",
-            self.shrinks, self.choices
+            "  ({}shrunk in {} step(s); choices {:?})",
+            if self.boundary {
+                "a boundary case; "
+            } else {
+                ""
+            },
+            self.shrinks,
+            self.choices
         )
     }
 }
@@ -150,12 +167,13 @@ pub fn check_rule(rule: &RuleDef, opts: &Options) -> RuleReport {
         }
     };
     let mut rng = opts.seed ^ hash_name(&rule.name);
-    for _ in 0..opts.cases {
+    for case in 0..opts.cases {
         let choices: Vec<u32> = (0..64)
             .map(|_| (crate::difftest::next(&mut rng) >> 33) as u32)
             .collect();
+        let edge = case % EDGE_EVERY == 0;
         report.tried += 1;
-        match template.run(rule, &choices, opts) {
+        match template.run(rule, &choices, edge, opts) {
             Verdict::IllTyped | Verdict::Unmatched => {}
             Verdict::ConditionFailed => report.typed += 1,
             Verdict::Agreed => {
@@ -172,14 +190,20 @@ pub fn check_rule(rule: &RuleDef, opts: &Options) -> RuleReport {
                 report.typed += 1;
                 report.held += 1;
                 report.failed += 1;
+                report.boundary_failed += u64::from(edge);
                 if report.counterexample.is_none() {
-                    report.counterexample = Some(template.shrink(rule, choices, why, opts));
+                    report.counterexample = Some(template.shrink(rule, choices, edge, why, opts));
                 }
             }
         }
     }
     report
 }
+
+/// Cases `0, EDGE_EVERY, 2 · EDGE_EVERY, …` of every rule are boundary
+/// cases (spec/rules-format.md §12); the others are random. The choice
+/// lists are drawn alike, so a random case is the same whatever the share.
+pub const EDGE_EVERY: u64 = 3;
 
 fn hash_name(s: &str) -> u64 {
     // FNV-1a: a stable per-rule stream, whatever the rule order.
@@ -222,79 +246,157 @@ impl Template {
         })
     }
 
-    /// Decodes `choices` into an instance and judges it.
-    fn run(&self, rule: &RuleDef, choices: &[u32], opts: &Options) -> Verdict {
-        match self.instance(rule, choices, opts) {
+    /// Decodes `choices` into an instance (a boundary one if `edge`) and
+    /// judges it.
+    fn run(&self, rule: &RuleDef, choices: &[u32], edge: bool, opts: &Options) -> Verdict {
+        match self.instance(rule, choices, edge, opts) {
             Ok(i) => i.verdict(rule, opts),
             Err(v) => v,
         }
     }
 
+    /// The instance `choices` decode to. In a boundary case (`edge`):
+    ///
+    /// - the terms are boundary terms (`generate.rs`: ⊥, zeros, `-0.0`,
+    ///   NaN and ∞ if the rule claims exactness, empty arrays, the Index
+    ///   values −1, `i64::MIN` and `i64::MAX`, `i + 1` and `length a` for
+    ///   an index or array in scope), and the variables a binder could
+    ///   capture are preferred to literals;
+    /// - in one of two, every type variable that admits it gets the first
+    ///   one's type, and then, in one of two, a term metavariable gets the
+    ///   instance of an earlier one of the same type whose binders are in
+    ///   its scope (equal operands);
+    /// - the binder metavariables get one name, or names drawn one by one,
+    ///   or (in a loop) one of those bound in the pattern is named like the
+    ///   loop's index `q`: names that collide;
+    /// - every binder metavariable bound in the pattern, whose type the
+    ///   terms in its scope fix, also names a variable of that type bound
+    ///   around the instance, so a term outside the binder can mention the
+    ///   name the binder would capture;
+    /// - in a loop, the operands of `in-bounds` and `index` are the loop's
+    ///   index (so the conditions hold) or a term at or past its bound
+    ///   (`Preset`), and the loop's size.
     fn instance(
         &self,
         rule: &RuleDef,
         choices: &[u32],
+        edge: bool,
         opts: &Options,
     ) -> Result<Instance, Verdict> {
-        let mut g = Gen {
-            choices,
-            pos: 0,
-            names: 0,
-        };
-        // Ground types for the pattern's type variables.
-        let mut ty = self
-            .typing
-            .def_type_with(0, &mut |_, num, data| g.pick_type(num, data));
-        let mut param_types = Vec::new();
-        for _ in 0..self.free.len() + self.terms.len() {
-            let Type::Fun(a, b) = ty else { break };
-            param_types.push((*a).clone());
-            ty = (*b).clone();
-        }
+        let mut g = Gen::new(choices, edge, !rule.has_tag("ieee-inexact"), CONTEXT.len());
+        let (mut ty, param_types) = self.types(&mut g);
         let mut out = Nodes::default();
-        let mut binding: HashMap<Var, Id> = HashMap::new();
-        let mut names: HashMap<Var, String> = HashMap::new();
-        for b in &self.binders {
-            let n = ["x", "y", "z"][g.pick(3) as usize].to_string();
-            binding.insert(*b, out.sym(&n));
-            names.insert(*b, n);
-        }
-        let context: Vec<(String, Type)> = CONTEXT
-            .iter()
-            .map(|(n, t)| (n.to_string(), t.ty()))
-            .collect();
         // A rule whose conditions speak of loop indices (`in-bounds`,
         // `index`) is placed, in one case of three, in the body of
         // `build z (fun q -> …)`, so that its terms can use the loop index
         // `q`, which the engine knows ranges over [0, z) (rules-format §6.1).
-        let looped = rule
+        let loops = rule
             .conds
             .iter()
-            .any(|c| matches!(c, Cond::InBounds(..) | Cond::Index(..)))
-            && g.pick(3) == 0;
-        // Context values: the free binders get closed terms.
-        let mut outer: Vec<(String, Id)> = Vec::new();
+            .any(|c| matches!(c, Cond::InBounds(..) | Cond::Index(..)));
+        let (names, looped) = if edge {
+            let looped = loops && g.pick(3) == 0;
+            (self.edge_names(&mut g, looped), looped)
+        } else {
+            let names = self
+                .binders
+                .iter()
+                .map(|b| (*b, ["x", "y", "z"][g.pick(3) as usize].to_string()))
+                .collect();
+            (names, loops && g.pick(3) == 0)
+        };
+        let mut binding: HashMap<Var, Id> = self
+            .binders
+            .iter()
+            .map(|b| (*b, out.sym(&names[b])))
+            .collect();
+        let context: Vec<(String, Type)> = CONTEXT
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.ty()))
+            .collect();
         let mut env = context.clone();
         if looped {
             env.push((LOOP_INDEX.to_string(), Type::Index));
         }
+        // Variables named like the bound binders, bound around the instance
+        // inside its loop (which keeps its size `z` and index `q`).
+        let mut shadows: Vec<(String, Id)> = Vec::new();
+        let mut shadowed: Vec<(String, Type)> = Vec::new();
+        if edge {
+            for (x, t) in self.binder_types(&param_types) {
+                if self.free.contains(&x) || names[&x] == LOOP_INDEX {
+                    continue;
+                }
+                let v = g.value(&mut out, &t, &env);
+                shadows.push((names[&x].clone(), v));
+                shadowed.push((names[&x].clone(), t));
+            }
+        }
+        // Context values: the free binders get closed terms.
+        let mut outer: Vec<(String, Id)> = Vec::new();
         let mut types = param_types.into_iter();
         for v in &self.free {
             let t = types.next().unwrap_or(Type::Double);
-            let e = g.term(&mut out, &t, opts.depth.min(2), &context);
+            let e = if edge {
+                g.value(&mut out, &t, &context)
+            } else {
+                g.term(&mut out, &t, opts.depth.min(2), &context)
+            };
             outer.push((names[v].clone(), e));
             env.push((names[v].clone(), t));
         }
+        env.extend(shadowed);
+        let mut preset: HashMap<Var, Preset> = HashMap::new();
+        if edge && looped {
+            for c in &rule.conds {
+                match c {
+                    Cond::InBounds(i, n) => {
+                        preset.insert(*i, Preset::Index(g.pick(8)));
+                        preset.insert(*n, Preset::Size);
+                    }
+                    Cond::Index(i) => {
+                        preset.insert(*i, Preset::Index(g.pick(8)));
+                    }
+                    _ => {}
+                }
+            }
+        }
         // Term metavariables: a term over the binders in scope.
-        for (v, scope) in &self.terms {
-            let mut t = types.next().unwrap_or(Type::Double);
+        let mut terms: Vec<(&(Var, Vec<Var>), Type)> = self
+            .terms
+            .iter()
+            .zip(types.chain(std::iter::repeat(Type::Double)))
+            .collect();
+        if edge {
+            // Fewest binders in scope first: a term can be equal to one
+            // made before it whose binders are in its scope.
+            terms.sort_by_key(|((_, scope), _)| scope.len());
+        }
+        let mut made: Vec<(&[Var], Type, Id)> = Vec::new();
+        for ((v, scope), mut t) in terms {
             let mut env_v = env.clone();
             for x in scope {
                 let Type::Fun(a, b) = t else { break };
                 env_v.push((names[x].clone(), (*a).clone()));
                 t = (*b).clone();
             }
-            let e = g.term(&mut out, &t, opts.depth, &env_v);
+            // Equal operands: an earlier instance of the same type whose
+            // binders are in scope.
+            let same = if edge && g.pick(2) == 0 {
+                let earlier: Vec<Id> = made
+                    .iter()
+                    .filter(|(s, u, _)| *u == t && s.iter().all(|x| scope.contains(x)))
+                    .map(|m| m.2)
+                    .collect();
+                (!earlier.is_empty()).then(|| earlier[g.pick(earlier.len() as u32) as usize])
+            } else {
+                None
+            };
+            let e = match preset.get(v).and_then(|p| p.term(&mut out, &t)) {
+                Some(e) => e,
+                None => same.unwrap_or_else(|| g.term(&mut out, &t, opts.depth, &env_v)),
+            };
+            made.push((scope, t, e));
             binding.insert(*v, e);
         }
         // Arguments, for a function-valued left side.
@@ -309,25 +411,98 @@ impl Template {
             binding,
             lhs,
             outer,
+            shadows,
             args,
             result: if looped { Type::array(ty) } else { ty },
             looped,
         })
     }
 
+    /// The encoding's type, ground (a type for each type variable), and
+    /// the types of its parameters (free binders, then term
+    /// metavariables). In a boundary case, one in two, every type variable
+    /// that admits it gets the first one's type.
+    fn types(&self, g: &mut Gen) -> (Type, Vec<Type>) {
+        let one_type = g.edge() && g.pick(2) == 0;
+        let mut first: Option<Type> = None;
+        let mut ty = self.typing.def_type_with(0, &mut |_, num, data| {
+            let fits = |t: &&Type| {
+                one_type && t.is_data() && (!num || matches!(t, Type::Double | Type::Index))
+            };
+            if let Some(t) = first.as_ref().filter(fits) {
+                return t.clone();
+            }
+            let t = g.pick_type(num, data);
+            first.get_or_insert(t.clone());
+            t
+        });
+        let mut params = Vec::new();
+        for _ in 0..self.free.len() + self.terms.len() {
+            let Type::Fun(a, b) = ty else { break };
+            params.push((*a).clone());
+            ty = (*b).clone();
+        }
+        (ty, params)
+    }
+
+    /// Names for the binder metavariables in a boundary case: one name
+    /// for all, or names drawn one by one, or (`looped`) one of those the
+    /// pattern binds named like the loop's index.
+    fn edge_names(&self, g: &mut Gen, looped: bool) -> HashMap<Var, String> {
+        let mode = g.pick(3);
+        let one = ["x", "y", "z"][g.pick(3) as usize];
+        let bound: Vec<&Var> = self
+            .binders
+            .iter()
+            .filter(|b| !self.free.contains(b))
+            .collect();
+        let indexed = (looped && mode == 2 && !bound.is_empty())
+            .then(|| *bound[g.pick(bound.len() as u32) as usize]);
+        self.binders
+            .iter()
+            .map(|b| {
+                let n = match mode {
+                    0 => one,
+                    _ if indexed == Some(*b) => LOOP_INDEX,
+                    _ => ["x", "y", "z"][g.pick(3) as usize],
+                };
+                (*b, n.to_string())
+            })
+            .collect()
+    }
+
+    /// The type of each binder metavariable that some term metavariable
+    /// has in scope (the term's type is a function of the binders' types).
+    fn binder_types(&self, params: &[Type]) -> Vec<(Var, Type)> {
+        let mut types: Vec<(Var, Type)> = Vec::new();
+        let terms = params.get(self.free.len()..).unwrap_or_default();
+        for ((_, scope), t) in self.terms.iter().zip(terms) {
+            let mut t = t.clone();
+            for x in scope {
+                let Type::Fun(a, b) = t else { break };
+                if !types.iter().any(|(y, _)| y == x) {
+                    types.push((*x, (*a).clone()));
+                }
+                t = (*b).clone();
+            }
+        }
+        types
+    }
+
     fn shrink(
         &self,
         rule: &RuleDef,
         choices: Vec<u32>,
+        edge: bool,
         why: String,
         opts: &Options,
     ) -> Counterexample {
-        let fails = |cs: &[u32]| match self.run(rule, cs, opts) {
+        let fails = |cs: &[u32]| match self.run(rule, cs, edge, opts) {
             Verdict::Failed(w) => Some(w),
             _ => None,
         };
         let (choices, why, shrinks) = crate::difftest::shrink_with(choices, why, fails);
-        let (bindings, lhs, rhs) = match self.instance(rule, &choices, opts) {
+        let (bindings, lhs, rhs) = match self.instance(rule, &choices, edge, opts) {
             Ok(i) => i.describe(rule),
             Err(_) => (Vec::new(), String::new(), String::new()),
         };
@@ -337,6 +512,7 @@ impl Template {
             rhs,
             why,
             choices,
+            boundary: edge,
             shrinks,
         }
     }
@@ -349,6 +525,9 @@ struct Instance {
     lhs: Id,
     /// Free binders of the pattern, bound around the whole term.
     outer: Vec<(String, Id)>,
+    /// In a boundary case, variables named like the bound binders, bound
+    /// around the side (in its loop, if any).
+    shadows: Vec<(String, Id)>,
     /// Arguments a function-valued side is applied to.
     args: Vec<Id>,
     /// The type of the program (a side applied to `args`, in an array when
@@ -357,6 +536,35 @@ struct Instance {
     result: Type,
     /// The side stands in the body of `build z (fun q -> …)`.
     looped: bool,
+}
+
+/// A boundary case's term for an operand of a condition.
+enum Preset {
+    /// The loop's index `q` (k < 4: the condition holds), or a term at
+    /// or past its bound: `q + 1`, `z`, `z + 1`, `-1`.
+    Index(u32),
+    /// The loop's size `z`.
+    Size,
+}
+
+impl Preset {
+    /// The term, if it has type `t`.
+    fn term(&self, out: &mut Nodes, t: &Type) -> Option<Id> {
+        match self {
+            _ if *t != Type::Index => None,
+            Preset::Size => Some(out.var("z")),
+            Preset::Index(k) => Some(match k {
+                0..4 => out.var(LOOP_INDEX),
+                4 | 6 => {
+                    let i = out.var(if *k == 4 { LOOP_INDEX } else { "z" });
+                    let one = out.add(Fsm::Int(1));
+                    out.add(Fsm::Add([i, one]))
+                }
+                5 => out.var("z"),
+                _ => out.add(Fsm::Int(-1)),
+            }),
+        }
+    }
 }
 
 /// The index of the loop an instance may stand in (`Instance::looped`);
@@ -386,6 +594,34 @@ impl Instance {
         let mut e = side;
         for a in self.args.clone() {
             e = self.out.add(Fsm::App([e, a]));
+        }
+        self.around(e)
+    }
+
+    /// The program that evaluates one side and discards it, `let f = side
+    /// in 0`, of type [`Instance::probe_type`]: whether a function-valued
+    /// side is ⊥ or a closure.
+    fn probe(&mut self, side: Id) -> RecExpr<Fsm> {
+        let f = self.out.sym("probe'f");
+        let zero = self.out.add(Fsm::Int(0));
+        let e = self.out.add(Fsm::Let([f, side, zero]));
+        self.around(e)
+    }
+
+    fn probe_type(&self) -> Type {
+        if self.looped {
+            Type::array(Type::Index)
+        } else {
+            Type::Index
+        }
+    }
+
+    /// `e` in the shadows' lets, the loop (if any), the free binders' lets
+    /// and the context's.
+    fn around(&mut self, mut e: Id) -> RecExpr<Fsm> {
+        for (n, v) in self.shadows.clone().into_iter().rev() {
+            let s = self.out.sym(&n);
+            e = self.out.add(Fsm::Let([s, v, e]));
         }
         e = self.in_loop(e);
         for (n, v) in self.outer.clone().into_iter().rev() {
@@ -469,6 +705,23 @@ impl Instance {
             Ok(r) => r,
             Err(e) => return Verdict::Failed(format!("the right side does not type-check: {e}")),
         };
+        if !self.args.is_empty() {
+            // A function is a value whether or not it is called: a side
+            // that is ⊥ where the other is a closure differs from it in any
+            // context that does not call it (`let f = L in 0`).
+            let ty = self.probe_type();
+            let (pl, pr) = (self.probe(self.lhs), self.probe(rhs));
+            let (Ok(pl), Ok(pr)) = (typed(&pl, &ty), typed(&pr, &ty)) else {
+                return Verdict::IllTyped;
+            };
+            match judge(rule, &evaluate(&pl, opts), &evaluate(&pr, opts)) {
+                Verdict::Agreed => {}
+                Verdict::Failed(why) => {
+                    return Verdict::Failed(format!("unapplied, {why}"));
+                }
+                other => return other,
+            }
+        }
         let (l, r) = (evaluate(&left, opts), evaluate(&right, opts));
         judge(rule, &l, &r)
     }
@@ -568,14 +821,6 @@ fn finite(v: &Value) -> bool {
     }
 }
 
-/// Random typed terms, decoded from a choice list (0 is always the
-/// simplest option, so shrinking the list simplifies the term).
-struct Gen<'a> {
-    choices: &'a [u32],
-    pos: usize,
-    names: u32,
-}
-
 /// Annotates the context `let`s around an instance with their types. An
 /// integer literal has any numeric type (types.md T-Lit-Int), so without
 /// the annotation `z` would be typed by its uses, and a right side that
@@ -659,259 +904,6 @@ fn context_value(out: &mut Nodes, c: &Ctx) -> Id {
                 .collect();
             out.add(Fsm::Array(items.into()))
         }
-    }
-}
-
-const DOUBLES: [f64; 7] = [1.0, 0.0, -1.0, 0.5, 2.0, 3.0, -2.5];
-const INDICES: [i64; 6] = [0, 1, 2, 3, -1, 5];
-
-impl Gen<'_> {
-    fn pick(&mut self, n: u32) -> u32 {
-        let c = self.choices.get(self.pos).copied().unwrap_or(0);
-        self.pos += 1;
-        if n == 0 { 0 } else { c % n }
-    }
-
-    fn fresh(&mut self) -> String {
-        self.names += 1;
-        format!("g{}", self.names)
-    }
-
-    /// A fresh binder of type `ty`: its symbol node, and `env` with it.
-    fn bind(
-        &mut self,
-        out: &mut Nodes,
-        env: &[(String, Type)],
-        ty: &Type,
-    ) -> (Id, Vec<(String, Type)>) {
-        let x = self.fresh();
-        let mut inner = env.to_vec();
-        inner.push((x.clone(), ty.clone()));
-        (out.sym(&x), inner)
-    }
-
-    /// A ground type for a type variable (numeric: Double or Index; data:
-    /// no functions).
-    fn pick_type(&mut self, num: bool, data: bool) -> Type {
-        if num {
-            return [Type::Double, Type::Index][self.pick(2) as usize].clone();
-        }
-        let all = [
-            Type::Double,
-            Type::Index,
-            Type::array(Type::Double),
-            Type::pair(Type::Double, Type::Index),
-            Type::Bool,
-            Type::fun(Type::Double, Type::Double),
-        ];
-        let n = if data { all.len() - 1 } else { all.len() };
-        all[self.pick(n as u32) as usize].clone()
-    }
-
-    /// Variables of type `ty` that are visible (not shadowed) in `env`.
-    fn visible(env: &[(String, Type)], ty: &Type) -> Vec<String> {
-        let mut out = Vec::new();
-        for (i, (n, t)) in env.iter().enumerate() {
-            let shadowed = env[i + 1..].iter().any(|(m, _)| m == n);
-            if !shadowed && t == ty {
-                out.push(n.clone());
-            }
-        }
-        out
-    }
-
-    fn term(&mut self, out: &mut Nodes, ty: &Type, depth: u32, env: &[(String, Type)]) -> Id {
-        if depth == 0 {
-            return self.leaf(out, ty, env);
-        }
-        match self.pick(6) {
-            0 | 1 => self.leaf(out, ty, env),
-            2 if ty.is_data() => self.generic(out, ty, depth, env),
-            _ => self.specific(out, ty, depth, env),
-        }
-    }
-
-    fn leaf(&mut self, out: &mut Nodes, ty: &Type, env: &[(String, Type)]) -> Id {
-        let vars = Gen::visible(env, ty);
-        let k = self.pick(vars.len() as u32 + 1) as usize;
-        if k < vars.len() {
-            return out.var(&vars[k]);
-        }
-        match ty {
-            Type::Double => {
-                let d = DOUBLES[self.pick(DOUBLES.len() as u32) as usize];
-                out.add(Fsm::Double(Dbl::new(d)))
-            }
-            Type::Index => {
-                let i = INDICES[self.pick(INDICES.len() as u32) as usize];
-                out.add(Fsm::Int(i))
-            }
-            Type::Bool => {
-                let b = self.pick(2) == 1;
-                out.add(Fsm::Bool(b))
-            }
-            Type::Array(t) => {
-                let n = self.pick(4);
-                let items: Vec<Id> = (0..n).map(|_| self.leaf(out, t, env)).collect();
-                out.add(Fsm::Array(items.into()))
-            }
-            Type::Pair(a, b) => {
-                let x = self.leaf(out, a, env);
-                let y = self.leaf(out, b, env);
-                out.add(Fsm::Pair([x, y]))
-            }
-            Type::Fun(a, b) => {
-                let (s, inner) = self.bind(out, env, a);
-                let body = self.leaf(out, b, &inner);
-                out.add(Fsm::Lam([s, body]))
-            }
-        }
-    }
-
-    /// Constructs that work at any data type: let, if, get, application.
-    fn generic(&mut self, out: &mut Nodes, ty: &Type, depth: u32, env: &[(String, Type)]) -> Id {
-        let d = depth - 1;
-        match self.pick(4) {
-            0 => {
-                let t = self.pick_type(false, true);
-                let v = self.term(out, &t, d, env);
-                let (s, inner) = self.bind(out, env, &t);
-                let b = self.term(out, ty, d, &inner);
-                out.add(Fsm::Let([s, v, b]))
-            }
-            1 => {
-                let c = self.term(out, &Type::Bool, d, env);
-                let a = self.term(out, ty, d, env);
-                let b = self.term(out, ty, d, env);
-                out.add(Fsm::If([c, a, b]))
-            }
-            2 => {
-                let a = self.term(out, &Type::array(ty.clone()), d, env);
-                let i = self.term(out, &Type::Index, d, env);
-                out.add(Fsm::Get([a, i]))
-            }
-            _ => {
-                let t = [Type::Double, Type::Index][self.pick(2) as usize].clone();
-                let f = self.term(out, &Type::fun(t.clone(), ty.clone()), d, env);
-                let a = self.term(out, &t, d, env);
-                out.add(Fsm::App([f, a]))
-            }
-        }
-    }
-
-    /// Constructs of one type.
-    fn specific(&mut self, out: &mut Nodes, ty: &Type, depth: u32, env: &[(String, Type)]) -> Id {
-        let d = depth - 1;
-        match ty {
-            Type::Double => match self.pick(4) {
-                0 => self.binary(out, ty, d, env, 5),
-                1 => {
-                    let a = self.term(out, ty, d, env);
-                    out.add(match self.pick(7) {
-                        0 => Fsm::Neg([a]),
-                        1 => Fsm::Sin([a]),
-                        2 => Fsm::Cos([a]),
-                        3 => Fsm::Tan([a]),
-                        4 => Fsm::Log([a]),
-                        5 => Fsm::Exp([a]),
-                        _ => Fsm::Sqrt([a]),
-                    })
-                }
-                2 => {
-                    let i = self.term(out, &Type::Index, d, env);
-                    out.add(Fsm::ToDouble([i]))
-                }
-                _ => self.fold(out, ty, d, env),
-            },
-            Type::Index => match self.pick(3) {
-                0 => self.binary(out, ty, d, env, 4),
-                1 => {
-                    let a = self.term(out, &Type::array(Type::Double), d, env);
-                    out.add(Fsm::Length([a]))
-                }
-                _ => self.fold(out, ty, d, env),
-            },
-            Type::Bool => match self.pick(2) {
-                0 => {
-                    let t = [Type::Double, Type::Index][self.pick(2) as usize].clone();
-                    let a = self.term(out, &t, d, env);
-                    let b = self.term(out, &t, d, env);
-                    out.add(match self.pick(6) {
-                        0 => Fsm::Lt([a, b]),
-                        1 => Fsm::Gt([a, b]),
-                        2 => Fsm::Le([a, b]),
-                        3 => Fsm::Ge([a, b]),
-                        4 => Fsm::Eq([a, b]),
-                        _ => Fsm::Ne([a, b]),
-                    })
-                }
-                _ => {
-                    let a = self.term(out, ty, d, env);
-                    out.add(Fsm::Not([a]))
-                }
-            },
-            Type::Array(t) => match self.pick(2) {
-                0 => {
-                    let n = self.term(out, &Type::Index, d, env);
-                    let (s, inner) = self.bind(out, env, &Type::Index);
-                    let body = self.term(out, t, d, &inner);
-                    let f = out.add(Fsm::Lam([s, body]));
-                    out.add(Fsm::Build([n, f]))
-                }
-                _ => {
-                    let n = 1 + self.pick(3);
-                    let items: Vec<Id> = (0..n).map(|_| self.term(out, t, d, env)).collect();
-                    out.add(Fsm::Array(items.into()))
-                }
-            },
-            Type::Pair(a, b) => {
-                let x = self.term(out, a, d, env);
-                let y = self.term(out, b, d, env);
-                out.add(Fsm::Pair([x, y]))
-            }
-            Type::Fun(a, b) => {
-                let (s, inner) = self.bind(out, env, a);
-                let body = self.term(out, b, d, &inner);
-                out.add(Fsm::Lam([s, body]))
-            }
-        }
-    }
-
-    /// `a op b` for one of the first `ops` of `+ - * / **` (Index has no
-    /// `**`: ask for 4).
-    fn binary(
-        &mut self,
-        out: &mut Nodes,
-        ty: &Type,
-        d: u32,
-        env: &[(String, Type)],
-        ops: u32,
-    ) -> Id {
-        let a = self.term(out, ty, d, env);
-        let b = self.term(out, ty, d, env);
-        out.add(match self.pick(ops) {
-            0 => Fsm::Add([a, b]),
-            1 => Fsm::Sub([a, b]),
-            2 => Fsm::Mul([a, b]),
-            3 => Fsm::Div([a, b]),
-            _ => Fsm::Pow([a, b]),
-        })
-    }
-
-    /// `ifold (fun s i -> body) z n` with a state of type `ty`.
-    fn fold(&mut self, out: &mut Nodes, ty: &Type, d: u32, env: &[(String, Type)]) -> Id {
-        let (s, i) = (self.fresh(), self.fresh());
-        let mut inner = env.to_vec();
-        inner.push((s.clone(), ty.clone()));
-        inner.push((i.clone(), Type::Index));
-        let body = self.term(out, ty, d, &inner);
-        let is = out.sym(&i);
-        let inner_lam = out.add(Fsm::Lam([is, body]));
-        let ss = out.sym(&s);
-        let f = out.add(Fsm::Lam([ss, inner_lam]));
-        let z = self.term(out, ty, d, env);
-        let n = self.term(out, &Type::Index, d, env);
-        out.add(Fsm::IFold([f, z, n]))
     }
 }
 

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use super::passes::{Pass, timed};
 use super::typed::{check, entry_of};
 use super::{Artefact, Entry, ForwardMode};
-use crate::diagnostic::{Diagnostic, Span};
+use crate::diagnostic::Diagnostic;
 use crate::ir::{Expr, Name, Program, Type};
 use crate::opt::RuleDef;
 
@@ -60,7 +60,8 @@ pub(super) fn optimise(
                 c.skipped.len(),
                 c.skipped.join("\n")
             ),
-            span: Span::generated(),
+            // At the entry whose optimisation it is.
+            span: e.span,
             notes: vec![
                 "the explanation is too large to replay; optimise without --check (or FSMOOTH_OPT_CHECK) to accept the result unverified".to_string(),
             ],
@@ -76,7 +77,7 @@ pub(super) fn optimise(
                 c.failures.len(),
                 c.failures.join("\n")
             ),
-            span: Span::generated(),
+            span: e.span,
             notes: vec!["this is a bug in the optimiser or a rule; please report it".to_string()],
         });
     }

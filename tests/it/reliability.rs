@@ -482,3 +482,22 @@ fn unsupported_ad_is_located() {
         assert!(err.contains("bump.fsm:2:3:"), "{mode}: {err}");
     }
 }
+
+/// Found by `fsmooth fuzz --target opt`: when `opt --check` cannot replay a
+/// phase (here egg's explanation of a small program is ~10⁸ steps long),
+/// the `opt-check-incomplete` error points at the entry being optimised.
+#[test]
+fn an_unverifiable_optimisation_is_located_at_its_entry() {
+    let p = crate::common::root().join("tests/data/opt-check-explosion.fsm");
+    let o = cli(&[
+        "opt",
+        p.to_str().expect("path"),
+        "--entry",
+        "f'entry",
+        "--check",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("error[opt-check-incomplete]"), "{err}");
+    assert!(err.contains("opt-check-explosion.fsm:4:5:"), "{err}");
+}

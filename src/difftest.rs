@@ -266,6 +266,8 @@ pub struct Campaign {
     pub max_size: u32,
     pub limits: Limits,
     pub property: Property,
+    /// Skip the programs without a `while` loop.
+    pub only_while: bool,
 }
 
 /// The properties of issue 6 a campaign can check at scale (`check_*`
@@ -779,6 +781,8 @@ pub struct Failure {
 #[derive(Debug, Default)]
 pub struct Summary {
     pub programs: u64,
+    /// Programs that contain a `while` loop (testgen's terminating loops).
+    pub with_while: u64,
     pub counts: Counts,
     pub failure: Option<Failure>,
 }
@@ -792,8 +796,13 @@ pub fn run(c: Campaign) -> Summary {
     for case in 0..c.cases {
         let len = (next(&mut rng) % (50 * u64::from(c.max_size.max(1)))) as usize;
         let choices: Vec<u32> = (0..len).map(|_| next(&mut rng) as u32).collect();
-        summary.programs += 1;
         let src = c.property.source(&choices, c.max_size);
+        let with_while = src.contains("while (fun ");
+        if c.only_while && !with_while {
+            continue;
+        }
+        summary.programs += 1;
+        summary.with_while += u64::from(with_while);
         match c.property.check(&src, c.limits) {
             Ok(k) => summary.counts += k,
             Err(message) => {

@@ -5,7 +5,8 @@
 //! option.
 //!
 //! Generated programs are closed (`let main = e`), use every construct of
-//! the core language (nested `deriv` included) and a few prelude functions, keep array sizes and
+//! the core language (nested `deriv` and `while` loops that terminate
+//! included) and a few prelude functions, keep array sizes and
 //! loop counts small (literals 0–3 or `length` of an array), and never
 //! apply `-` to a literal (the parser folds that into a literal, which would
 //! break the printer round trip). They may evaluate to ⊥ (out-of-bounds
@@ -253,6 +254,62 @@ impl Gen<'_> {
         })
     }
 
+    /// A `while` that terminates: `snd (while (fun s -> if fst s < cap
+    /// then c else false) (fun s -> (fst s + 1.0, b)) (0.0, init))`, a
+    /// counter `fst s` capped at a literal 1–4 beside a Double `snd s`. The
+    /// test `c` is either a data-dependent bound on the counter (`fst s <
+    /// e`) or any Bool (a convergence test), and may read the state; so the
+    /// trip count depends on the data, and is at most `cap`.
+    fn while_loop(&mut self, d: u32, scope: &mut Scope) -> ExprId {
+        let init = self.expr(GenType::Double, d, scope);
+        let cap = 1.0 + self.pick(4) as f64;
+        let s = self.fresh();
+        let sv = |g: &mut Self| g.add(Expr::Var(s.clone()));
+        let counter = |g: &mut Self| {
+            let v = sv(g);
+            g.prim(Prim::Fst, vec![v])
+        };
+        scope.push((s.clone(), GenType::Pair));
+        let c = if self.pick(2) == 0 {
+            let k = counter(self);
+            let bound = self.expr(GenType::Double, d, scope);
+            self.prim(Prim::Lt, vec![k, bound])
+        } else {
+            self.expr(GenType::Bool, d, scope)
+        };
+        let k = counter(self);
+        let cap = self.add(Expr::Lit(Lit::Double(cap)));
+        let under = self.prim(Prim::Lt, vec![k, cap]);
+        let no = self.add(Expr::Lit(Lit::Bool(false)));
+        let test_body = self.add(Expr::If {
+            cond: under,
+            then_: c,
+            else_: no,
+        });
+        let b = self.expr(GenType::Double, d, scope);
+        let k = counter(self);
+        let one = self.add(Expr::Lit(Lit::Double(1.0)));
+        let k1 = self.prim(Prim::Add, vec![k, one]);
+        let step_body = self.prim(Prim::Pair, vec![k1, b]);
+        scope.pop();
+        // The test and the step bind the state under the same name: each
+        // lambda is its own scope.
+        let test = self.add(Expr::Lam {
+            param: s.clone(),
+            ann: None,
+            body: test_body,
+        });
+        let step = self.add(Expr::Lam {
+            param: s,
+            ann: None,
+            body: step_body,
+        });
+        let zero = self.add(Expr::Lit(Lit::Double(0.0)));
+        let z = self.prim(Prim::Pair, vec![zero, init]);
+        let w = self.prim(Prim::While, vec![test, step, z]);
+        self.prim(Prim::Snd, vec![w])
+    }
+
     fn global(&mut self, name: &str) -> ExprId {
         self.add(Expr::Var(Rc::from(name)))
     }
@@ -303,7 +360,7 @@ impl Gen<'_> {
             _ => {}
         }
         match ty {
-            GenType::Double => match self.pick(13) {
+            GenType::Double => match self.pick(14) {
                 0..=3 => {
                     let op = [Prim::Add, Prim::Sub, Prim::Mul, Prim::Div][self.pick(4) as usize];
                     let a = self.expr(GenType::Double, d, scope);
@@ -383,6 +440,7 @@ impl Gen<'_> {
                     let b = self.expr(GenType::Double, d, scope);
                     self.prim(Prim::Pow, vec![a, b])
                 }
+                12 => self.while_loop(d, scope),
                 _ => self.nested_deriv(d, scope),
             },
             GenType::Index => match self.pick(3) {

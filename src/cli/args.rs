@@ -99,6 +99,11 @@ pub enum Command {
         /// Which property of the differential tests to check.
         #[arg(long, value_enum, default_value_t = Property::Ad)]
         property: Property,
+        /// Check only the generated programs that contain a `while` loop
+        /// (about one in twelve; the others are generated and skipped, and
+        /// `programs` counts the checked ones).
+        #[arg(long)]
+        only_while: bool,
     },
     /// Fuzz the command line's entry points with generated and mutated
     /// programs, JSON inputs and rule files; oracles in process and, for a

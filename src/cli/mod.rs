@@ -111,6 +111,7 @@ fn run(command: Command) -> Result<(), Failure> {
             save,
             fuel,
             property,
+            only_while,
         } => tools::difftest(
             crate::difftest::Campaign {
                 cases,
@@ -118,6 +119,7 @@ fn run(command: Command) -> Result<(), Failure> {
                 max_size,
                 limits: crate::eval::Limits::with_fuel(fuel),
                 property,
+                only_while,
             },
             &save,
         ),

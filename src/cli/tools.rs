@@ -111,6 +111,7 @@ pub fn difftest(c: crate::difftest::Campaign, save: &Path) -> Result<(), Failure
     out_json(&serde_json::json!({
         "property": c.property.name(),
         "programs": s.programs,
+        "with_while": s.with_while,
         "seed": c.seed,
         "max_size": c.max_size,
         "defined_points": s.counts.defined,

@@ -357,6 +357,7 @@ fn native_difftest_campaign_agrees_with_the_evaluator() {
         max_size: 4,
         limits: Limits::with_fuel(200_000),
         property: Property::Native,
+        only_while: false,
     });
     if let Some(f) = s.failure {
         panic!(

@@ -255,3 +255,44 @@ fn the_derivative_where_the_trip_count_changes_is_piecewise() {
         );
     }
 }
+
+/// The generator makes `while` loops that terminate (a counter capped at
+/// a literal, tested against a data-dependent bound or any Bool), and
+/// every property checks them: the AD modes against each other and finite
+/// differences, and native code against the evaluator. `fsmooth difftest
+/// --only-while` runs a long campaign of them.
+#[test]
+fn generated_while_loops_pass_every_property() {
+    use fsmooth::difftest::{Campaign, Property, run};
+    for (property, cases) in [
+        (Property::Ad, 150),
+        (Property::FwdOpt, 8),
+        (Property::Native, 8),
+    ] {
+        let s = run(Campaign {
+            cases: cases * 12,
+            seed: 7,
+            max_size: 4,
+            limits: Limits::with_fuel(200_000),
+            property,
+            only_while: true,
+        });
+        if let Some(f) = s.failure {
+            panic!(
+                "{property:?} case {} ({} shrinks): {}\n{}",
+                f.case, f.shrinks, f.message, f.program
+            );
+        }
+        assert_eq!(s.with_while, s.programs, "{property:?}");
+        assert!(
+            s.programs >= cases / 2,
+            "{property:?}: only {} programs",
+            s.programs
+        );
+        assert!(
+            s.counts.compared >= s.programs as usize,
+            "{property:?}: {:?}",
+            s.counts
+        );
+    }
+}

@@ -93,6 +93,16 @@ pub fn normalise(
         span: Span::generated(),
         spans: std::collections::HashMap::new(),
     };
+    // The definitions before the entry are computed in program order,
+    // used or not (semantics.md §1): one that is ⊥ makes the run ⊥, here
+    // as in the evaluator, even when only a function that is never applied
+    // mentions it.
+    for d in &prog.defs {
+        if *d.name == *entry {
+            break;
+        }
+        n.global(&d.name)?;
+    }
     let f = n.global(&Rc::from(entry))?;
     let mut ps = Vec::new();
     let mut v = f;

@@ -508,3 +508,22 @@ fn an_unverifiable_optimisation_is_located_at_its_entry() {
     assert!(err.contains("error[opt-check-incomplete]"), "{err}");
     assert!(err.contains("opt-check-explosion.fsm:4:5:"), "{err}");
 }
+
+/// Found by `fsmooth fuzz --target native`: the definitions before the
+/// entry are computed in program order in both engines (semantics.md §1).
+/// A ⊥ definition that only a never-applied function mentions made the
+/// evaluator's run ⊥ while native code, which inlined it into that
+/// function's (dead) body, returned a value.
+#[test]
+fn both_engines_compute_the_definitions_before_the_entry() {
+    let p = temp_file(
+        "dead_global.fsm",
+        "let h = [1.0][2]\nlet main = let f = fun x -> h in 2.0\n",
+    );
+    for engine in ["eval", "native"] {
+        let o = cli(&["run", p.to_str().expect("path"), "--engine", engine]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("error[index-out-of-bounds]"), "{engine}: {err}");
+        assert!(err.contains("dead_global.fsm:1:9:"), "{engine}: {err}");
+    }
+}

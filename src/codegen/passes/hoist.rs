@@ -86,13 +86,31 @@ use crate::ir::{Lit, Name, Prim, Type};
 /// computes them must continue in the other branch instead of exiting.
 pub fn hoist(body: &mut Block) -> HashSet<Name> {
     fold_block(body, &mut HashMap::default());
+    let before = body.clone();
     let mut h = Hoister {
         counter: 0,
         speculative: HashSet::default(),
         lengths: HashMap::default(),
     };
     h.block(body);
+    // Note [Bounded speculation]: each speculated binding is also kept in
+    // the loop, to redo after a failed speculation, so loops nested k
+    // deep whose invariants are all speculated copy their bodies 2^k
+    // times (a 311-atom vector-mode program grew to 83,705, and Cranelift
+    // never finished). Hoisting only saves work: past a bounded growth the
+    // function is lowered without it.
+    if size(body) > 4 * size(&before) + 4096 {
+        *body = before;
+        return HashSet::default();
+    }
     h.speculative
+}
+
+/// The atoms of a block, nested blocks included: its size.
+fn size(b: &Block) -> usize {
+    let mut k = 0;
+    b.for_each_atom(&mut |_| k += 1);
+    k
 }
 
 // ----- folding -----------------------------------------------------------------

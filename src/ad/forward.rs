@@ -363,6 +363,19 @@ impl Forward<'_, '_> {
         self.zero = saved_zero;
         let mut db = db?;
         if let Some(z) = param {
+            // A data definition is computed when the program starts, and
+            // its ⊥ is the run's (semantics.md §1); its vector-mode
+            // translation is a function, computed when called, so it
+            // names `g` too: then `g` is computed at the start of the
+            // derivative program as of the program (found by `fsmooth
+            // fuzz --target native`: a ⊥ definition used in an untaken
+            // branch gave the vector mode a value and the others ⊥).
+            let ty = self.b.ty(body);
+            if !matches!(ty, Type::Fun(..)) {
+                let primal = self.b.var(g, ty);
+                let u = self.b.fresh("u");
+                db = self.b.let_(u, primal, db);
+            }
             db = self.b.lam(z, Type::array(Type::Double), db);
         }
         let suffix = if vector { "V" } else { "D" };

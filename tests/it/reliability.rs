@@ -557,3 +557,38 @@ fn hoisting_cannot_blow_up_a_program() {
     }
     assert_eq!(out[0], out[1]);
 }
+
+/// Found by `fsmooth fuzz --target native`: a data definition that is ⊥
+/// makes every derivative of the program ⊥, as it makes the program ⊥
+/// (semantics.md §1). Vector mode translated it into a function computed
+/// only when called, so where only an untaken branch used it, `fwd-vec` on
+/// the evaluator gave a value and the other modes ⊥.
+#[test]
+fn a_bottom_definition_is_bottom_in_every_mode() {
+    let p = temp_file(
+        "bottom_definition.fsm",
+        "let h = [1.0][2] * 2.0\nlet main = fun (v: Vector) -> if true then v[0] else h\n",
+    );
+    let p = p.to_str().expect("path");
+    for mode in ["fwd", "fwd-vec", "fwd-opt", "rev"] {
+        for engine in ["eval", "native"] {
+            let o = cli(&[
+                "jacobian",
+                p,
+                "--wrt",
+                "v",
+                "--mode",
+                mode,
+                "--engine",
+                engine,
+                "--input",
+                r#"{"v": [1.0, 2.0]}"#,
+            ]);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.contains("error[index-out-of-bounds]"),
+                "{mode} {engine}: {err}"
+            );
+        }
+    }
+}

@@ -19,16 +19,14 @@
 //!   (ρ ≤ 1e-9; an `ieee-inexact` rounding difference is excused when the
 //!   optimiser without those rules agrees, as `difftest` does).
 //!
-//! Note [Known defects]: one class of unclean errors was reported by
-//! the reliability attack and is being fixed elsewhere — a runtime error
-//! raised in native code, in a derivative program, or in the code that
-//! `deriv` and the differentiation API expand to (even where that code
-//! is the user's own expression, copied: `diff (fun y -> v[2]) x` with
-//! `v` too short) carries no source location (the normal form and
-//! generated code keep no spans). Such errors are counted apart
-//! ([`Outcome::Known`]), not as failures; when the fix lands,
-//! [`KNOWN_UNLOCATED`] goes, and these errors must then be located like
-//! any other.
+//! Note [Known defects]: a class of unclean errors the reliability
+//! attack reported — a runtime error of native code, of a derivative
+//! program or of `deriv`'s expansion without a source location — was
+//! counted apart ([`Outcome::Known`]) while it was being fixed. It is
+//! fixed (every runtime error is located, from either engine and every
+//! AD mode), so [`KNOWN_UNLOCATED`] is false and such an error is
+//! unclean again; the switch stays for the next class a campaign finds
+//! before its fix lands.
 
 use std::rc::Rc;
 
@@ -44,7 +42,7 @@ use super::{Outcome, Verdict};
 
 /// Whether runtime errors of native code and of derivative programs
 /// without a location are excused as known (Note [Known defects]).
-pub const KNOWN_UNLOCATED: bool = true;
+pub const KNOWN_UNLOCATED: bool = false;
 
 /// What an error is about: what location it needs.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -131,6 +131,9 @@ pub(super) fn optimise(
             false,
         )?;
     }
+    // A ⊥ of the optimised program that keeps no span of its own is
+    // reported at the entry it comes from (`Entry::locate`).
+    entry.span = e.span;
     Ok(Optimised {
         entry: Rc::new(entry),
         report,

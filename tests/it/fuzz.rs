@@ -24,6 +24,10 @@ fn campaign(target: &str, cases: u64, sample: u64) {
         .args(["--cases", &cases.to_string()])
         .args(["--sample", &sample.to_string()])
         .args(["--case-timeout", "60"])
+        // The evaluator's runs of the corpus's heaviest programs (the
+        // Stalingrad examples: seconds each in a debug build) end at this
+        // fuel, inconclusive, instead of taking the case past its limit.
+        .args(["--fuel", "1000000"])
         .arg("--save")
         .arg(&save)
         .arg("--corpus")

@@ -592,3 +592,36 @@ fn a_bottom_definition_is_bottom_in_every_mode() {
         }
     }
 }
+
+/// Found by `fsmooth fuzz --target grad` once its oracle stopped excusing
+/// unlocated errors: a ⊥ of the optimised derivative program (`fwd-opt`,
+/// whose optimised code keeps no spans) had no location; it is reported
+/// at the entry it comes from, on both engines.
+#[test]
+fn optimised_derivative_errors_are_located() {
+    let p = temp_file(
+        "oob_opt.fsm",
+        "let main = fun (v: Vector) (i: Index) ->\n  v[i] * v[0]\n",
+    );
+    let p = p.to_str().expect("path");
+    for engine in ["eval", "native"] {
+        let o = cli(&[
+            "grad",
+            p,
+            "--wrt",
+            "v",
+            "--mode",
+            "fwd-opt",
+            "--engine",
+            engine,
+            "--input",
+            r#"{"v": [1.0, 2.0], "i": 5}"#,
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("error[index-out-of-bounds]"),
+            "{engine}: {err}"
+        );
+        assert!(err.contains("oob_opt.fsm:1:5:"), "{engine}: {err}");
+    }
+}

@@ -47,9 +47,12 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         let native = entry.native().map_err(|e| fail(&Diagnostic::from(&e)))?;
         let start = Instant::now();
         let limits = crate::codegen::NativeLimits::of(args.engine.limits());
-        let v = native
-            .call_with(&values, limits)
-            .map_err(|e| fail(&Diagnostic::from(&e)))?;
+        // An error with no failure site of its own is located at the
+        // entry (`Entry::locate`), as on every other path.
+        let v = native.call_with(&values, limits).map_err(|e| {
+            let e = entry.locate(crate::pipeline::RunError::from(e));
+            fail(&Diagnostic::from(&e))
+        })?;
         let run = start.elapsed();
         out_json(&v)?;
         if args.stats {

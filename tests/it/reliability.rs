@@ -625,3 +625,26 @@ fn optimised_derivative_errors_are_located() {
         assert!(err.contains("oob_opt.fsm:1:5:"), "{engine}: {err}");
     }
 }
+
+/// Found by `fsmooth fuzz --target native` (a subprocess run): `run
+/// --engine native` printed a ⊥ raised where native code keeps no failure
+/// site (a bounds guard of fused loops) without a location; it is located
+/// at the entry, as on every other path.
+#[test]
+fn native_run_errors_without_a_site_are_located_at_the_entry() {
+    let p = temp_file(
+        "mm.fsm",
+        "let main (p2: Double) =\n  matrixMul (matrixMul [[p2, p2], [p2, p2], [p2, pi]] [[0.1]]) [[4.0, p2, p2]]\n",
+    );
+    let o = cli(&[
+        "run",
+        p.to_str().expect("path"),
+        "--input",
+        "[0.0]",
+        "--engine",
+        "native",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("error[index-out-of-bounds]"), "{err}");
+    assert!(err.contains("mm.fsm:1:5:"), "{err}");
+}

@@ -23,7 +23,11 @@ fn campaign(target: &str, cases: u64, sample: u64) {
         .args(["fuzz", "--target", target, "--seed", "1"])
         .args(["--cases", &cases.to_string()])
         .args(["--sample", &sample.to_string()])
-        .args(["--case-timeout", "60"])
+        // A hang detector with room for a debug build on a loaded 2-core
+        // machine: `opt --check` of the particle's argmin (corpus:
+        // examples/stalingrad/) alone takes ~17 s there, and its oracle
+        // optimises and runs it more than once.
+        .args(["--case-timeout", "180"])
         // The evaluator's runs of the corpus's heaviest programs (the
         // Stalingrad examples: seconds each in a debug build) end at this
         // fuel, inconclusive, instead of taking the case past its limit.

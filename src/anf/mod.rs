@@ -106,6 +106,16 @@ pub enum Rhs {
 }
 
 impl Rhs {
+    /// The blocks nested in `self`, in order.
+    pub fn blocks_mut(&mut self) -> Vec<&mut Block> {
+        match self {
+            Rhs::Prim(..) | Rhs::Array(_) => Vec::new(),
+            Rhs::If(_, t, e) => vec![t, e],
+            Rhs::Loop { body, .. } => vec![body],
+            Rhs::While { cond, step, .. } => vec![cond, step],
+        }
+    }
+
     /// Every atom `self` uses, nested blocks (and their results) included.
     pub fn for_each_atom(&self, f: &mut impl FnMut(&Atom)) {
         match self {

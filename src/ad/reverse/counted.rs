@@ -45,7 +45,12 @@ impl Counter<'_, '_> {
     fn block(&mut self, blk: &Block) -> Block {
         let mut binds = Vec::with_capacity(blk.binds.len());
         for bd in &blk.binds {
-            let rhs = self.rhs(&bd.rhs);
+            // Nested loops first: a `while` inside a step is counted too.
+            let mut rhs = bd.rhs.clone();
+            for b in rhs.blocks_mut() {
+                let counted = self.block(b);
+                *b = counted;
+            }
             match rhs {
                 Rhs::While {
                     init,
@@ -66,39 +71,6 @@ impl Counter<'_, '_> {
         Block {
             binds,
             result: blk.result.clone(),
-        }
-    }
-
-    fn rhs(&mut self, rhs: &Rhs) -> Rhs {
-        match rhs {
-            Rhs::Prim(..) | Rhs::Array(_) => rhs.clone(),
-            Rhs::If(c, t, e) => Rhs::If(c.clone(), self.block(t), self.block(e)),
-            Rhs::Loop {
-                kind,
-                n,
-                state,
-                index,
-                body,
-            } => Rhs::Loop {
-                kind: *kind,
-                n: n.clone(),
-                state: state.clone(),
-                index: index.clone(),
-                body: self.block(body),
-            },
-            Rhs::While {
-                init,
-                state,
-                ty,
-                cond,
-                step,
-            } => Rhs::While {
-                init: init.clone(),
-                state: state.clone(),
-                ty: ty.clone(),
-                cond: self.block(cond),
-                step: self.block(step),
-            },
         }
     }
 

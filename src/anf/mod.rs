@@ -107,6 +107,16 @@ pub enum Rhs {
 
 impl Rhs {
     /// The blocks nested in `self`, in order.
+    pub fn blocks(&self) -> Vec<&Block> {
+        match self {
+            Rhs::Prim(..) | Rhs::Array(_) => Vec::new(),
+            Rhs::If(_, t, e) => vec![t, e],
+            Rhs::Loop { body, .. } => vec![body],
+            Rhs::While { cond, step, .. } => vec![cond, step],
+        }
+    }
+
+    /// [`Rhs::blocks`], mutably.
     pub fn blocks_mut(&mut self) -> Vec<&mut Block> {
         match self {
             Rhs::Prim(..) | Rhs::Array(_) => Vec::new(),

@@ -140,7 +140,8 @@ impl Entry {
                 }
             }
             // Positional arguments; with a single parameter of array or tuple
-            // type, a JSON array is that argument itself.
+            // type, a JSON array is that argument itself (or, if it is not
+            // one, the one positional argument).
             serde_json::Value::Array(items)
                 if self.params.len() != 1
                     || !matches!(self.params[0].1, Type::Array(_) | Type::Pair(..)) =>
@@ -165,7 +166,20 @@ impl Entry {
                         self.signature()
                     )));
                 };
-                out.push(value_from_json(other, t, n, self.span).map_err(err)?);
+                // A single array argument may also come positionally,
+                // `[[1.0, 2.0]]` for a Vector: tried when the bare reading
+                // fails, whose error is the one reported.
+                let bare = value_from_json(other, t, n, self.span);
+                let positional = match other {
+                    serde_json::Value::Array(items) if bare.is_err() && items.len() == 1 => {
+                        value_from_json(&items[0], t, n, self.span).ok()
+                    }
+                    _ => None,
+                };
+                match positional {
+                    Some(v) => out.push(v),
+                    None => out.push(bare.map_err(err)?),
+                }
             }
         }
         Ok(out)

@@ -101,6 +101,13 @@ fn run_input_single_array_parameter() {
     );
     let o = cli(&["run", &p, "--input", "[1, 2, 3.5]"]);
     assert_eq!(ok(&o), "6.5\n");
+    // Positionally too (spec/syntax.md §8.2): `[[…]]` is no Vector.
+    let o = cli(&["run", &p, "--input", "[[1, 2, 3.5]]"]);
+    assert_eq!(ok(&o), "6.5\n");
+    // Neither reading fits: the bare reading's error.
+    let o = cli(&["run", &p, "--input", "[[1, 2], [3]]"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("error[input-mismatch]: input v[0]"), "{err}");
 }
 
 #[test]

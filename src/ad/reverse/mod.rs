@@ -31,8 +31,9 @@
 //!
 //! One file per part: `counted.rs` turns a `while` into a count and a
 //! fold first (R-While); `analysis.rs` decides what is taped, recomputed,
-//! checkpointed, deferred, linear and active; `fuse_sums.rs` fuses a sum
-//! of a map into one fold (R-Defer-Sum); `fwd.rs` is the forward sweep
+//! checkpointed, deferred, linear and active; `invariant.rs` reads the arrays a
+//! fold passes on unchanged from its initial state (R-Invariant);
+//! `fuse_sums.rs` fuses a sum of a map into one fold (R-Defer-Sum); `fwd.rs` is the forward sweep
 //! and restores a block from its tape; `rev.rs` is the reverse sweep,
 //! which places accumulators and delivers contributions; `rules.rs` has
 //! each construct's contributions (R-*) and `loops.rs` those of loops;
@@ -48,6 +49,7 @@ mod cotangent;
 mod counted;
 mod fuse_sums;
 mod fwd;
+mod invariant;
 mod loops;
 mod rev;
 mod rules;
@@ -83,6 +85,8 @@ pub(super) fn reverse_program(
 ) -> Result<Def, AdError> {
     // R-While: `while`s of Double-carrying state become counted folds.
     let normal = &counted::counted(b, normal);
+    // R-Invariant: arrays a fold passes on are read from its initial state.
+    let normal = &invariant::invariant_states(b, normal);
     b.with_binding_spans(&normal.spans);
     let mut r = Reverse::new(b);
     let body = &fuse_sums(&normal.body);

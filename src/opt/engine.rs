@@ -138,6 +138,8 @@ impl CostFunction<Fsm> for LoopCost {
             Fsm::IFold([f, z, n]) | Fsm::IScan([f, z, n]) => {
                 1.0 + costs(*z) + costs(*n) + TRIP * costs(*f)
             }
+            // The test runs once more than the step: both count TRIP times.
+            Fsm::While([c, f, z]) => 1.0 + costs(*z) + TRIP * (costs(*c) + costs(*f)),
             // Calls are inlined away when possible.
             Fsm::App([f, a]) => 2.0 + costs(*f) + costs(*a),
             // A division costs several multiplications (spec/rules-format.md §9.2).

@@ -219,6 +219,31 @@ const CHECKS: &[(&str, &str, Check)] = &[
     ),
     ("licm-ifold-guarded", "fresh ?w", Loader),
     ("licm-ifold-guarded", "fresh ?k", Loader),
+    ("licm-while", "distinct ?x ?s", Rules { seed: 4, cases: 8 }),
+    ("licm-while", "not-free ?x ?c", Rules { seed: 7, cases: 24 }),
+    ("licm-while", "not-free ?x ?z", Rules { seed: 1, cases: 3 }),
+    (
+        "licm-while",
+        "not-free ?s ?e0",
+        Rules { seed: 10, cases: 2 },
+    ),
+    ("licm-while", "total ?e0", Rules { seed: 5, cases: 1 }),
+    (
+        "licm-while-cond",
+        "distinct ?x ?s",
+        Rules { seed: 6, cases: 2 },
+    ),
+    (
+        "licm-while-cond",
+        "not-free ?x ?f",
+        Rules { seed: 11, cases: 2 },
+    ),
+    (
+        "licm-while-cond",
+        "not-free ?s ?e0",
+        Rules { seed: 2, cases: 2 },
+    ),
+    ("licm-while-cond", "fresh ?w", Loader),
     // ring
     ("add-neg", "double ?e", Rules { seed: 1, cases: 2 }),
     ("sub-self", "double ?e", Rules { seed: 0, cases: 1 }),

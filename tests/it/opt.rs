@@ -1136,3 +1136,70 @@ fn divisions_by_a_known_zero_start_no_conflict() {
     assert!(!stats.contains("equated"), "{stats}");
     assert!(text.contains("else 1.0"), "{text}");
 }
+
+/// The `while` rules (issue "Loops whose length depends on the data"):
+/// `licm-while` hoists a total invariant out of the step, and
+/// `licm-while-cond` a possibly-⊥ one (a division) out of the test, which
+/// runs at least once; `while-false` drops a loop that never steps, with
+/// its step's ⊥. The optimiser runs with `--check`; every value, and
+/// every ⊥, is the input's, and the hoisted loops cost fewer operations.
+#[test]
+fn while_rules_hoist_invariants_and_drop_dead_loops() {
+    let src = "let step = fun (x: Double) (a: Double) -> while (fun s -> s < 10.0) (fun s -> let k = a * 3.0 in s + k * k) x
+let test = fun (x: Double) (a: Double) -> while (fun s -> let t = a / 3.0 in s < t * t) (fun s -> s + 1.0) x
+let never = fun (x: Double) -> while (fun s -> false) (fun s -> s / 0.0) (x + 1.0)
+";
+    for (entry, rule, input) in [
+        ("step", "licm-while", "[0.5, 1.0]"),
+        ("test", "licm-while-cond", "[0.5, 12.0]"),
+        ("never", "while-false", "[0.5]"),
+    ] {
+        let (e, o) = optimised(src, entry);
+        let applied: usize = o
+            .report
+            .phases
+            .iter()
+            .filter_map(|p| p.applied.get(rule))
+            .sum();
+        assert!(applied > 0, "{entry}: {rule} never fired");
+        let printed = print_program(&o.entry.program);
+        let (x, before) = run(&e, input);
+        let (y, after) = run(&o.entry, input);
+        assert!(x.same(&y), "{entry} {input}: {x} vs {y}");
+        if entry == "never" {
+            assert!(!printed.contains("while"), "{printed}");
+        } else {
+            assert!(
+                after < before,
+                "{entry}: {after} ops, {before} before\n{printed}"
+            );
+            // The invariant is bound before the loop.
+            let at = |needle: &str| printed.find(needle).expect(needle);
+            let op = if entry == "step" {
+                "a * 3.0"
+            } else {
+                "a / 3.0"
+            };
+            assert!(at(op) < at("while"), "{printed}");
+        }
+    }
+    // The test's hoisted division is ⊥ where the loop's first test was.
+    let (e, o) = optimised(
+        "let f = fun (x: Double) (a: Double) -> while (fun s -> let t = 1.0 / a in s < t) (fun s -> s + 1.0) x",
+        "f",
+    );
+    for input in ["[0.5, 0.0]", "[0.5, 0.25]"] {
+        let args = e.read_input(Some(input)).expect("input");
+        let l = e.run(args.clone(), Limits::default(), &mut |_, _| {});
+        let r = o.entry.run(args, Limits::default(), &mut |_, _| {});
+        match (l, r) {
+            (Ok((x, _)), Ok((y, _))) => assert!(x.same(&y), "{input}: {x} vs {y}"),
+            (Err(a), Err(b)) => assert_eq!(
+                fsmooth::diagnostic::Diagnose::code(&a),
+                fsmooth::diagnostic::Diagnose::code(&b),
+                "{input}"
+            ),
+            (l, r) => panic!("{input}: {:?} vs {:?}", l.is_ok(), r.is_ok()),
+        }
+    }
+}

@@ -28,9 +28,13 @@
 //! named union) is verified by evaluating the folded term when it is
 //! closed.
 
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use egg::{ENodeOrVar, FlatTerm, Id, Language, PatternAst, RecExpr, Searcher, Symbol, Var};
+use std::rc::Rc;
+
+use egg::{
+    ENodeOrVar, FlatTerm, Id, Language, PatternAst, RecExpr, Searcher, Symbol, TreeTerm, Var,
+};
 
 use super::analysis::{FsmAnalysis, Graph};
 use super::convert::{from_recexpr, to_recexpr};
@@ -96,25 +100,252 @@ pub fn check_chain_with(
     rules: &[&RuleDef],
     var_depth: &HashMap<Symbol, u8>,
 ) -> CheckReport {
-    let mut report = CheckReport::default();
-    let mut memo: HashMap<(Symbol, bool, String, String), Result<Conditions, String>> =
-        HashMap::default();
-    // Whether a class may hold terms equal only as reals.
-    let inexact = rules.iter().any(|r| r.has_tag("ieee-inexact"));
+    let mut v = Verifier::new(rules, var_depth);
     for k in 1..flat.len() {
         let Some((old, new, rule, forward)) = rewritten(&flat[k - 1], &flat[k]) else {
-            report.failures.push(format!(
+            v.report.failures.push(format!(
                 "step {k}: no rewritten position in the explanation ({} => {})",
                 flat[k - 1].get_recexpr(),
                 flat[k].get_recexpr()
             ));
             continue;
         };
-        let (a, b) = (old.get_recexpr(), new.get_recexpr());
+        let whole = || {
+            if forward {
+                flat[k - 1].get_recexpr()
+            } else {
+                flat[k].get_recexpr()
+            }
+        };
+        v.step(
+            k,
+            (old.get_recexpr(), new.get_recexpr()),
+            rule,
+            forward,
+            whole,
+        );
+    }
+    v.report
+}
+
+/// Verifies every step of egg's tree explanation (the chain of
+/// [`check_chain`] before flattening). The flat form copies the whole term
+/// once per step and a shared sub-proof once per use; here each step is
+/// judged on the subterm it rewrites, and a sub-proof shared by several
+/// positions is walked once — unless it holds a step whose conditions
+/// depend on the enclosing loops (`in-bounds`, `index`), which is judged
+/// again in each place, on the whole term rebuilt around it, as the flat
+/// replay judges it. The same steps, the same verdicts, in time about the
+/// size of the proof rather than steps × term.
+pub fn check_tree_with(
+    proof: &[Rc<TreeTerm<Fsm>>],
+    rules: &[&RuleDef],
+    var_depth: &HashMap<Symbol, u8>,
+) -> CheckReport {
+    let mut w = TreeWalk {
+        v: Verifier::new(rules, var_depth),
+        initial: HashMap::default(),
+        last: HashMap::default(),
+        done: HashSet::default(),
+        steps: 0,
+    };
+    w.walk(proof, &mut Vec::new());
+    w.v.report
+}
+
+/// The most steps one phase's tree walk judges (about 1 µs each without
+/// context; bounds a phase's check to seconds).
+const MAX_TREE_STEPS: usize = 2_000_000;
+
+/// A term as a tree, its subterms shared: the terms of a tree explanation
+/// before and after each step.
+#[derive(Clone)]
+struct Term(Rc<(Fsm, Vec<Term>)>);
+
+impl Term {
+    fn recexpr(&self) -> RecExpr<Fsm> {
+        fn go(t: &Term, out: &mut RecExpr<Fsm>) -> Id {
+            let (node, children) = &*t.0;
+            let mut k = 0;
+            let node = node.clone().map_children(|_| {
+                let id = go(&children[k], out);
+                k += 1;
+                id
+            });
+            out.add(node)
+        }
+        let mut out = RecExpr::default();
+        go(self, &mut out);
+        out
+    }
+}
+
+/// One enclosing position: its operator, its other operands as they stand,
+/// and which operand is being rewritten.
+struct Frame {
+    node: Fsm,
+    children: Vec<Term>,
+    hole: usize,
+}
+
+struct TreeWalk<'a> {
+    v: Verifier<'a>,
+    initial: HashMap<*const TreeTerm<Fsm>, Term>,
+    last: HashMap<*const TreeTerm<Fsm>, Term>,
+    /// Sub-proofs walked already, with no step that depends on its place.
+    done: HashSet<Vec<*const TreeTerm<Fsm>>>,
+    steps: usize,
+}
+
+impl TreeWalk<'_> {
+    /// The term `t` starts from: its operator on its operands' first terms.
+    fn initial(&mut self, t: &Rc<TreeTerm<Fsm>>) -> Term {
+        let key = Rc::as_ptr(t);
+        if let Some(x) = self.initial.get(&key) {
+            return x.clone();
+        }
+        let children = t.child_proofs.iter().map(|p| self.initial(&p[0])).collect();
+        let x = Term(Rc::new((t.node.clone(), children)));
+        self.initial.insert(key, x.clone());
+        x
+    }
+
+    /// The term `t` ends with: its operator on its operands' last terms.
+    fn last(&mut self, t: &Rc<TreeTerm<Fsm>>) -> Term {
+        let key = Rc::as_ptr(t);
+        if let Some(x) = self.last.get(&key) {
+            return x.clone();
+        }
+        let children = t
+            .child_proofs
+            .iter()
+            .map(|p| self.last(p.last().expect("a proof has a first term")))
+            .collect();
+        let x = Term(Rc::new((t.node.clone(), children)));
+        self.last.insert(key, x.clone());
+        x
+    }
+
+    /// Walks one chain of a position; returns whether a step in it needed
+    /// the enclosing term.
+    fn walk(&mut self, proof: &[Rc<TreeTerm<Fsm>>], frames: &mut Vec<Frame>) -> bool {
+        let mut placed = false;
+        for (i, t) in proof.iter().enumerate() {
+            let rule = match (t.forward_rule, t.backward_rule) {
+                (Some(r), _) => Some((r, true)),
+                (None, Some(r)) => Some((r, false)),
+                (None, None) => None,
+            };
+            if let Some((rule, forward)) = rule {
+                self.steps += 1;
+                let k = self.steps;
+                if k > MAX_TREE_STEPS {
+                    if self.v.report.skipped.is_empty() {
+                        self.v.report.skipped.push(format!(
+                            "an explanation of more than {MAX_TREE_STEPS} steps was not replayed to its end"
+                        ));
+                    }
+                    return placed;
+                }
+                if i == 0 {
+                    self.v.report.failures.push(format!(
+                        "step {k}: `{rule}` rewrites a term the explanation does not give"
+                    ));
+                } else {
+                    let old = self.last(&proof[i - 1]);
+                    let new = self.initial(t);
+                    let at = if forward { &old } else { &new };
+                    let whole = || plug(at, frames).recexpr();
+                    placed |= self
+                        .v
+                        .step(k, (old.recexpr(), new.recexpr()), rule, forward, whole);
+                }
+            }
+            // The operands are rewritten left to right: those before the
+            // one being rewritten are in their last form, those after it in
+            // their first.
+            for c in 0..t.child_proofs.len() {
+                let sub = &t.child_proofs[c];
+                let key: Vec<_> = sub.iter().map(Rc::as_ptr).collect();
+                if self.done.contains(&key) {
+                    continue;
+                }
+                let children = (0..t.child_proofs.len())
+                    .map(|j| {
+                        let p = &t.child_proofs[j];
+                        if j < c {
+                            self.last(p.last().expect("a proof has a first term"))
+                        } else {
+                            self.initial(&p[0])
+                        }
+                    })
+                    .collect();
+                frames.push(Frame {
+                    node: t.node.clone(),
+                    children,
+                    hole: c,
+                });
+                let inner = self.walk(sub, frames);
+                frames.pop();
+                if inner {
+                    placed = true;
+                } else {
+                    self.done.insert(key);
+                }
+            }
+        }
+        placed
+    }
+}
+
+/// `t` in its place: the enclosing positions rebuilt around it.
+fn plug(t: &Term, frames: &[Frame]) -> Term {
+    let mut cur = t.clone();
+    for f in frames.iter().rev() {
+        let mut children = f.children.clone();
+        children[f.hole] = cur;
+        cur = Term(Rc::new((f.node.clone(), children)));
+    }
+    cur
+}
+
+/// Judges steps one at a time, remembering verdicts.
+struct Verifier<'a> {
+    rules: &'a [&'a RuleDef],
+    var_depth: &'a HashMap<Symbol, u8>,
+    report: CheckReport,
+    memo: HashMap<(Symbol, bool, String, String), Result<Conditions, String>>,
+    /// Whether a class may hold terms equal only as reals.
+    inexact: bool,
+}
+
+impl<'a> Verifier<'a> {
+    fn new(rules: &'a [&'a RuleDef], var_depth: &'a HashMap<Symbol, u8>) -> Self {
+        Verifier {
+            rules,
+            var_depth,
+            report: CheckReport::default(),
+            memo: HashMap::default(),
+            inexact: rules.iter().any(|r| r.has_tag("ieee-inexact")),
+        }
+    }
+
+    /// Verifies step `k`, `a` rewritten to `b` by `rule`; `whole` gives the
+    /// term in which its left side was matched. Returns whether the verdict
+    /// needed that term.
+    fn step(
+        &mut self,
+        k: usize,
+        (a, b): (RecExpr<Fsm>, RecExpr<Fsm>),
+        rule: Symbol,
+        forward: bool,
+        whole: impl FnOnce() -> RecExpr<Fsm>,
+    ) -> bool {
+        let report = &mut self.report;
         if rule.as_str() == "const-fold" {
             match check_fold(&a, &b, forward) {
                 Some(Ok(Fold::Exact)) => report.folds += 1,
-                Some(Ok(Fold::Reals)) if inexact => {
+                Some(Ok(Fold::Reals)) if self.inexact => {
                     report.folds += 1;
                     report.inexact_folds.push(format!("step {k}: const-fold {a} = {b}"));
                 }
@@ -124,13 +355,13 @@ pub fn check_chain_with(
                 Some(Err(why)) => report.failures.push(format!("step {k}: const-fold {why}")),
                 None => report.trusted_folds += 1,
             }
-            continue;
+            return false;
         }
-        let Some(def) = rules.iter().find(|r| r.name == rule.as_str()) else {
+        let Some(def) = self.rules.iter().find(|r| r.name == rule.as_str()) else {
             report.failures.push(format!(
                 "step {k}: `{rule}` is not a rule of the loaded set"
             ));
-            continue;
+            return false;
         };
         // The term in which the left side was matched: the whole term when
         // a condition needs the sizes of enclosing loops, else the subterm
@@ -140,19 +371,15 @@ pub fn check_chain_with(
             .iter()
             .any(|c| matches!(c, Cond::InBounds(..) | Cond::Index(..)));
         let (lhs, rhs) = if forward { (a, b) } else { (b, a) };
-        let whole = match (needs_context, forward) {
-            (false, _) => lhs.clone(),
-            (true, true) => flat[k - 1].get_recexpr(),
-            (true, false) => flat[k].get_recexpr(),
-        };
         // Explanations repeat steps (a `let` pushed through the same term
         // in several places): verify each distinct one once.
         let key = (rule, forward, lhs.to_string(), rhs.to_string());
-        let verdict = match (needs_context, memo.get(&key)) {
+        let verdict = match (needs_context, self.memo.get(&key)) {
             (false, Some(v)) => v.clone(),
             _ => {
-                let v = instance_of(def, (&whole, var_depth), &lhs, &rhs);
-                memo.insert(key, v.clone());
+                let whole = if needs_context { whole() } else { lhs.clone() };
+                let v = instance_of(def, (&whole, self.var_depth), &lhs, &rhs);
+                self.memo.insert(key, v.clone());
                 v
             }
         };
@@ -170,8 +397,8 @@ pub fn check_chain_with(
                 "step {k}: `{rule}` does not apply: {why}\n    {lhs}\n => {rhs}"
             )),
         }
+        needs_context
     }
-    report
 }
 
 /// The position a step rewrote: (old subterm, new subterm, rule, forward).

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use egg::{CostFunction, Extractor, Id, Language, RecExpr, Runner, StopReason, TreeTerm};
 
 use super::analysis::{FsmAnalysis, Graph, node_free, node_total};
-use super::check::{CheckReport, check_chain_with};
+use super::check::{CheckReport, check_tree_with};
 use super::lang::{Fsm, subexpr};
 use super::rules::{RuleDef, rewrite};
 
@@ -287,26 +287,26 @@ pub fn run_phase(
     let mut checked = CheckReport::default();
     if (explain && cost_after < cost_before) || (check && best != *expr) {
         let mut ex = runner.explain_equivalence(expr, &best);
-        // The flat form copies the whole term once per step, and shared
-        // sub-proofs are copied once per use: bound it before making it.
-        let n = flat_steps(&ex.explanation_trees, &mut HashMap::default());
-        let size = n.saturating_mul((expr.as_ref().len() + best.as_ref().len()) as u64);
-        if size > MAX_FLAT_EXPLANATION {
-            let why = format!(
-                "phase {phase}: explanation of {n} steps over terms of {} nodes is too large to replay",
-                expr.as_ref().len()
-            );
-            if explain && cost_after < cost_before {
-                steps = vec![format!("({why})")];
+        if check {
+            // The tree form: each step on the subterm it rewrites.
+            checked = check_tree_with(&ex.explanation_trees, rules, &var_depth);
+            for why in &mut checked.skipped {
+                *why = format!("phase {phase}: {why}");
             }
-            checked.skipped.push(why);
-        } else {
-            if explain && cost_after < cost_before {
-                steps = ex.get_flat_strings();
-            }
-            if check {
-                checked = check_chain_with(ex.make_flat_explanation(), rules, &var_depth);
-            }
+        }
+        if explain && cost_after < cost_before {
+            // The flat form copies the whole term once per step, and shared
+            // sub-proofs are copied once per use: bound it before making it.
+            let n = flat_steps(&ex.explanation_trees, &mut HashMap::default());
+            let size = n.saturating_mul((expr.as_ref().len() + best.as_ref().len()) as u64);
+            steps = if size > MAX_FLAT_EXPLANATION {
+                vec![format!(
+                    "(phase {phase}: explanation of {n} steps over terms of {} nodes is too long to print)",
+                    expr.as_ref().len()
+                )]
+            } else {
+                ex.get_flat_strings()
+            };
         }
     }
     let stats = PhaseStats {

@@ -63,7 +63,7 @@ pub(super) fn optimise(
             // At the entry whose optimisation it is.
             span: e.span,
             notes: vec![
-                "the explanation is too large to replay; optimise without --check (or FSMOOTH_OPT_CHECK) to accept the result unverified".to_string(),
+                "the explanation is too long to replay; optimise without --check (or FSMOOTH_OPT_CHECK) to accept the result unverified".to_string(),
             ],
         });
     }

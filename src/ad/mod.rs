@@ -141,6 +141,12 @@ pub enum Checkpointing {
     Loops,
     /// Every loop keeps its tape (R-Defer still applies to untaped folds).
     Off,
+    /// R-Checkpoint-Sqrt: as `loops`, and every fold of the entry's own
+    /// block whose state is not linear (a `while`'s among them) runs as
+    /// ⌈√n⌉ segments and keeps only the states between them; each
+    /// segment's tapes exist while it runs backwards. Memory O(√n)
+    /// states and tapes instead of n tapes, for one more forward run.
+    Sqrt,
 }
 
 /// The reverse-mode program of an entry, given as its first-order normal

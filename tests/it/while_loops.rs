@@ -449,3 +449,107 @@ fn gradbench_minimiser_over_a_vector_state() {
         assert!(rho(d1, d) <= 1e-12, "{mode} {engine}: {d1} against {d}");
     }
 }
+
+/// R-Checkpoint-Sqrt and R-Checkpoint-State (spec/ad-reverse.md §4.7):
+/// `--checkpoint sqrt` runs a
+/// nonlinear fold (a `while`'s, a fold over a Vector state, a fold carrying
+/// an array and a Double) as ⌈√n⌉ segments and keeps only the states
+/// between them. Its values are `loops`'s bit for bit and its gradients
+/// within rounding (a free variable's contributions are summed segment by
+/// segment), in both engines; and it keeps no array of n entries: with
+/// arrays limited to 1,000 elements (E-Limit) a 10⁵-trip `while`'s
+/// gradient fails under `loops` (its tape has 10⁵ + 1 entries) and runs
+/// under `sqrt`.
+#[test]
+fn r_checkpoint_sqrt_keeps_the_states_between_segments() {
+    let src = "let f = fun (x: Double) (n: Double) ->
+  fst (while (fun s -> snd s < n) (fun s -> (sin (fst s) * x + 1.0, snd s + 1.0)) (x, 0.0))
+let g = fun (v: Vector) ->
+  vectorSum (ifold (fun s i -> build (length s) (fun j -> sin (s[j]) * 0.5 + v[j])) v 10)
+let h = fun (v: Vector) -> snd (ifold (fun s i -> (fst s, snd s * 0.9 + sin ((fst s)[i]) * snd s)) (v, 1.0) (length v))
+";
+    let p = crate::common::temp_file("sqrt_checkpoint.fsm", src);
+    let p = p.to_str().expect("path");
+    let gd = crate::common::root().join("examples/stalingrad/gd.fsm");
+    let gd = gd.to_str().expect("path");
+    let cases = [
+        (p, "f", "x", "[0.5, 37.0]"),
+        (p, "g", "v", "[[0.1, 0.2, 0.3]]"),
+        (p, "h", "v", "[[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]]"),
+        (gd, "minimum", "c", "[1.0]"),
+    ];
+    let grad = |file: &str, entry: &str, wrt: &str, input: &str, policy: &str, engine: &str| {
+        let o = cli(&[
+            "grad",
+            file,
+            "--entry",
+            entry,
+            "--wrt",
+            wrt,
+            "--mode",
+            "rev",
+            "--engine",
+            engine,
+            "--input",
+            input,
+            "--checkpoint",
+            policy,
+        ]);
+        assert!(
+            o.status.success(),
+            "{entry} {policy} {engine}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&String::from_utf8_lossy(&o.stdout)).expect("JSON");
+        let g: Vec<f64> = match &v["gradient"] {
+            serde_json::Value::Array(xs) => {
+                xs.iter().map(|x| x.as_f64().expect("a number")).collect()
+            }
+            x => vec![x.as_f64().expect("a number")],
+        };
+        (v["value"].as_f64().expect("value"), g)
+    };
+    for (file, entry, wrt, input) in cases {
+        let (v0, g0) = grad(file, entry, wrt, input, "loops", "eval");
+        for engine in ["eval", "native"] {
+            let (v1, g1) = grad(file, entry, wrt, input, "sqrt", engine);
+            assert_eq!(v1, v0, "{entry} {engine}");
+            assert_eq!(g1.len(), g0.len(), "{entry} {engine}");
+            for (a, b) in g1.iter().zip(&g0) {
+                assert!(rho(*a, *b) <= 1e-12, "{entry} {engine}: {g1:?} vs {g0:?}");
+            }
+        }
+    }
+    for engine in ["eval", "native"] {
+        let run = |policy: &str| {
+            cli(&[
+                "grad",
+                p,
+                "--entry",
+                "f",
+                "--wrt",
+                "x",
+                "--mode",
+                "rev",
+                "--engine",
+                engine,
+                "--input",
+                "[0.5, 100000.0]",
+                "--checkpoint",
+                policy,
+                "--max-elements",
+                "1000",
+            ])
+        };
+        let loops = run("loops");
+        let err = String::from_utf8_lossy(&loops.stderr);
+        assert!(err.contains("error[array-too-large]"), "{engine}: {err}");
+        let sqrt = run("sqrt");
+        assert!(
+            sqrt.status.success(),
+            "{engine}: {}",
+            String::from_utf8_lossy(&sqrt.stderr)
+        );
+    }
+}

@@ -252,6 +252,30 @@ pub(super) fn checkpoints(blk: &Block) -> HashSet<Name> {
         .collect()
 }
 
+/// R-Checkpoint-State (spec/ad-reverse.md §4.7): the folds of the entry's
+/// own block whose state is not linear and whose body holds a loop (the
+/// segments of R-Checkpoint-Sqrt): the forward sweep keeps each
+/// iteration's state but no tape, and the reverse sweep computes each
+/// iteration's tape again from its state.
+pub(super) fn state_checkpoints(blk: &Block) -> HashSet<Name> {
+    blk.binds
+        .iter()
+        .filter(|bd| match &bd.rhs {
+            Rhs::Loop {
+                kind: LoopKind::IFold,
+                state: Some((_, s, sty)),
+                body,
+                ..
+            } => {
+                !linear_state(body, s, sty)
+                    && body.binds.iter().any(|b| matches!(b.rhs, Rhs::Loop { .. }))
+            }
+            _ => false,
+        })
+        .map(|bd| bd.name.clone())
+        .collect()
+}
+
 /// R-Defer (spec/ad-reverse.md §4.5): the folds of the entry's own block
 /// whose value the reverse sweep computes instead of the forward sweep —
 /// a fold whose state is linear, keeping no tape (untaped or

@@ -41,7 +41,7 @@ impl Reverse<'_, '_> {
     /// the same values), so, like restored values, each is left out where
     /// nothing mentions it — among them the bindings on a linear state's
     /// path, which mention the state the reverse sweep does not have.
-    fn recompute(&mut self, blk: &Block, lets: &mut Lets) {
+    pub(super) fn recompute(&mut self, blk: &Block, lets: &mut Lets) {
         let start = lets.0.len();
         for bd in &blk.binds {
             let Some(en) = self.fwd_binding(bd, lets) else {

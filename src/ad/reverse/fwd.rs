@@ -46,6 +46,13 @@ impl Reverse<'_, '_> {
             // primitive's value.
             Rhs::Prim(..) | Rhs::Array(_) | Rhs::While { .. } => bd.ty.clone(),
             _ if self.unrecorded(bd) => bd.ty.clone(),
+            // R-Checkpoint-State: the states, no tapes.
+            Rhs::Loop {
+                state: Some((_, _, st)),
+                ..
+            } if self.states_only.contains(&bd.name) => {
+                Type::pair(bd.ty.clone(), Type::array(st.clone()))
+            }
             Rhs::If(_, t, f) => Type::pair(
                 bd.ty.clone(),
                 Type::pair(self.tape_type(t), self.tape_type(f)),
@@ -125,6 +132,30 @@ impl Reverse<'_, '_> {
                 let v = to_ir::plain_rhs(self.b, bd);
                 lets.0.push((bd.name.clone(), v));
                 Some(bd.name.clone())
+            }
+            // R-Checkpoint-State: the fold as a plain `iscan` of its
+            // states (`st[i]` before iteration i, `st[n]` the value).
+            Rhs::Loop {
+                n,
+                state: Some((_, _, sty)),
+                ..
+            } if self.states_only.contains(&bd.name) => {
+                let mut scan = bd.clone();
+                scan.ty = Type::array(sty.clone());
+                if let Rhs::Loop { kind, .. } = &mut scan.rhs {
+                    *kind = LoopKind::IScan;
+                }
+                let states = to_ir::plain_rhs(self.b, &scan);
+                let (tn, tt) = self.bind(lets, "t", states);
+                let tv = self.b.var(&tn, tt.clone());
+                let nv = self.atom(n);
+                let x = self.b.get(tv, nv);
+                lets.0.push((bd.name.clone(), x));
+                let xv = self.b.var(&bd.name, bd.ty.clone());
+                let tv = self.b.var(&tn, tt);
+                let entry = self.b.pair(xv, tv);
+                let (en, _) = self.bind(lets, "e", entry);
+                Some(en)
             }
             Rhs::If(c, t, f) => {
                 let (tt, tf) = (self.tape_type(t), self.tape_type(f));

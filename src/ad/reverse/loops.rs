@@ -196,7 +196,13 @@ impl Reverse<'_, '_> {
         // backward `ifold` threads the accumulators and sums the
         // rest (R-IFold-Acc).
         let st = self.subtapes[&bd.name].clone();
-        let stt = Type::array(Type::pair(sty.clone(), self.tape_type(body)));
+        // R-Checkpoint-State: the sub-tape holds the states alone.
+        let states_only = self.states_only.contains(&bd.name);
+        let stt = if states_only {
+            Type::array(sty.clone())
+        } else {
+            Type::array(Type::pair(sty.clone(), self.tape_type(body)))
+        };
         let mut fvs = free_vars(body);
         fvs.retain(|(v, t)| v != index && v != s && t.has_double() && self.active.contains(v));
         let (threads, w) = self.split(&fvs, accs, None);
@@ -278,12 +284,18 @@ impl Reverse<'_, '_> {
         let sv = self.b.var(&st, stt.clone());
         let iv = self.b.var(index, Type::Index);
         let e = self.b.get(sv, iv);
-        let s_i = self.b.fst(e);
+        let s_i = if states_only { e } else { self.b.fst(e) };
         l.0.push((s.clone(), s_i));
         // Like the restored values: in bounds, left out if unused.
         self.restored.insert(s.clone());
-        let tape = self.iteration_tape(bd, sty, body, index, 1);
-        self.restore(body, tape, &mut l);
+        if states_only {
+            // The iteration's values and tapes, computed again from its
+            // state (R-Checkpoint-State).
+            self.recompute(body, &mut l);
+        } else {
+            let tape = self.iteration_tape(bd, sty, body, index, 1);
+            self.restore(body, tape, &mut l);
+        }
         let mut wanted = vec![(s.clone(), sty.clone())];
         wanted.extend(fvs.iter().cloned());
         let mut wanted_bare = vec![None];

@@ -33,7 +33,9 @@
 //! fold first (R-While); `analysis.rs` decides what is taped, recomputed,
 //! checkpointed, deferred, linear and active; `invariant.rs` reads the arrays a
 //! fold passes on unchanged from its initial state (R-Invariant);
-//! `fuse_sums.rs` fuses a sum of a map into one fold (R-Defer-Sum); `fwd.rs` is the forward sweep
+//! `segments.rs` splits a nonlinear fold into ⌈√n⌉ segments under
+//! `--checkpoint sqrt` (R-Checkpoint-Sqrt); `fuse_sums.rs` fuses a sum of
+//! a map into one fold (R-Defer-Sum); `fwd.rs` is the forward sweep
 //! and restores a block from its tape; `rev.rs` is the reverse sweep,
 //! which places accumulators and delivers contributions; `rules.rs` has
 //! each construct's contributions (R-*) and `loops.rs` those of loops;
@@ -53,6 +55,7 @@ mod invariant;
 mod loops;
 mod rev;
 mod rules;
+mod segments;
 mod zero;
 
 use std::collections::{HashMap, HashSet};
@@ -64,7 +67,7 @@ use crate::anf::to_ir;
 use crate::anf::{Atom, Normal};
 use crate::ir::build::Builder;
 use crate::ir::{Def, Expr, ExprId, Lit, Name, Type};
-use analysis::{checkpoints, deferrals};
+use analysis::{checkpoints, deferrals, state_checkpoints};
 use fuse_sums::fuse_sums;
 use zero::Zero;
 
@@ -87,13 +90,24 @@ pub(super) fn reverse_program(
     let normal = &counted::counted(b, normal);
     // R-Invariant: arrays a fold passes on are read from its initial state.
     let normal = &invariant::invariant_states(b, normal);
+    // R-Checkpoint-Sqrt: nonlinear folds in segments of ⌈√n⌉ iterations.
+    let segmented;
+    let normal = if checkpointing == super::Checkpointing::Sqrt {
+        segmented = segments::segmented(b, normal);
+        &segmented
+    } else {
+        normal
+    };
     b.with_binding_spans(&normal.spans);
     let mut r = Reverse::new(b);
     let body = &fuse_sums(&normal.body);
     r.active.insert(normal.params[wrt].0.clone());
     activity(body, &mut r.active);
-    if checkpointing == super::Checkpointing::Loops {
+    if checkpointing != super::Checkpointing::Off {
         r.checkpointed = checkpoints(body);
+    }
+    if checkpointing == super::Checkpointing::Sqrt {
+        r.states_only = state_checkpoints(body);
     }
     for (x, path) in deferrals(body, &r.checkpointed) {
         r.deferred.insert(x, false);
@@ -232,6 +246,9 @@ pub(super) struct Reverse<'b, 'a> {
     /// The loops whose iterations the reverse sweep recomputes instead of
     /// restoring them from a tape (R-Checkpoint, spec/ad-reverse.md §4.4).
     checkpointed: HashSet<Name>,
+    /// The folds whose forward sweep keeps only their states, their
+    /// iterations' tapes computed again (R-Checkpoint-State, §4.7).
+    states_only: HashSet<Name>,
     /// R-Defer (§4.5): the entry's folds whose value the reverse sweep
     /// computes, each with whether it has yet, and the bindings on their
     /// paths to the result, which follow them.
@@ -249,6 +266,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
             places: HashMap::new(),
             touched: HashSet::new(),
             checkpointed: HashSet::new(),
+            states_only: HashSet::new(),
             deferred: HashMap::new(),
             deferred_path: HashSet::new(),
         }

@@ -77,6 +77,12 @@ pub enum Command {
         /// prints a summary to stderr, exits 1 on a step that is not.
         #[arg(long)]
         check: bool,
+        /// Leave out the `ieee-inexact` rules (exact over the reals only):
+        /// the optimised program then computes the entry's binary64
+        /// values bit for bit, and is ⊥ exactly where the entry is
+        /// (spec/rules-format.md §7.2).
+        #[arg(long)]
+        exact: bool,
     },
     /// Differential testing of the AD modes on random programs
     /// `fun (p: Double) -> e`: fwd = rev = tape = finite differences (where

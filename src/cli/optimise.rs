@@ -14,9 +14,8 @@ pub fn opt(
     file: &Path,
     entry: &str,
     rules: RulesArg,
-    explain: bool,
-    stats: bool,
-    check: bool,
+    (explain, stats, check): (bool, bool, bool),
+    exact: bool,
 ) -> Result<(), Failure> {
     let src = Sources::read(file)?;
     let fail = |d: &Diagnostic| {
@@ -37,7 +36,7 @@ pub fn opt(
         .map_err(|d| fail(&d))?
         .with_options(opts);
     let o = session
-        .optimise(&Artefact::entry(entry), false)
+        .optimise(&Artefact::entry(entry), exact)
         .map_err(|d| fail(&d))?;
     // The summary is printed for an explicit --check (FSMOOTH_OPT_CHECK
     // only turns the verification on).

@@ -64,6 +64,27 @@ pub fn cli(args: &[&str]) -> Output {
         .expect("fsmooth binary runs")
 }
 
+/// `fsmooth grad FILE ARGS…` (the entry, `--wrt`, `--mode`, … in `args`),
+/// which must succeed: (value, gradient flattened), the gradient of a
+/// Double parameter as one element.
+pub fn grad_cli(file: &str, args: &[&str]) -> (f64, Vec<f64>) {
+    let mut all = vec!["grad", file];
+    all.extend_from_slice(args);
+    let o = cli(&all);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&String::from_utf8_lossy(&o.stdout)).expect("JSON");
+    let g = match &v["gradient"] {
+        serde_json::Value::Array(xs) => xs.iter().map(|x| x.as_f64().expect("a number")).collect(),
+        x => vec![x.as_f64().expect("a number")],
+    };
+    (v["value"].as_f64().expect("value"), g)
+}
+
 /// Writes `src` to a fresh temporary file and returns its path.
 pub fn temp_file(name: &str, src: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("fsmooth-test-{}", std::process::id()));

@@ -57,21 +57,13 @@ fn grad_wrt(
     mode: &str,
     engine: &str,
 ) -> (f64, f64) {
-    let o = cli(&[
-        "grad", file, "--entry", entry, "--wrt", wrt, "--mode", mode, "--engine", engine,
-        "--input", input,
-    ]);
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{entry} {mode} {engine}: {}",
-        String::from_utf8_lossy(&o.stderr)
+    let (v, g) = crate::common::grad_cli(
+        file,
+        &[
+            "--entry", entry, "--wrt", wrt, "--mode", mode, "--engine", engine, "--input", input,
+        ],
     );
-    let v: serde_json::Value = serde_json::from_str(&text).expect("JSON");
-    (
-        v["value"].as_f64().expect("value"),
-        v["gradient"].as_f64().expect("gradient"),
-    )
+    (v, g[0])
 }
 
 /// D-While and R-While: every mode on both engines gives the same value
@@ -479,36 +471,23 @@ let h = fun (v: Vector) -> snd (ifold (fun s i -> (fst s, snd s * 0.9 + sin ((fs
         (gd, "minimum", "c", "[1.0]"),
     ];
     let grad = |file: &str, entry: &str, wrt: &str, input: &str, policy: &str, engine: &str| {
-        let o = cli(&[
-            "grad",
+        crate::common::grad_cli(
             file,
-            "--entry",
-            entry,
-            "--wrt",
-            wrt,
-            "--mode",
-            "rev",
-            "--engine",
-            engine,
-            "--input",
-            input,
-            "--checkpoint",
-            policy,
-        ]);
-        assert!(
-            o.status.success(),
-            "{entry} {policy} {engine}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let v: serde_json::Value =
-            serde_json::from_str(&String::from_utf8_lossy(&o.stdout)).expect("JSON");
-        let g: Vec<f64> = match &v["gradient"] {
-            serde_json::Value::Array(xs) => {
-                xs.iter().map(|x| x.as_f64().expect("a number")).collect()
-            }
-            x => vec![x.as_f64().expect("a number")],
-        };
-        (v["value"].as_f64().expect("value"), g)
+            &[
+                "--entry",
+                entry,
+                "--wrt",
+                wrt,
+                "--mode",
+                "rev",
+                "--engine",
+                engine,
+                "--input",
+                input,
+                "--checkpoint",
+                policy,
+            ],
+        )
     };
     for (file, entry, wrt, input) in cases {
         let (v0, g0) = grad(file, entry, wrt, input, "loops", "eval");

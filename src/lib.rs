@@ -21,6 +21,7 @@ pub mod ir;
 pub mod numeric;
 pub mod opt;
 pub mod pipeline;
+pub mod prove;
 pub mod rulecheck;
 pub mod syntax;
 pub mod tape;

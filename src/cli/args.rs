@@ -175,6 +175,28 @@ pub enum RulesCmd {
         #[arg(long, default_value_t = 200_000)]
         fuel: u64,
     },
+    /// Prove each scalar rule (arithmetic, comparisons, conditionals) with
+    /// the SMT solver z3, over the reals and in IEEE binary64, with F̃'s ⊥
+    /// explicit; derives whether each rule is exact in binary64 and checks
+    /// its `ieee-inexact` tag. A counterexample is printed as an instance
+    /// and replayed on the evaluator; exits 1 on a rule that is wrong as
+    /// written (spec/rules-format.md §14). Needs `z3` on the PATH.
+    Prove {
+        #[command(flatten)]
+        rules: RulesArg,
+        /// Only these rules (repeatable).
+        #[arg(long = "rule")]
+        only: Vec<String>,
+        /// Only the rules of these families (repeatable).
+        #[arg(long = "family")]
+        families: Vec<String>,
+        /// The solver's time limit per query, in milliseconds.
+        #[arg(long, default_value_t = 10_000)]
+        timeout_ms: u64,
+        /// Print each rule's SMT-LIB queries instead of solving them.
+        #[arg(long)]
+        smt: bool,
+    },
     /// List the loaded rules: name, family, tags, identity.
     List {
         #[command(flatten)]

@@ -48,7 +48,112 @@ pub fn rules(cmd: RulesCmd) -> Result<(), Failure> {
                 fuel,
             },
         ),
+        RulesCmd::Prove {
+            rules,
+            only,
+            families,
+            timeout_ms,
+            smt,
+        } => prove(rules.dir.as_deref(), (&only, &families), timeout_ms, smt),
     }
+}
+
+/// The loaded rules, those named by `--rule` and `--family` (an unknown
+/// name is an error).
+fn selected(
+    dir: Option<&Path>,
+    only: &[String],
+    families: &[String],
+) -> Result<Vec<crate::opt::RuleDef>, Failure> {
+    let all = load_rules(dir)?;
+    for name in only {
+        if !all.iter().any(|r| &r.name == name) {
+            return Err(Failure::Error(format!(
+                "error[unknown-rule]: no rule named `{name}` in the loaded rule set\n"
+            )));
+        }
+    }
+    Ok(all
+        .into_iter()
+        .filter(|r| only.is_empty() || only.contains(&r.name))
+        .filter(|r| families.is_empty() || families.contains(&r.family))
+        .collect())
+}
+
+fn prove(
+    dir: Option<&Path>,
+    (only, families): (&[String], &[String]),
+    timeout_ms: u64,
+    smt: bool,
+) -> Result<(), Failure> {
+    use crate::prove::smt::{Reading, query, typings};
+    let rules = selected(dir, only, families)?;
+    if smt {
+        let mut text = String::new();
+        for r in &rules {
+            text.push_str(&format!("; rule {}\n", r.name));
+            match typings(r) {
+                Err(why) => text.push_str(&format!("; out of scope: {why}\n")),
+                Ok(ts) => {
+                    for t in &ts {
+                        for reading in [Reading::Reals, Reading::Ieee] {
+                            text.push_str(&format!("; {reading:?}\n"));
+                            match query(r, t, reading) {
+                                Ok(q) => text.push_str(&q),
+                                Err(why) => text.push_str(&format!("; out of scope: {why}\n")),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        return out(&text);
+    }
+    if !crate::prove::z3::available() {
+        return Err(Failure::Error(
+            "error[solver-missing]: `fsmooth rules prove` needs the SMT solver z3 on the PATH (Debian: `apt-get install z3`; `.ci/run` installs it)\n"
+                .to_string(),
+        ));
+    }
+    let start = Instant::now();
+    let opts = crate::prove::Options {
+        timeout_ms,
+        ..crate::prove::Options::default()
+    };
+    let reports = crate::prove::prove_rules(&rules, &opts);
+    let mut text = format!(
+        "{:<22} {:<7} {:<15} {:<15}\n",
+        "rule", "family", "reals", "binary64"
+    );
+    for r in &reports {
+        text.push_str(&format!("{r}\n"));
+    }
+    let count = |f: &dyn Fn(&crate::prove::Report) -> bool| reports.iter().filter(|r| f(r)).count();
+    use crate::prove::Verdict::{OutOfScope, Proved};
+    text.push_str(&format!(
+        "{} rule(s): {} proved over the reals, {} exact in binary64, {} out of scope, {} wrong as written, {:.1} s\n",
+        reports.len(),
+        count(&|r| matches!(r.reals, Proved)),
+        count(&|r| matches!(r.ieee, Proved)),
+        count(&|r| matches!(r.reals, OutOfScope(_))),
+        count(&|r| r.error.is_some()),
+        start.elapsed().as_secs_f64()
+    ));
+    out(&text)?;
+    let wrong: Vec<_> = reports.iter().filter(|r| r.error.is_some()).collect();
+    if wrong.is_empty() {
+        return Ok(());
+    }
+    let mut msg = String::new();
+    for r in wrong {
+        msg.push_str(&format!(
+            "error[rule-disproved]: rule `{}` (family `{}`): {}\n",
+            r.name,
+            r.family,
+            r.error.as_deref().unwrap_or("")
+        ));
+    }
+    Err(Failure::Error(msg))
 }
 
 fn check(

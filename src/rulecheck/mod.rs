@@ -746,6 +746,30 @@ impl Instance {
     }
 }
 
+/// A closed instance of `rule` — both sides typed at `ty` — evaluated and
+/// judged as `rules check` judges one (`fsmooth rules prove` replays its
+/// counterexamples so): `Err(why)` when it shows the rule wrong, `Ok(what)`
+/// otherwise (the sides agree, or the run is inconclusive).
+pub(crate) fn replay(
+    rule: &RuleDef,
+    (lhs, rhs): (&RecExpr<Fsm>, &RecExpr<Fsm>),
+    ty: &Type,
+    fuel: u64,
+) -> Result<String, String> {
+    let opts = Options {
+        fuel,
+        ..Options::default()
+    };
+    let l = typed(lhs, ty).map_err(|e| format!("the left side does not type-check: {e}"))?;
+    let r = typed(rhs, ty).map_err(|e| format!("the right side does not type-check: {e}"))?;
+    let (a, b) = (evaluate(&l, &opts), evaluate(&r, &opts));
+    match judge(rule, &a, &b) {
+        Verdict::Failed(why) => Err(why),
+        Verdict::Inconclusive => Ok(format!("inconclusive on the evaluator: {a} and {b}")),
+        _ => Ok(format!("the evaluator gives {a} and {b}")),
+    }
+}
+
 /// Type-checks a closed side (T-*), monomorphic for evaluation.
 fn typed(e: &RecExpr<Fsm>, ty: &Type) -> Result<std::rc::Rc<pipeline::Entry>, String> {
     let mut program = program_of("main", e, &[], Some(ty.clone()));

@@ -20,6 +20,7 @@ mod opt;
 mod passes;
 mod prims;
 mod props;
+mod prove;
 mod regressions;
 mod reliability;
 mod reverse;

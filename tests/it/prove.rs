@@ -1,0 +1,160 @@
+//! `fsmooth rules prove` (spec/rules-format.md §14): the scalar rules
+//! decided by z3 over the reals and in IEEE binary64, with ⊥ explicit;
+//! the `ieee-inexact` tags derived; counterexamples replayed on the
+//! evaluator. These tests need z3 on the PATH (`.ci/run` installs it).
+
+use fsmooth::opt::{RuleDef, load};
+use fsmooth::prove::{Options, Report, Verdict, prove_rules};
+
+use crate::common::{cli, root};
+
+fn solver() {
+    assert!(
+        fsmooth::prove::z3::available(),
+        "these tests need the SMT solver z3 on the PATH (Debian: `apt-get install z3`; .ci/run installs it)"
+    );
+}
+
+fn opts() -> Options {
+    Options {
+        timeout_ms: 1_500,
+        ..Options::default()
+    }
+}
+
+fn find<'a>(reports: &'a [Report], name: &str) -> &'a Report {
+    reports.iter().find(|r| r.name == name).expect(name)
+}
+
+fn confirmed(v: &Verdict) -> bool {
+    matches!(v, Verdict::Counterexample { replay: Err(_), .. })
+}
+
+/// Every scalar rule of the default set (families `ring` and `cond`) is
+/// right as written: none is disproved over the reals, and each one the
+/// solver decides in binary64 has the `ieee-inexact` tag exactly when it
+/// is not exact there. Binary64 counterexamples are confirmed bit for bit
+/// on the evaluator (`add-zero` at −0.0, `eq-self` at NaN).
+#[test]
+fn the_scalar_rules_are_proved_and_their_tags_derived() {
+    solver();
+    let rules: Vec<RuleDef> = load(None)
+        .expect("default rules")
+        .into_iter()
+        .filter(|r| r.family == "ring" || r.family == "cond")
+        .collect();
+    let reports = prove_rules(&rules, &opts());
+    let wrong: Vec<String> = reports
+        .iter()
+        .filter(|r| r.error.is_some())
+        .map(|r| r.to_string())
+        .collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    let proved = reports
+        .iter()
+        .filter(|r| matches!(r.reals, Verdict::Proved))
+        .count();
+    assert!(
+        proved >= 30,
+        "{proved} of {} proved over the reals",
+        reports.len()
+    );
+    for name in ["add-zero", "zero-add", "mul-zero", "eq-self"] {
+        let r = find(&reports, name);
+        assert!(matches!(r.reals, Verdict::Proved), "{r}");
+        assert!(confirmed(&r.ieee), "{r}");
+    }
+    for name in [
+        "add-neg-sub",
+        "mul-one",
+        "sub-zero",
+        "if-same",
+        "index-nonneg",
+        "in-bounds-lt",
+    ] {
+        let r = find(&reports, name);
+        assert!(
+            matches!((&r.reals, &r.ieee), (Verdict::Proved, Verdict::Proved)),
+            "{r}"
+        );
+    }
+}
+
+/// The deliberately unsound scalar fixture gets a counterexample that the
+/// evaluator confirms (`e / e = 1` at e = 0: ⊥ against 1.0); the
+/// structural ones are out of scope for SMT, said so.
+#[test]
+fn the_unsound_scalar_fixture_is_disproved_and_replayed() {
+    solver();
+    let dir = root().join("tests/data/unsound-rules");
+    let rules: Vec<RuleDef> = load(Some(&crate::common::rule_files(&dir)))
+        .expect("fixtures load")
+        .into_iter()
+        .filter(|r| r.family == "unsound")
+        .collect();
+    let reports = prove_rules(&rules, &opts());
+    let div = find(&reports, "unsound-div-self");
+    assert!(confirmed(&div.reals), "{div}");
+    assert!(div.error.is_some(), "{div}");
+    for r in &reports {
+        if r.name != "unsound-div-self" {
+            assert!(matches!(r.reals, Verdict::OutOfScope(_)), "{r}");
+        }
+    }
+}
+
+/// From the CLI: a rule file whose tag disagrees with binary64 fails with
+/// `rule-disproved`; the shipped rule passes.
+#[test]
+fn rules_prove_from_the_cli() {
+    solver();
+    let o = cli(&[
+        "rules",
+        "prove",
+        "--rule",
+        "add-neg-sub",
+        "--rule",
+        "add-zero",
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        text.contains("2 rule(s): 2 proved over the reals, 1 exact in binary64"),
+        "{text}"
+    );
+    let dir = std::env::temp_dir().join(format!("fsmooth-prove-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(
+        dir.join("ring.rules"),
+        "## a + (-b) = a - b\nrule add-neg-sub : (+ ?a (neg ?b)) => (- ?a ?b)\n  if double ?b\n  tags: ieee-inexact, phase=simplify\n\n## e + 0 = e\nrule add-zero : (+ ?e 0.0) => ?e\n  tags: phase=simplify\n",
+    )
+    .expect("rule file");
+    let dir = dir.to_str().expect("path").to_string();
+    let o = cli(&[
+        "rules",
+        "prove",
+        "--rules",
+        &dir,
+        "--family",
+        "ring",
+        "--rule",
+        "add-neg-sub",
+        "--rule",
+        "add-zero",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("error[rule-disproved]: rule `add-neg-sub`") && err.contains("is not needed"),
+        "{err}"
+    );
+    assert!(
+        err.contains("error[rule-disproved]: rule `add-zero`")
+            && err.contains("not tagged `ieee-inexact`"),
+        "{err}"
+    );
+}

@@ -58,6 +58,17 @@ pub fn rules(cmd: RulesCmd) -> Result<(), Failure> {
     }
 }
 
+/// Where a rule is written, `FILE:LINE:1`: its family's file under
+/// `--rules`, or the shipped `rewrite-rules/` file.
+fn rule_location(dir: Option<&Path>, r: &crate::opt::RuleDef) -> String {
+    let file = dir
+        .map(|d| d.join(format!("{}.rules", r.family)))
+        .filter(|p| p.is_file())
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| format!("rewrite-rules/{}.rules", r.family));
+    format!("{file}:{}:1", r.line)
+}
+
 /// The loaded rules, those named by `--rule` and `--family` (an unknown
 /// name is an error).
 fn selected(
@@ -146,8 +157,12 @@ fn prove(
     }
     let mut msg = String::new();
     for r in wrong {
+        let at = rules
+            .iter()
+            .find(|d| d.name == r.name)
+            .map_or_else(String::new, |d| format!("{}: ", rule_location(dir, d)));
         msg.push_str(&format!(
-            "error[rule-disproved]: rule `{}` (family `{}`): {}\n",
+            "{at}error[rule-disproved]: rule `{}` (family `{}`): {}\n",
             r.name,
             r.family,
             r.error.as_deref().unwrap_or("")
@@ -192,13 +207,13 @@ fn check(
     let mut msg = String::new();
     for r in failed {
         let def = rules.iter().find(|d| d.name == r.name);
+        let at = def.map_or_else(
+            || format!("rewrite-rules/{}.rules:1:1", r.family),
+            |d| rule_location(dir, d),
+        );
         msg.push_str(&format!(
-            "error[rule-unsound]: rule `{}` (family `{}`, line {}) fails on {} of {} instance(s)\n",
-            r.name,
-            r.family,
-            def.map_or(0, |d| d.line),
-            r.failed,
-            r.held
+            "{at}: error[rule-unsound]: rule `{}` (family `{}`) fails on {} of {} instance(s)\n",
+            r.name, r.family, r.failed, r.held
         ));
         if let Some(d) = def {
             msg.push_str(&format!("  {}\n", d.doc));

@@ -149,7 +149,8 @@ fn rules_prove_from_the_cli() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
     assert!(
-        err.contains("error[rule-disproved]: rule `add-neg-sub`") && err.contains("is not needed"),
+        err.contains("ring.rules:2:1: error[rule-disproved]: rule `add-neg-sub`")
+            && err.contains("is not needed"),
         "{err}"
     );
     assert!(

@@ -189,6 +189,12 @@ fn rules_check_cli_rejects_an_unsound_rule_file_with_a_counterexample() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(err.matches("error[rule-unsound]").count(), 4, "{err}");
     assert!(err.contains("instance:") && err.contains("left side:"));
+    // Located at the rule (found by `fsmooth fuzz --target rules`: the
+    // error named the line but not the file).
+    assert!(
+        err.contains("unsound.rules:6:1: error[rule-unsound]: rule `unsound-get-of-build`"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -177,19 +177,7 @@ fn check(
     families: &[String],
     opts: crate::rulecheck::Options,
 ) -> Result<(), Failure> {
-    let all = load_rules(dir)?;
-    for name in only {
-        if !all.iter().any(|r| &r.name == name) {
-            return Err(Failure::Error(format!(
-                "error[unknown-rule]: no rule named `{name}` in the loaded rule set\n"
-            )));
-        }
-    }
-    let rules: Vec<_> = all
-        .into_iter()
-        .filter(|r| only.is_empty() || only.contains(&r.name))
-        .filter(|r| families.is_empty() || families.contains(&r.family))
-        .collect();
+    let rules = selected(dir, only, families)?;
     let start = Instant::now();
     let reports = crate::rulecheck::check_rules(&rules, &opts);
     let failed: Vec<_> = reports.iter().filter(|r| r.failed > 0).collect();

@@ -69,7 +69,7 @@ pub struct CheckReport {
     /// member of the class of `c` is a literal), not on the explanation's
     /// terms.
     pub class_conditions: Vec<String>,
-    /// Phases whose explanation was too large to replay (not verified).
+    /// Phases whose explanation was too long to replay to its end (not verified).
     pub skipped: Vec<String>,
     /// Steps that could not be verified, described.
     pub failures: Vec<String>,

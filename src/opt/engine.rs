@@ -149,10 +149,9 @@ impl CostFunction<Fsm> for LoopCost {
     }
 }
 
-/// The most term nodes a flat explanation may hold (all its steps' terms):
-/// replay costs about 8 µs a node in a release build, so this bounds a
-/// phase's check to seconds (5,000,000 let `opt --check` of the particle's
-/// argmin run 42 s).
+/// The most term nodes a flat explanation that `opt --explain` prints may
+/// hold (all its steps' terms): the flat form copies the whole term once
+/// per step. (`opt --check` replays the tree form, `check_tree_with`.)
 const MAX_FLAT_EXPLANATION: u64 = 1_000_000;
 
 /// The number of rewrite steps of an explanation once flattened (shared

@@ -532,3 +532,38 @@ let h = fun (v: Vector) -> snd (ifold (fun s i -> (fst s, snd s * 0.9 + sin ((fs
         );
     }
 }
+
+/// R-Checkpoint-Sqrt segments only folds whose count cannot be negative:
+/// a fold over the second component of a user's `while` (Index state, so
+/// not R-While's trip count) is ⊥ at a negative count (E-IFold-Bot) under
+/// `sqrt` as under `loops`, not the initial state that zero segments
+/// would give.
+#[test]
+fn r_checkpoint_sqrt_keeps_the_bottom_of_a_negative_count() {
+    let p = crate::common::temp_file(
+        "sqrt_negative.fsm",
+        "let f = fun (x: Double) ->
+  let m = length [x] in
+  let p = while (fun s -> false) (fun s -> s) (m, 0 - m - 4) in
+  ifold (fun s i -> s * s + x) x (snd p)
+",
+    );
+    for policy in ["loops", "sqrt"] {
+        let o = cli(&[
+            "grad",
+            p.to_str().expect("path"),
+            "--entry",
+            "f",
+            "--wrt",
+            "x",
+            "--mode",
+            "rev",
+            "--input",
+            "[0.5]",
+            "--checkpoint",
+            policy,
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("error[negative-count]"), "{policy}: {err}");
+    }
+}

@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 
 use crate::anf::{Atom, Binding, Block, LoopKind, Rhs};
-use crate::ir::{Name, Prim, Type};
+use crate::ir::{Lit, Name, Prim, Type};
 
 /// The free variables of a block, in order of first occurrence.
 pub fn free_vars(b: &Block) -> Vec<(Name, Type)> {
@@ -225,13 +225,6 @@ pub(super) fn untaped(bd: &Binding) -> bool {
 /// gradient no longer keeps every point's centred vectors and triangular
 /// products.
 pub(super) fn checkpoints(blk: &Block) -> HashSet<Name> {
-    fn holds_loop(b: &Block) -> bool {
-        b.binds.iter().any(|bd| match &bd.rhs {
-            Rhs::Loop { .. } => true,
-            Rhs::If(_, t, f) => holds_loop(t) || holds_loop(f),
-            _ => false,
-        })
-    }
     blk.binds
         .iter()
         .filter(|bd| match &bd.rhs {
@@ -252,6 +245,16 @@ pub(super) fn checkpoints(blk: &Block) -> HashSet<Name> {
         .collect()
 }
 
+/// Whether a loop body holds a loop (in a branch too): the loops whose
+/// per-iteration tape would hold arrays (R-Checkpoint, R-Checkpoint-State).
+fn holds_loop(b: &Block) -> bool {
+    b.binds.iter().any(|bd| match &bd.rhs {
+        Rhs::Loop { .. } => true,
+        Rhs::If(_, t, f) => holds_loop(t) || holds_loop(f),
+        _ => false,
+    })
+}
+
 /// R-Checkpoint-State (spec/ad-reverse.md §4.7): the folds of the entry's
 /// own block whose state is not linear and whose body holds a loop (the
 /// segments of R-Checkpoint-Sqrt): the forward sweep keeps each
@@ -266,10 +269,7 @@ pub(super) fn state_checkpoints(blk: &Block) -> HashSet<Name> {
                 state: Some((_, s, sty)),
                 body,
                 ..
-            } => {
-                !linear_state(body, s, sty)
-                    && body.binds.iter().any(|b| matches!(b.rhs, Rhs::Loop { .. }))
-            }
+            } => !linear_state(body, s, sty) && holds_loop(body),
             _ => false,
         })
         .map(|bd| bd.name.clone())
@@ -339,5 +339,18 @@ pub fn activity(blk: &Block, active: &mut std::collections::HashSet<Name>) {
         if on && bd.ty.has_double() {
             active.insert(bd.name.clone());
         }
+    }
+}
+
+/// Whether the Index atom `n` of `blk` cannot be negative: a literal `≥ 0`
+/// or a `length`.
+pub(super) fn never_negative(blk: &Block, n: &Atom) -> bool {
+    match n {
+        Atom::Lit(Lit::Int(k), _) => *k >= 0,
+        Atom::Var(v, _) => blk
+            .binds
+            .iter()
+            .any(|b| b.name == *v && matches!(b.rhs, Rhs::Prim(Prim::Length, _))),
+        _ => false,
     }
 }

@@ -6,42 +6,31 @@
 //! sweep and replayed backwards. The step runs in both loops, so each gets
 //! a fresh copy of it (`anf::fresh_copy`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
+use super::rewrite::Rewrite;
 use crate::anf::{Atom, Binding, Block, LoopKind, Normal, Rhs, fresh_copy};
 use crate::ir::build::Builder;
 use crate::ir::{Lit, Name, Prim, Type};
 
 /// `normal` with its `while`s of Double-carrying state counted (R-While);
 /// the new bindings get the span of the `while` they come from.
-pub(super) fn counted(b: &mut Builder<'_>, normal: &Normal) -> Normal {
+pub(super) fn counted(b: &mut Builder<'_>, normal: &Normal) -> (Normal, HashSet<Name>) {
     let mut c = Counter {
-        b,
-        spans: normal.spans.clone(),
+        r: Rewrite::new(b, normal),
+        counts: HashSet::new(),
     };
     let body = c.block(&normal.body);
-    Normal {
-        params: normal.params.clone(),
-        body,
-        spans: c.spans,
-    }
+    (c.r.finish(normal, body), c.counts)
 }
 
 struct Counter<'a, 'b> {
-    b: &'a mut Builder<'b>,
-    spans: HashMap<Name, crate::diagnostic::Span>,
+    r: Rewrite<'a, 'b>,
+    /// The trip counts made (`n = snd c`): never negative.
+    counts: HashSet<Name>,
 }
 
 impl Counter<'_, '_> {
-    fn fresh(&mut self, base: &Name, span_of: &Name) -> Name {
-        let stem = base.split('\'').next().unwrap_or("x").to_string();
-        let x = self.b.fresh(&stem);
-        if let Some(s) = self.spans.get(span_of).copied() {
-            self.spans.insert(x.clone(), s);
-        }
-        x
-    }
-
     fn block(&mut self, blk: &Block) -> Block {
         let mut binds = Vec::with_capacity(blk.binds.len());
         for bd in &blk.binds {
@@ -90,7 +79,7 @@ impl Counter<'_, '_> {
     ) {
         let pty = Type::pair(ty.clone(), Type::Index);
         let var = |n: &Name, t: &Type| Atom::Var(n.clone(), t.clone());
-        let z0 = self.fresh(&"z".into(), x);
+        let z0 = self.r.fresh("z", x);
         out.push(Binding {
             name: z0.clone(),
             ty: pty.clone(),
@@ -99,10 +88,10 @@ impl Counter<'_, '_> {
                 vec![init.clone(), Atom::Lit(Lit::Int(0), Type::Index)],
             ),
         });
-        let p = self.fresh(&"p".into(), x);
+        let p = self.r.fresh("p", x);
         // The test, on the state part of p.
         let mut map = HashMap::new();
-        let s1 = self.fresh(s, x);
+        let s1 = self.r.fresh(s, x);
         map.insert(s.clone(), s1.clone());
         let mut test = vec![Binding {
             name: s1,
@@ -117,9 +106,9 @@ impl Counter<'_, '_> {
         };
         // The step, with the count incremented.
         let mut map = HashMap::new();
-        let s2 = self.fresh(s, x);
+        let s2 = self.r.fresh(s, x);
         map.insert(s.clone(), s2.clone());
-        let k = self.fresh(&"k".into(), x);
+        let k = self.r.fresh("k", x);
         let mut next = vec![
             Binding {
                 name: s2,
@@ -134,8 +123,8 @@ impl Counter<'_, '_> {
         ];
         let f = self.copy(step, &mut map, x);
         next.extend(f.binds);
-        let k1 = self.fresh(&"k".into(), x);
-        let q = self.fresh(&"p".into(), x);
+        let k1 = self.r.fresh("k", x);
+        let q = self.r.fresh("p", x);
         next.push(Binding {
             name: k1.clone(),
             ty: Type::Index,
@@ -153,7 +142,7 @@ impl Counter<'_, '_> {
             binds: next,
             result: var(&q, &pty),
         };
-        let c = self.fresh(&"count".into(), x);
+        let c = self.r.fresh("count", x);
         out.push(Binding {
             name: c.clone(),
             ty: pty.clone(),
@@ -165,14 +154,15 @@ impl Counter<'_, '_> {
                 step: next,
             },
         });
-        let n = self.fresh(&"n".into(), x);
+        let n = self.r.fresh("n", x);
+        self.counts.insert(n.clone());
         out.push(Binding {
             name: n.clone(),
             ty: Type::Index,
             rhs: Rhs::Prim(Prim::Snd, vec![var(&c, &pty)]),
         });
         // The fold over the count runs the original step, unchanged.
-        let i = self.fresh(&"i".into(), x);
+        let i = self.r.fresh("i", x);
         out.push(Binding {
             name: x.clone(),
             ty: ty.clone(),
@@ -189,6 +179,6 @@ impl Counter<'_, '_> {
     /// A copy of `blk` with fresh names (the builder's, unique in the
     /// program), each with the span of the `while`.
     fn copy(&mut self, blk: &Block, map: &mut HashMap<Name, Name>, span_of: &Name) -> Block {
-        fresh_copy(blk, map, &mut |n: &Name| self.fresh(n, span_of))
+        fresh_copy(blk, map, &mut |n: &Name| self.r.fresh(n, span_of))
     }
 }

@@ -4,9 +4,9 @@
 //! in the same order (so the same bits), which R-Defer can then defer.
 //! The one rewrite of the normal form that reverse mode makes.
 
-use super::analysis::occurrences;
+use super::analysis::{never_negative, occurrences};
 use crate::anf::{Atom, Binding, Block, LoopKind, Rhs};
-use crate::ir::{Lit, Prim, Type};
+use crate::ir::{Prim, Type};
 
 /// R-Defer-Sum (spec/ad-reverse.md §4.5): in the entry's own block,
 /// `x = build n (i. B)` of Doubles, `m = length x`, `s = ifold (acc j.
@@ -35,19 +35,6 @@ pub(super) fn fuse_sums(blk: &Block) -> Block {
     Block {
         binds,
         result: blk.result.clone(),
-    }
-}
-
-/// Whether the Index atom `n` of `blk` cannot be negative: a literal `≥ 0`
-/// or a `length`.
-fn never_negative(blk: &Block, n: &Atom) -> bool {
-    match n {
-        Atom::Lit(Lit::Int(k), _) => *k >= 0,
-        Atom::Var(v, _) => blk
-            .binds
-            .iter()
-            .any(|b| b.name == *v && matches!(b.rhs, Rhs::Prim(Prim::Length, _))),
-        _ => false,
     }
 }
 

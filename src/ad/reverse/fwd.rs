@@ -150,12 +150,7 @@ impl Reverse<'_, '_> {
                 let tv = self.b.var(&tn, tt.clone());
                 let nv = self.atom(n);
                 let x = self.b.get(tv, nv);
-                lets.0.push((bd.name.clone(), x));
-                let xv = self.b.var(&bd.name, bd.ty.clone());
-                let tv = self.b.var(&tn, tt);
-                let entry = self.b.pair(xv, tv);
-                let (en, _) = self.bind(lets, "e", entry);
-                Some(en)
+                Some(self.loop_entry(bd, x, (&tn, tt), lets))
             }
             Rhs::If(c, t, f) => {
                 let (tt, tf) = (self.tape_type(t), self.tape_type(f));
@@ -233,14 +228,25 @@ impl Reverse<'_, '_> {
                         })
                     }
                 };
-                lets.0.push((bd.name.clone(), x));
-                let xv = self.b.var(&bd.name, bd.ty.clone());
-                let tv = self.b.var(&tn, tt);
-                let entry = self.b.pair(xv, tv);
-                let (en, _) = self.bind(lets, "e", entry);
-                Some(en)
+                Some(self.loop_entry(bd, x, (&tn, tt), lets))
             }
         }
+    }
+
+    /// A loop's value `x`, bound to its name, and its tape entry: the
+    /// value and the sub-tape `tn` (§4.2). Returns the entry's variable.
+    fn loop_entry(
+        &mut self,
+        bd: &Binding,
+        x: ExprId,
+        (tn, tt): (&Name, Type),
+        lets: &mut Lets,
+    ) -> Name {
+        lets.0.push((bd.name.clone(), x));
+        let xv = self.b.var(&bd.name, bd.ty.clone());
+        let tv = self.b.var(tn, tt);
+        let entry = self.b.pair(xv, tv);
+        self.bind(lets, "e", entry).0
     }
 
     /// One branch of a conditional's forward sweep (§4.2): `(result,

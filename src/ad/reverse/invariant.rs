@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 
+use super::rewrite::Rewrite;
 use crate::anf::{Atom, Binding, Block, LoopKind, Normal, Rhs};
 use crate::ir::build::Builder;
 use crate::ir::{Name, Prim, Type};
@@ -18,25 +19,15 @@ use crate::ir::{Name, Prim, Type};
 /// `normal` with every fold's invariant array components read from the
 /// initial state (R-Invariant); the new projections get the fold's span.
 pub(super) fn invariant_states(b: &mut Builder<'_>, normal: &Normal) -> Normal {
-    let mut p = Pass {
-        b,
-        spans: normal.spans.clone(),
-    };
+    let mut p = Pass(Rewrite::new(b, normal));
     let body = p.block(&normal.body);
-    Normal {
-        params: normal.params.clone(),
-        body,
-        spans: p.spans,
-    }
+    p.0.finish(normal, body)
 }
 
 /// A path into a tuple: `false` for `fst`, `true` for `snd`.
 type Path = Vec<bool>;
 
-struct Pass<'a, 'b> {
-    b: &'a mut Builder<'b>,
-    spans: HashMap<Name, crate::diagnostic::Span>,
-}
+struct Pass<'a, 'b>(Rewrite<'a, 'b>);
 
 impl Pass<'_, '_> {
     fn block(&mut self, blk: &Block) -> Block {
@@ -95,10 +86,7 @@ impl Pass<'_, '_> {
                 unreachable!("a path follows the state's pairs")
             };
             let ct = if second { r } else { l }.as_ref().clone();
-            let x = self.b.fresh("inv");
-            if let Some(sp) = self.spans.get(span_of).copied() {
-                self.spans.insert(x.clone(), sp);
-            }
+            let x = self.0.fresh("inv", span_of);
             let prim = if second { Prim::Snd } else { Prim::Fst };
             out.push(Binding {
                 name: x.clone(),

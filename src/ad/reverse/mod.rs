@@ -34,7 +34,8 @@
 //! checkpointed, deferred, linear and active; `invariant.rs` reads the arrays a
 //! fold passes on unchanged from its initial state (R-Invariant);
 //! `segments.rs` splits a nonlinear fold into ⌈√n⌉ segments under
-//! `--checkpoint sqrt` (R-Checkpoint-Sqrt); `fuse_sums.rs` fuses a sum of
+//! `--checkpoint sqrt` (R-Checkpoint-Sqrt); `rewrite.rs` is what those
+//! three passes share (fresh names with spans); `fuse_sums.rs` fuses a sum of
 //! a map into one fold (R-Defer-Sum); `fwd.rs` is the forward sweep
 //! and restores a block from its tape; `rev.rs` is the reverse sweep,
 //! which places accumulators and delivers contributions; `rules.rs` has
@@ -54,6 +55,7 @@ mod fwd;
 mod invariant;
 mod loops;
 mod rev;
+mod rewrite;
 mod rules;
 mod segments;
 mod zero;
@@ -87,13 +89,14 @@ pub(super) fn reverse_program(
     checkpointing: super::Checkpointing,
 ) -> Result<Def, AdError> {
     // R-While: `while`s of Double-carrying state become counted folds.
-    let normal = &counted::counted(b, normal);
+    let (normal, counts) = counted::counted(b, normal);
+    let normal = &normal;
     // R-Invariant: arrays a fold passes on are read from its initial state.
     let normal = &invariant::invariant_states(b, normal);
     // R-Checkpoint-Sqrt: nonlinear folds in segments of ⌈√n⌉ iterations.
     let segmented;
     let normal = if checkpointing == super::Checkpointing::Sqrt {
-        segmented = segments::segmented(b, normal);
+        segmented = segments::segmented(b, normal, &counts);
         &segmented
     } else {
         normal

@@ -5,20 +5,21 @@
 //! the k states between segments instead of n iterations' tapes. The same
 //! iterations in the same order on the same values: the same bits.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 
 use crate::anf::{Atom, Binding, Block, LoopKind, Normal, Rhs};
 use crate::ir::build::Builder;
 use crate::ir::{Lit, Name, Prim, Type};
 
-use super::analysis::linear_state;
+use super::analysis::{linear_state, never_negative};
+use super::rewrite::Rewrite;
 
-/// `normal` with the nonlinear folds of its own block segmented.
-pub(super) fn segmented(b: &mut Builder<'_>, normal: &Normal) -> Normal {
-    let mut s = Segmenter {
-        b,
-        spans: normal.spans.clone(),
-    };
+/// `normal` with the nonlinear folds of its own block segmented: those
+/// whose count cannot be negative — a literal `≥ 0`, a `length`, or one of
+/// R-While's trip `counts` — so that the segments keep E-IFold-Bot's ⊥
+/// (a fold over a negative count is ⊥, the segments would not be).
+pub(super) fn segmented(b: &mut Builder<'_>, normal: &Normal, counts: &HashSet<Name>) -> Normal {
+    let mut s = Segmenter(Rewrite::new(b, normal));
     let blk = &normal.body;
     let mut binds = Vec::with_capacity(blk.binds.len());
     for bd in &blk.binds {
@@ -29,58 +30,26 @@ pub(super) fn segmented(b: &mut Builder<'_>, normal: &Normal) -> Normal {
                 state: Some((z, st, sty)),
                 index,
                 body,
-            } if !linear_state(body, st, sty) && never_negative(blk, n) => {
+            } if !linear_state(body, st, sty)
+                && (never_negative(blk, n) || n.var().is_some_and(|v| counts.contains(v))) =>
+            {
                 s.segment(bd, (n, z, st, sty, index, body), &mut binds);
             }
             _ => binds.push(bd.clone()),
         }
     }
-    Normal {
-        params: normal.params.clone(),
-        body: Block {
-            binds,
-            result: blk.result.clone(),
-        },
-        spans: s.spans,
-    }
+    let body = Block {
+        binds,
+        result: blk.result.clone(),
+    };
+    s.0.finish(normal, body)
 }
 
-/// Whether the Index atom `n` of `blk` cannot be negative — a literal
-/// `≥ 0`, a `length`, or a trip count (R-While's `snd` of a counting
-/// loop) — so that k segments of a fold over it have its ⊥s: a fold over a
-/// negative count is ⊥ (E-IFold-Bot), which the segments would not be.
-fn never_negative(blk: &Block, n: &Atom) -> bool {
-    let bound = |v: &Name| blk.binds.iter().find(|b| &b.name == v);
-    match n {
-        Atom::Lit(Lit::Int(k), _) => *k >= 0,
-        Atom::Var(v, _) => match bound(v).map(|b| &b.rhs) {
-            Some(Rhs::Prim(Prim::Length, _)) => true,
-            Some(Rhs::Prim(Prim::Snd, a)) => a[0]
-                .var()
-                .and_then(bound)
-                .is_some_and(|c| matches!(c.rhs, Rhs::While { .. })),
-            _ => false,
-        },
-        _ => false,
-    }
-}
-
-struct Segmenter<'a, 'b> {
-    b: &'a mut Builder<'b>,
-    spans: HashMap<Name, crate::diagnostic::Span>,
-}
+struct Segmenter<'a, 'b>(Rewrite<'a, 'b>);
 
 type Parts<'a> = (&'a Atom, &'a Atom, &'a Name, &'a Type, &'a Name, &'a Block);
 
 impl Segmenter<'_, '_> {
-    fn fresh(&mut self, stem: &str, span_of: &Name) -> Name {
-        let x = self.b.fresh(stem);
-        if let Some(s) = self.spans.get(span_of).copied() {
-            self.spans.insert(x.clone(), s);
-        }
-        x
-    }
-
     /// `x = ifold (s i. B) z n` ⇒
     /// `k = while (q. q * q < n) (q. q + 1) 0;
     ///  x = ifold (s₁ j. base = j * k; rest = n − base;
@@ -102,12 +71,12 @@ impl Segmenter<'_, '_> {
         };
         // k = ⌈√n⌉, by counting: O(√n) steps.
         let (q, sq, lt, q1) = (
-            self.fresh("q", x),
-            self.fresh("sq", x),
-            self.fresh("lt", x),
-            self.fresh("q", x),
+            self.0.fresh("q", x),
+            self.0.fresh("sq", x),
+            self.0.fresh("lt", x),
+            self.0.fresh("q", x),
         );
-        let k = self.fresh("k", x);
+        let k = self.0.fresh("k", x);
         out.push(Binding {
             name: k.clone(),
             ty: Type::Index,
@@ -135,16 +104,16 @@ impl Segmenter<'_, '_> {
         });
         // One segment: iterations base … base + m − 1.
         let (s1, j, base, rest, short, c, neg, m, y, i2) = (
-            self.fresh("s", x),
-            self.fresh("j", x),
-            self.fresh("base", x),
-            self.fresh("rest", x),
-            self.fresh("short", x),
-            self.fresh("c", x),
-            self.fresh("neg", x),
-            self.fresh("m", x),
-            self.fresh("y", x),
-            self.fresh("i", x),
+            self.0.fresh("s", x),
+            self.0.fresh("j", x),
+            self.0.fresh("base", x),
+            self.0.fresh("rest", x),
+            self.0.fresh("short", x),
+            self.0.fresh("c", x),
+            self.0.fresh("neg", x),
+            self.0.fresh("m", x),
+            self.0.fresh("y", x),
+            self.0.fresh("i", x),
         );
         let pick = |name: Name, test: &Name, then_: Atom, else_: Atom| Binding {
             name,

@@ -324,9 +324,9 @@ impl Interp<'_> {
                 self.stats.ops += out.len() as u64;
                 TV::A(Rc::new(out))
             }
-            Expr::Deriv { .. } => {
+            Expr::Deriv { .. } | Expr::Diff { .. } => {
                 return Err(internal(
-                    "`deriv` reached the tape interpreter".into(),
+                    "`deriv`, `jvp` or `vjp` reached the tape interpreter".into(),
                     span,
                 ));
             }

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use super::forward::Forward;
 use super::{AdError, ForwardMode};
 use crate::ir::build::Builder;
-use crate::ir::{Expr, ExprId, Name, Prim, Type};
+use crate::ir::{Def, DiffOp, Expr, ExprId, Name, Prim, Type};
 
 struct Binder {
     name: Name,
@@ -133,6 +133,20 @@ impl<'b, 'a> Expander<'b, 'a> {
                 let nb = self.expand(body);
                 self.depth -= 1;
                 return self.deriv(nb?, &wrt, e);
+            }
+            Expr::Diff { op, fun, at, dir } => {
+                // Innermost first (§5): the function's own operators are
+                // ordinary code by the time this one is expanded.
+                let at = self.expand(at)?;
+                let dir = self.expand(dir)?;
+                self.depth += 1;
+                let fun = self.expand(fun);
+                self.depth -= 1;
+                let fun = fun?;
+                return match op {
+                    DiffOp::Jvp => self.jvp(fun, at, dir),
+                    DiffOp::Vjp => self.vjp(fun, at, dir),
+                };
             }
             other => {
                 let kids = other.children();
@@ -326,6 +340,123 @@ impl<'b, 'a> Expander<'b, 'a> {
         Ok(out)
     }
 
+    /// The lambda an operator differentiates (specialisation made it one),
+    /// with the free local variables of its body other than its parameter.
+    fn operand(&mut self, fun: ExprId) -> Result<(Name, Type, ExprId, Vec<(Name, Type)>), AdError> {
+        let Expr::Lam { param, body, .. } = self.b.prog.expr(fun).clone() else {
+            return Err(AdError::Internal {
+                message: "the function of `jvp` or `vjp` is not a lambda after specialisation"
+                    .into(),
+            });
+        };
+        let pt = match self.b.ty(fun) {
+            Type::Fun(a, _) => (*a).clone(),
+            _ => unreachable!("a lambda has a function type"),
+        };
+        self.scope.push(Binder {
+            name: param.clone(),
+            ty: pt.clone(),
+            value: None,
+        });
+        let fvs = self.free_locals(body);
+        self.scope.pop();
+        let fvs: Vec<_> = fvs.into_iter().filter(|(n, _)| *n != param).collect();
+        if let Some((n, t)) = fvs.iter().find(|(_, t)| !t.is_data()) {
+            return Err(AdError::FunctionFreeVariable {
+                name: n.to_string(),
+                ty: t.to_string(),
+                span: self.b.prog.span(fun),
+            });
+        }
+        Ok((param, pt, body, fvs))
+    }
+
+    /// D-Jvp: `jvp (fun p -> e) x t` becomes
+    ///
+    /// ```text
+    /// let x' = x in let t' = t in let p = x' in
+    /// let v₁ = Z[v₁] in … let vₙ = Z[vₙ] in let p = P[p, t'] in
+    /// let r = D[[e]] in (fst* r, snd* r)
+    /// ```
+    ///
+    /// where P pairs every Double of `p` with the Double at the same place
+    /// of `t'`, and `fst*`/`snd*` take every dual number's primal and
+    /// tangent (a component without Doubles keeps its value in both).
+    fn jvp(&mut self, fun: ExprId, at: ExprId, dir: ExprId) -> Result<ExprId, AdError> {
+        let (p, pt, body, mut fvs) = self.operand(fun)?;
+        fvs.push((p.clone(), pt.clone()));
+        let xn = self.b.fresh("x");
+        let tn = self.b.fresh("t");
+        let inner = self.with_inputs(
+            &fvs,
+            &p,
+            None,
+            &mut |b, x| {
+                let xv = b.var(x, pt.clone());
+                let tv = b.var(&tn, pt.clone());
+                zip_dual(b, xv, tv, &pt)
+            },
+            body,
+        )?;
+        let rt = self.b.ty(body);
+        let rn = self.b.fresh("r");
+        let rv = self.b.var(&rn, rt.dual());
+        let primal = map_doubles(self.b, rv, &rt, &Type::dual, &mut |b, d| b.fst(d));
+        let rv = self.b.var(&rn, rt.dual());
+        let tangent = map_doubles(self.b, rv, &rt, &Type::dual, &mut |b, d| b.snd(d));
+        let out = self.b.pair(primal, tangent);
+        let out = self.b.let_(rn, inner, out);
+        let xv = self.b.var(&xn, pt.clone());
+        let out = self.b.let_(p, xv, out);
+        let out = self.b.let_(tn, dir, out);
+        Ok(self.b.let_(xn, at, out))
+    }
+
+    /// R-Vjp: `vjp (fun p -> e) x w` with free variables v₁ … vₙ of `e`
+    /// becomes `rev x v₁ … vₙ w`, where `rev` is reverse mode's program
+    /// (spec/ad-reverse.md) for `fun p v₁ … vₙ -> e` with respect to `p`,
+    /// seeded with the cotangent `w`.
+    fn vjp(&mut self, fun: ExprId, at: ExprId, dir: ExprId) -> Result<ExprId, AdError> {
+        let (p, pt, body, fvs) = self.operand(fun)?;
+        let mut lam = body;
+        for (v, t) in fvs.iter().rev() {
+            lam = self.b.lam(v.clone(), t.clone(), lam);
+        }
+        lam = self.b.lam(p, pt.clone(), lam);
+        let name = self.b.fresh("vjp");
+        // First in the program: no other definition is computed with it.
+        self.b.prog.defs.insert(
+            0,
+            Def {
+                name: name.clone(),
+                span: self.b.span(),
+                ann: None,
+                body: lam,
+                prelude: false,
+            },
+        );
+        let params: Vec<Type> = std::iter::once(pt)
+            .chain(fvs.iter().map(|(_, t)| t.clone()))
+            .collect();
+        let normal = crate::anf::normalise(self.b.prog, self.b.types, &name, &params);
+        self.b.prog.defs.remove(0);
+        let normal = normal?;
+        let def = super::reverse::reverse_program(
+            self.b,
+            &normal,
+            0,
+            true,
+            &name,
+            super::Checkpointing::default(),
+        )?;
+        let mut out = self.b.app(def.body, at);
+        for (v, t) in &fvs {
+            let a = self.b.var(v, t.clone());
+            out = self.b.app(out, a);
+        }
+        Ok(self.b.app(out, dir))
+    }
+
     /// D-Vec-Deriv: `deriv e (x : Vector)` in vector forward mode, the
     /// same value as D-Deriv-Vector from one run of the translation:
     ///
@@ -495,6 +626,53 @@ fn hot_element(b: &mut Builder<'_>, x: &Name, idx: &[Name], at: &[Name]) -> Expr
     let zero = b.double(0.0);
     let t = b.if_(cond.expect("at least one index"), one, zero);
     b.pair(v, t)
+}
+
+/// P[v, t]: the dual form of `v : ty` whose tangents are the Doubles at
+/// the same places of `t : ty` (D-Jvp). Reading past the end of a shorter
+/// tangent array is ⊥ (E-Get-Bot).
+fn zip_dual(b: &mut Builder<'_>, v: ExprId, t: ExprId, ty: &Type) -> ExprId {
+    if ty.dual() == *ty {
+        return v;
+    }
+    match ty {
+        Type::Double => b.pair(v, t),
+        Type::Array(el) => {
+            let (vn, tn) = (b.fresh("a"), b.fresh("t"));
+            let va = b.var(&vn, ty.clone());
+            let n = b.length(va);
+            let built = b.build(n, |b, j| {
+                let va = b.var(&vn, ty.clone());
+                let jv = b.var(j, Type::Index);
+                let x = b.get(va, jv);
+                let ta = b.var(&tn, ty.clone());
+                let jv = b.var(j, Type::Index);
+                let y = b.get(ta, jv);
+                zip_dual(b, x, y, el)
+            });
+            let e = b.let_(tn, t, built);
+            b.let_(vn, v, e)
+        }
+        Type::Pair(x, y) => {
+            let (vn, tn) = (b.fresh("p"), b.fresh("t"));
+            let side = |b: &mut Builder<'_>, first: bool, st: &Type| {
+                let pv = b.var(&vn, ty.clone());
+                let tv = b.var(&tn, ty.clone());
+                let (a, c) = if first {
+                    (b.fst(pv), b.fst(tv))
+                } else {
+                    (b.snd(pv), b.snd(tv))
+                };
+                zip_dual(b, a, c, st)
+            };
+            let l = side(b, true, x);
+            let r = side(b, false, y);
+            let pair = b.pair(l, r);
+            let e = b.let_(tn, t, pair);
+            b.let_(vn, v, e)
+        }
+        _ => unreachable!("types without Doubles returned above"),
+    }
 }
 
 /// A[v] for a variable that is not the independent one: its dual form

@@ -153,6 +153,7 @@ impl Forward<'_, '_> {
                 self.b.add(Expr::Array(out.into()), dty)
             }
             Expr::Deriv { .. } => unreachable!("deriv is expanded before D[[.]] runs"),
+            Expr::Diff { .. } => unreachable!("jvp and vjp are expanded before D[[.]] runs"),
             Expr::Prim { op, args } => self.d_prim(op, &args, ty)?,
         })
     }

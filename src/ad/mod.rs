@@ -15,6 +15,7 @@ pub mod derivatives;
 mod expand;
 mod forward;
 pub mod reverse;
+mod specialise;
 
 use std::collections::HashMap;
 
@@ -36,6 +37,8 @@ pub enum AdError {
         ty: String,
         span: Span,
     },
+    #[error("a function value of type {ty} that takes a function cannot be resolved to first-order code")]
+    Unresolved { ty: String, span: Span },
     #[error("{what} is not supported yet")]
     Unsupported { what: String, span: Span },
     #[error("internal error in AD: {message} (please report this)")]
@@ -56,6 +59,7 @@ impl Diagnose for AdError {
     fn code(&self) -> &'static str {
         match self {
             AdError::FunctionFreeVariable { .. } => "deriv-free-function",
+            AdError::Unresolved { .. } => "unresolved-function",
             AdError::Unsupported { .. } => "ad-unsupported",
             AdError::Internal { .. } => "internal-error",
         }
@@ -63,7 +67,9 @@ impl Diagnose for AdError {
 
     fn span(&self) -> Span {
         match self {
-            AdError::FunctionFreeVariable { span, .. } | AdError::Unsupported { span, .. } => *span,
+            AdError::FunctionFreeVariable { span, .. }
+            | AdError::Unresolved { span, .. }
+            | AdError::Unsupported { span, .. } => *span,
             AdError::Internal { .. } => Span::generated(),
         }
     }
@@ -72,6 +78,9 @@ impl Diagnose for AdError {
         match self {
             AdError::FunctionFreeVariable { .. } => vec![
                 "differentiated code may use functions defined at top level or inside it, but its free variables must be data (seed 001 §4.1); pass a top-level function or a lambda instead of a function-valued variable".to_string(),
+            ],
+            AdError::Unresolved { .. } => vec![
+                "specialisation (spec/ad-forward.md §10.2) resolves every function value by inlining; only the entry's parameters and the argument of a differentiated function must be data".to_string(),
             ],
             AdError::Internal { .. } | AdError::Unsupported { .. } => Vec::new(),
         }
@@ -89,9 +98,29 @@ pub enum ForwardMode {
     Vector,
 }
 
-/// Whether the program contains `deriv` anywhere.
+/// Whether the program contains `deriv`, `jvp` or `vjp` anywhere.
 pub fn has_deriv(prog: &Program) -> bool {
-    prog.exprs.values().any(|e| matches!(e, Expr::Deriv { .. }))
+    prog.exprs
+        .values()
+        .any(|e| matches!(e, Expr::Deriv { .. } | Expr::Diff { .. }))
+}
+
+/// Whether the program contains `jvp` or `vjp`: operators on function
+/// values, which need specialisation first.
+pub fn has_operators(prog: &Program) -> bool {
+    prog.exprs.values().any(|e| matches!(e, Expr::Diff { .. }))
+}
+
+/// Specialises a monomorphic program for its entry `entry` (in place):
+/// every function value inlined, so that each `jvp`, `vjp` and `deriv`
+/// differentiates a lambda over data (spec/ad-forward.md §10.2).
+pub fn specialise_program(
+    prog: &mut Program,
+    types: &mut SecondaryMap<ExprId, Option<Type>>,
+    entry: &str,
+) -> Result<(), AdError> {
+    let mut b = Builder::new(prog, types);
+    specialise::specialise_program(&mut b, entry)
 }
 
 /// Expands every `deriv` in `prog` (in place), translating the definitions

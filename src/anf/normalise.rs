@@ -279,9 +279,10 @@ impl Normaliser<'_> {
                 }
                 Sv::Data(self.emit(self.ty(e), Rhs::Array(atoms)))
             }
-            Expr::Deriv { .. } => {
+            Expr::Deriv { .. } | Expr::Diff { .. } => {
                 return Err(AnfError::Internal {
-                    message: "`deriv` must be expanded before normalisation".into(),
+                    message: "`deriv`, `jvp` and `vjp` must be expanded before normalisation"
+                        .into(),
                 });
             }
             Expr::Prim { op, args } => match op {

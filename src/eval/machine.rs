@@ -388,10 +388,11 @@ impl<'p> Evaluator<'p> {
                 });
                 (State::Eval(args[0], env), "E-Prim-Arg", Some(e))
             }
-            Expr::Deriv { .. } => {
-                return Err(
-                    self.internal("`deriv` reached the evaluator (ad::expand runs first)", e)
-                );
+            Expr::Deriv { .. } | Expr::Diff { .. } => {
+                return Err(self.internal(
+                    "`deriv`, `jvp` or `vjp` reached the evaluator (ad::expand runs first)",
+                    e,
+                ));
             }
             Expr::Array(items) => {
                 if items.is_empty() {

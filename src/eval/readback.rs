@@ -130,6 +130,12 @@ impl Readback<'_> {
                 body: self.sub(body, env, k),
                 wrt,
             },
+            Expr::Diff { op, fun, at, dir } => Expr::Diff {
+                op,
+                fun: self.sub(fun, env, k),
+                at: self.sub(at, env, k),
+                dir: self.sub(dir, env, k),
+            },
         };
         self.add(new)
     }

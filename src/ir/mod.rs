@@ -238,6 +238,34 @@ pub enum Expr {
         body: ExprId,
         wrt: Name,
     },
+    /// `jvp f x t` and `vjp f x w`: the first-class derivative operators
+    /// on a function value `f` (spec/ad-forward.md §10, T-Jvp, D-Jvp;
+    /// spec/ad-reverse.md §9, T-Vjp, R-Vjp). Removed by `ad::specialise`
+    /// and `ad::expand` before evaluation.
+    Diff {
+        op: DiffOp,
+        fun: ExprId,
+        at: ExprId,
+        dir: ExprId,
+    },
+}
+
+/// The first-class derivative operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DiffOp {
+    /// `jvp f x t = (f x, J_f(x) · t)`: forward mode.
+    Jvp,
+    /// `vjp f x w = (f x, J_f(x)ᵀ · w)`: reverse mode.
+    Vjp,
+}
+
+impl DiffOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            DiffOp::Jvp => "jvp",
+            DiffOp::Vjp => "vjp",
+        }
+    }
 }
 
 impl Expr {
@@ -271,6 +299,12 @@ impl Expr {
             },
             Expr::Array(_) => Expr::Array(kids.into()),
             Expr::Deriv { wrt, .. } => Expr::Deriv { body: kids[0], wrt },
+            Expr::Diff { op, .. } => Expr::Diff {
+                op,
+                fun: kids[0],
+                at: kids[1],
+                dir: kids[2],
+            },
             leaf => leaf,
         }
     }
@@ -286,6 +320,7 @@ impl Expr {
             Expr::Prim { args, .. } => args.to_vec(),
             Expr::Array(items) => items.to_vec(),
             Expr::Deriv { body, .. } => vec![*body],
+            Expr::Diff { fun, at, dir, .. } => vec![*fun, *at, *dir],
         }
     }
 }
@@ -383,6 +418,7 @@ impl Program {
                 }
                 (Expr::Array(x), Expr::Array(y)) => x.len() == y.len(),
                 (Expr::Deriv { wrt: x, .. }, Expr::Deriv { wrt: y, .. }) => x == y,
+                (Expr::Diff { op: x, .. }, Expr::Diff { op: y, .. }) => x == y,
                 _ => false,
             };
             if !ok {

@@ -125,7 +125,9 @@ fn go(
                 .collect();
             out.add(Fsm::Array(ids.into()))
         }
-        Expr::Deriv { .. } => unreachable!("deriv is expanded before optimisation"),
+        Expr::Deriv { .. } | Expr::Diff { .. } => {
+            unreachable!("deriv, jvp and vjp are expanded before optimisation")
+        }
         Expr::Prim { op, args } => {
             let ids: Vec<Id> = args
                 .iter()

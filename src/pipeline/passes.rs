@@ -24,7 +24,10 @@ pub enum Pass {
     Check,
     /// Monomorphisation for an entry.
     Monomorphise,
-    /// `deriv` expanded by forward mode (D[[·]]).
+    /// Every function value inlined before `jvp`, `vjp` or `deriv` of a
+    /// function value is expanded (spec/ad-forward.md §10.2).
+    Specialise,
+    /// `deriv`, `jvp` and `vjp` expanded (D[[·]], and R-Vjp's reverse mode).
     Forward,
     /// Source-to-source reverse mode.
     Reverse,
@@ -38,12 +41,13 @@ pub enum Pass {
 
 impl Pass {
     /// Every pass, in pipeline order.
-    pub const ALL: [Pass; 10] = [
+    pub const ALL: [Pass; 11] = [
         Pass::Parse,
         Pass::Infer,
         Pass::InferAppended,
         Pass::Check,
         Pass::Monomorphise,
+        Pass::Specialise,
         Pass::Forward,
         Pass::Reverse,
         Pass::Normalise,
@@ -58,6 +62,7 @@ impl Pass {
             Pass::Infer => "infer",
             Pass::InferAppended => "infer-appended",
             Pass::Check => "check",
+            Pass::Specialise => "specialise",
             Pass::Monomorphise => "monomorphise",
             Pass::Forward => "forward",
             Pass::Reverse => "reverse",

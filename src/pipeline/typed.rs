@@ -7,7 +7,7 @@ use cranelift_entity::SecondaryMap;
 
 use super::passes::{Pass, timed};
 use super::{Artefact, Entry, generated};
-use crate::ad::ForwardMode;
+use crate::ad::{AdError, ForwardMode};
 use crate::diagnostic::Diagnostic;
 use crate::interchange::InputError;
 use crate::ir::{ExprId, Program, Type};
@@ -54,10 +54,35 @@ pub(super) fn entry_of(
     let (mut program, mut types): (Program, SecondaryMap<ExprId, Option<Type>>) =
         (mono.program, mono.types);
     if crate::ad::has_deriv(&program) {
-        timed(Pass::Forward, || {
-            crate::ad::expand_program(&mut program, &mut types, mode, rows.then_some(name))
-        })
-        .map_err(|e| Diagnostic::from(&e))?;
+        let expand = |program: &mut Program, types: &mut SecondaryMap<ExprId, Option<Type>>| {
+            timed(Pass::Forward, || {
+                crate::ad::expand_program(program, types, mode, rows.then_some(name))
+            })
+        };
+        let specialise = |program: &mut Program, types: &mut SecondaryMap<ExprId, Option<Type>>| {
+            timed(Pass::Specialise, || {
+                crate::ad::specialise_program(program, types, name)
+            })
+            .map_err(|e| Diagnostic::from(&e))
+        };
+        // Operators on function values need every function value known
+        // (§10.2); `deriv` of a function-valued free variable too, and
+        // only then: other programs keep their definitions.
+        if crate::ad::has_operators(&program) {
+            specialise(&mut program, &mut types)?;
+            expand(&mut program, &mut types).map_err(|e| Diagnostic::from(&e))?;
+        } else {
+            let (mut p2, mut t2) = (program.clone(), types.clone());
+            match expand(&mut program, &mut types) {
+                Ok(()) => {}
+                Err(AdError::FunctionFreeVariable { .. }) => {
+                    specialise(&mut p2, &mut t2)?;
+                    expand(&mut p2, &mut t2).map_err(|e| Diagnostic::from(&e))?;
+                    program = p2;
+                }
+                Err(e) => return Err(Diagnostic::from(&e)),
+            }
+        }
         // AD's output is ordinary code: type-check it and take a fresh
         // monomorphic copy (which also drops what is no longer used).
         let typing = check(&program)?;

@@ -24,7 +24,7 @@ use cranelift_entity::SecondaryMap;
 use super::ParseError;
 use super::lexer::{Tok, Token, lex};
 use crate::diagnostic::{SourceId, Span};
-use crate::ir::{Def, Expr, ExprId, Lit, Name, Prim, Program, Type};
+use crate::ir::{Def, DiffOp, Expr, ExprId, Lit, Name, Prim, Program, Type};
 
 /// The deepest expression tree (and the deepest parser recursion) accepted.
 pub const MAX_NESTING: u32 = 10_000;
@@ -57,6 +57,7 @@ pub fn parse_into(
 /// What an atom turned out to be: an expression, or a primitive named by an
 /// unshadowed identifier or operator section, whose application is decided
 /// once its arguments are known.
+#[derive(Clone, Copy)]
 enum Head {
     Expr(ExprId),
     Prim(Prim, Span),
@@ -66,7 +67,9 @@ enum Head {
     Deriv(Span),
     /// `diff`, `vdiff`, `mdiff`, `grad`, `jacob`, `mgrad` applied to `f x`:
     /// `let x' = x in deriv (f x') x'` (seed 001 Fig. 6, Table 2).
-    Api(&'static str, Span),
+    Api(Span),
+    /// `jvp f x t`, `vjp f x w` (syntax.md §6).
+    Diff(DiffOp, Span),
 }
 
 /// Every variable name occurring in `e`.
@@ -642,14 +645,65 @@ impl Parser<'_> {
     fn apply(&mut self, head: Head, args: Vec<ExprId>) -> PResult<ExprId> {
         let (mut e, rest) = match head {
             Head::Expr(e) => (e, args),
-            Head::Deriv(span) | Head::Api(_, span) if args.len() >= 2 => {
+            Head::Diff(op, span) if args.len() >= 3 => {
+                let mut args = args;
+                let rest = args.split_off(3);
+                let span = args.iter().fold(span, |s, a| s.to(self.prog.span(*a)));
+                let e = self.mk(
+                    Expr::Diff {
+                        op,
+                        fun: args[0],
+                        at: args[1],
+                        dir: args[2],
+                    },
+                    span,
+                )?;
+                (e, rest)
+            }
+            Head::Deriv(span) | Head::Api(span) if args.len() >= 2 => {
                 let mut args = args;
                 let rest = args.split_off(2);
                 let e = match head {
-                    Head::Api(_, _) => self.ad_api(args[0], args[1], span)?,
+                    Head::Api(_) => self.ad_api(args[0], args[1], span)?,
                     _ => self.deriv(args[0], args[1], span)?,
                 };
                 (e, rest)
+            }
+            // An operator applied to fewer arguments than it takes is a
+            // function of the rest: `diff f` is `fun x -> diff f x`.
+            Head::Diff(_, span) | Head::Api(span) => {
+                let want = if matches!(head, Head::Diff(..)) { 3 } else { 2 };
+                let mut used = HashSet::new();
+                for a in &args {
+                    used.extend(names_in(self.prog, *a));
+                }
+                let mut missing = Vec::new();
+                while args.len() + missing.len() < want {
+                    let name: Name = loop {
+                        self.fresh += 1;
+                        let n: Name = Rc::from(format!("x'ad{}", self.fresh));
+                        if !used.contains(&n) {
+                            break n;
+                        }
+                    };
+                    missing.push(name);
+                }
+                let mut full = args;
+                for n in &missing {
+                    full.push(self.mk(Expr::Var(n.clone()), span)?);
+                }
+                let mut e = self.apply(head, full)?;
+                for n in missing.into_iter().rev() {
+                    e = self.mk(
+                        Expr::Lam {
+                            param: n,
+                            ann: None,
+                            body: e,
+                        },
+                        span,
+                    )?;
+                }
+                (e, Vec::new())
             }
             Head::Prim(p, span) if args.len() >= p.arity() => {
                 let k = p.arity();
@@ -697,10 +751,7 @@ impl Parser<'_> {
                     .to_string(),
                 span,
             }),
-            Head::Api(name, span) => Err(ParseError::Unsupported {
-                what: format!("`{name}` without its two arguments (write `{name} f x`)"),
-                span,
-            }),
+            Head::Api(..) | Head::Diff(..) => self.apply(head, Vec::new()),
             Head::Logic(is_and, span) => {
                 let a = self.mk(Expr::Var(Rc::from("x1")), span)?;
                 let b = self.mk(Expr::Var(Rc::from("x2")), span)?;
@@ -773,8 +824,14 @@ impl Parser<'_> {
                     if &*name == "deriv" {
                         return Ok(Head::Deriv(t.span));
                     }
-                    if let Some(api) = AD_API.iter().find(|a| **a == &*name) {
-                        return Ok(Head::Api(api, t.span));
+                    if &*name == "jvp" {
+                        return Ok(Head::Diff(DiffOp::Jvp, t.span));
+                    }
+                    if &*name == "vjp" {
+                        return Ok(Head::Diff(DiffOp::Vjp, t.span));
+                    }
+                    if AD_API.contains(&&*name) {
+                        return Ok(Head::Api(t.span));
                     }
                 }
                 Ok(Head::Expr(self.mk(Expr::Var(name), t.span)?))

@@ -77,7 +77,7 @@ impl Printer<'_> {
             Expr::Lit(Lit::Double(x)) if x.is_sign_negative() || !x.is_finite() => NEG,
             Expr::Lit(_) | Expr::Array(_) => ATOM,
             Expr::Lam { .. } | Expr::Let { .. } | Expr::If { .. } => OPEN,
-            Expr::App { .. } | Expr::Deriv { .. } => APP,
+            Expr::App { .. } | Expr::Deriv { .. } | Expr::Diff { .. } => APP,
             Expr::Prim { op, .. } => match op.info().fixity {
                 Fixity::Infix(level) => operands(level).0,
                 Fixity::Negation => NEG,
@@ -208,6 +208,13 @@ impl Printer<'_> {
             }
             Expr::Prim { op, args } => self.prim(*op, args, ind),
             Expr::Deriv { body, wrt } => format!("deriv {} {wrt}", self.arg(*body, ind)),
+            Expr::Diff { op, fun, at, dir } => format!(
+                "{} {} {} {}",
+                op.name(),
+                self.arg(*fun, ind),
+                self.arg(*at, ind),
+                self.arg(*dir, ind)
+            ),
         }
     }
 

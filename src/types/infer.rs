@@ -7,7 +7,7 @@ use std::rc::Rc;
 use super::TypeError;
 use crate::diagnostic::Span;
 use crate::ir::prim::{T, TyVar};
-use crate::ir::{Expr, ExprId, Lit, Prim, Program, Type};
+use crate::ir::{DiffOp, Expr, ExprId, Lit, Prim, Program, Type};
 
 /// Internal types: [`Type`] plus unification variables.
 #[derive(Clone, Debug)]
@@ -706,6 +706,34 @@ impl Infer<'_> {
                     )?;
                 }
                 Ok(Ty::array(el))
+            }
+            Expr::Diff { op, fun, at, dir } => {
+                // T-Jvp: f : A -> B, x : A, t : A ⊢ jvp f x t : B * B;
+                // T-Vjp: f : A -> B, x : A, w : B ⊢ vjp f x w : B * A;
+                // A and B data types.
+                let ctx = format!(" (the argument of `{}`)", op.name());
+                let a = self.fresh_data("the argument of a differentiated function");
+                let r = self.fresh_data("the result of a differentiated function");
+                let tf = self.expr(*fun)?;
+                self.expect(
+                    &Ty::fun(a.clone(), r.clone()),
+                    &tf,
+                    self.prog.span(*fun),
+                    &format!(" (the function `{}` differentiates)", op.name()),
+                )?;
+                let tx = self.expr(*at)?;
+                self.expect(&a, &tx, self.prog.span(*at), &ctx)?;
+                let td = self.expr(*dir)?;
+                let (want, ctx, result) = match op {
+                    DiffOp::Jvp => (a, " (the tangent must have the argument's type)", Ty::pair(r.clone(), r)),
+                    DiffOp::Vjp => (
+                        r.clone(),
+                        " (the cotangent must have the result's type)",
+                        Ty::pair(r, a),
+                    ),
+                };
+                self.expect(&want, &td, self.prog.span(*dir), ctx)?;
+                Ok(result)
             }
             Expr::Deriv { body, wrt } => {
                 // T-Deriv (first half; see solve_derivs)

@@ -187,6 +187,12 @@ impl Mono<'_> {
                 body: self.copy(body, map),
                 wrt,
             },
+            Expr::Diff { op, fun, at, dir } => Expr::Diff {
+                op,
+                fun: self.copy(fun, map),
+                at: self.copy(at, map),
+                dir: self.copy(dir, map),
+            },
         };
         let id = self.out.add(new, span);
         self.types[id] = ty;

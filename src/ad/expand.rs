@@ -42,6 +42,9 @@ pub(super) struct Expander<'b, 'a> {
     pub rows: bool,
     /// How many `deriv`s enclose the current node.
     depth: usize,
+    /// How many `vjp`s enclose the current node (in their function): a
+    /// `vjp` inside one is expanded without accumulators (R-Vjp-Nested).
+    under_vjp: usize,
     /// Binders enclosing the current node, with their types and, for a
     /// `let`, the bound expression.
     scope: Vec<Binder>,
@@ -62,6 +65,7 @@ impl<'b, 'a> Expander<'b, 'a> {
             mode,
             rows,
             depth: 0,
+            under_vjp: 0,
             scope: Vec::new(),
         }
     }
@@ -140,7 +144,10 @@ impl<'b, 'a> Expander<'b, 'a> {
                 let at = self.expand(at)?;
                 let dir = self.expand(dir)?;
                 self.depth += 1;
+                let reversed = usize::from(op == DiffOp::Vjp);
+                self.under_vjp += reversed;
                 let fun = self.expand(fun);
+                self.under_vjp -= reversed;
                 self.depth -= 1;
                 let fun = fun?;
                 return match op {
@@ -448,6 +455,9 @@ impl<'b, 'a> Expander<'b, 'a> {
             true,
             &name,
             super::Checkpointing::default(),
+            // R-Vjp-Nested: code another `vjp` reverses keeps sparse
+            // cotangents (spec/ad-reverse.md §9.3).
+            self.under_vjp == 0,
         )?;
         let mut out = self.b.app(def.body, at);
         for (v, t) in &fvs {

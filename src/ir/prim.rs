@@ -424,10 +424,9 @@ pub enum ReverseRule {
     Partials,
     /// No cotangent to pass on (R-Discrete).
     Discrete,
-    /// Its own rule in `ad/reverse/` (pairs, projections, reads, loops).
+    /// Its own rule in `ad/reverse/` (pairs, projections, reads, loops,
+    /// and reverse mode's own output: `concat`, `accum`, `addAt`).
     Structural,
-    /// Reverse mode rejects it (it is reverse mode's own output).
-    Unsupported,
 }
 
 // ----- the table ---------------------------------------------------------
@@ -1100,7 +1099,7 @@ static TABLE: [PrimInfo; Prim::ALL.len()] = [
         &["E-Concat"],
         &[],
         ("D-Concat", ForwardRule::Structural),
-        (None, ReverseRule::Unsupported),
+        (Some("R-Concat"), ReverseRule::Structural),
     ),
     structural(
         Prim::Accum,
@@ -1120,7 +1119,7 @@ static TABLE: [PrimInfo; Prim::ALL.len()] = [
             (Bottom::OutOfBounds, "E-Accum-Bot"),
         ],
         ("D-Accum", ForwardRule::CotangentSum),
-        (None, ReverseRule::Unsupported),
+        (Some("R-Accum"), ReverseRule::Structural),
     ),
     structural(
         Prim::AddAt,
@@ -1137,7 +1136,7 @@ static TABLE: [PrimInfo; Prim::ALL.len()] = [
         &["E-AddAt"],
         &[(Bottom::OutOfBounds, "E-AddAt-Bot")],
         ("D-AddAt", ForwardRule::CotangentSum),
-        (None, ReverseRule::Unsupported),
+        (Some("R-AddAt"), ReverseRule::Structural),
     ),
     structural(
         Prim::While,

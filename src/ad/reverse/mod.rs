@@ -87,6 +87,7 @@ pub(super) fn reverse_program(
     seed: bool,
     name: &str,
     checkpointing: super::Checkpointing,
+    accumulators: bool,
 ) -> Result<Def, AdError> {
     // R-While: `while`s of Double-carrying state become counted folds.
     let (normal, counts) = counted::counted(b, normal);
@@ -103,6 +104,7 @@ pub(super) fn reverse_program(
     };
     b.with_binding_spans(&normal.spans);
     let mut r = Reverse::new(b);
+    r.accumulators = accumulators;
     let body = &fuse_sums(&normal.body);
     r.active.insert(normal.params[wrt].0.clone());
     activity(body, &mut r.active);
@@ -141,7 +143,7 @@ pub(super) fn reverse_program(
     };
     let (sn, _) = r.bind(&mut lets, "seed", seed_e);
     let (pn, pt) = normal.params[wrt].clone();
-    let gd = if accumulable(&pt) {
+    let gd = if accumulators && accumulable(&pt) {
         // The parameter's cotangent in an accumulator (§5.6), the
         // gradient shaped like it at the end.
         let p = V::new(&pn, &pt);
@@ -257,6 +259,13 @@ pub(super) struct Reverse<'b, 'a> {
     /// paths to the result, which follow them.
     deferred: HashMap<Name, bool>,
     deferred_path: HashSet<Name>,
+    /// Whether cotangents of arrays may live in dense accumulators (§5.6).
+    /// Off for a program that reverse mode will differentiate again
+    /// (R-Vjp nested in `vjp`, §9.3): an accumulator threaded through a
+    /// loop is array state, whose reverse sweep would cost a pass over its
+    /// contributions per update; sparse lists keep the second reverse
+    /// sweep linear.
+    accumulators: bool,
 }
 
 impl<'b, 'a> Reverse<'b, 'a> {
@@ -272,6 +281,7 @@ impl<'b, 'a> Reverse<'b, 'a> {
             states_only: HashSet::new(),
             deferred: HashMap::new(),
             deferred_path: HashSet::new(),
+            accumulators: true,
         }
     }
 

@@ -165,6 +165,9 @@ impl Reverse<'_, '_> {
     /// a new zero accumulator (a root); a read of a placed array at the
     /// node of its element (a view).
     fn place_block(&mut self, blk: &Block, seed: Option<&Cot>, accs: &mut Accs, lets: &mut Lets) {
+        if !self.accumulators {
+            return;
+        }
         for bd in &blk.binds {
             if !self.active.contains(&bd.name) || !accumulable(&bd.ty) {
                 continue;

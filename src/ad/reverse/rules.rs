@@ -43,12 +43,9 @@ impl Reverse<'_, '_> {
             Rhs::Prim(Prim::Pair, _) => self.rule_pair(bd, xb, mask),
             Rhs::Prim(Prim::Fst | Prim::Snd, _) => self.rule_proj(bd, xb, mask),
             Rhs::Prim(Prim::Get, _) => self.rule_get(bd, xb, lets, accs),
-            Rhs::Prim(op, _) if op.info().reverse.1 == ReverseRule::Unsupported => {
-                return Err(AdError::Unsupported {
-                    what: format!("reverse mode of {}", unsupported()),
-                    span: self.b.binding_span(&bd.name),
-                });
-            }
+            Rhs::Prim(Prim::Concat, _) => self.rule_concat(bd, xb, lets),
+            Rhs::Prim(Prim::Accum, _) => self.rule_accum(bd, xb, lets),
+            Rhs::Prim(Prim::AddAt, _) => self.rule_add_at(bd, xb),
             // R-Discrete: comparisons, `not`, Index arithmetic, `length`,
             // `toDouble` have no cotangent to pass on.
             Rhs::Prim(..) => Vec::new(),
@@ -186,6 +183,169 @@ impl Reverse<'_, '_> {
         out
     }
 
+    /// R-Concat: `y = concat xss`. x̄ is made dense once (its length is the
+    /// sum of the pieces', from a scan of their lengths), and piece j
+    /// receives its slice: O(length y + length x̄), the order of the
+    /// primal's cost.
+    fn rule_concat(&mut self, bd: &Binding, xb: &Name, lets: &mut Lets) -> Contributions {
+        let Rhs::Prim(_, args) = &bd.rhs else {
+            unreachable!("concat")
+        };
+        let Atom::Var(xss, xt) = &args[0] else {
+            return Vec::new();
+        };
+        if !self.active.contains(xss) {
+            return Vec::new();
+        }
+        let Type::Array(el) = &bd.ty else {
+            unreachable!("concat gives an array")
+        };
+        let el = (**el).clone();
+        // offs = iscan (fun s j -> s + length xss[j]) 0 (length xss)
+        let (s, j) = (self.b.fresh("s"), self.b.fresh("j"));
+        let sv = self.b.var(&s, Type::Index);
+        let xv = self.b.var(xss, xt.clone());
+        let jv = self.b.var(&j, Type::Index);
+        let piece = self.b.get(xv, jv);
+        let len = self.b.length(piece);
+        let next = self.b.prim(Prim::Add, vec![sv, len], Type::Index);
+        let lj = self.b.lam(j, Type::Index, next);
+        let f = self.b.lam(s, Type::Index, lj);
+        let zero = self.b.index(0);
+        let xv = self.b.var(xss, xt.clone());
+        let m = self.b.length(xv);
+        let scan = self
+            .b
+            .prim(Prim::IScan, vec![f, zero, m], Type::array(Type::Index));
+        let (offs, ot) = self.bind(lets, "offs", scan);
+        let ov = self.b.var(&offs, ot.clone());
+        let xv = self.b.var(xss, xt.clone());
+        let m = self.b.length(xv);
+        let total = self.b.get(ov, m);
+        let z = self.zero_ct(&el);
+        let v = self.b.var(xb, cotangent_type(&bd.ty));
+        let dense = self
+            .b
+            .prim(Prim::Accum, vec![z, total, v], Type::array(cotangent_type(&el)));
+        let (dn, dt) = self.bind(lets, "dense", dense);
+        let xv = self.b.var(xss, xt.clone());
+        let m = self.b.length(xv);
+        let out = self.b.build(m, |b, j| {
+            let xv = b.var(xss, xt.clone());
+            let jv = b.var(j, Type::Index);
+            let piece = b.get(xv, jv);
+            let len = b.length(piece);
+            let slice = b.build(len, |b, o| {
+                let ov = b.var(&offs, ot.clone());
+                let jv = b.var(j, Type::Index);
+                let base = b.get(ov, jv);
+                let oi = b.var(o, Type::Index);
+                let at = b.prim(Prim::Add, vec![base, oi], Type::Index);
+                let dv = b.var(&dn, dt.clone());
+                let c = b.get(dv, at);
+                let oi = b.var(o, Type::Index);
+                b.pair(oi, c)
+            });
+            let jv = b.var(j, Type::Index);
+            b.pair(jv, slice)
+        });
+        vec![(xss.clone(), xt.clone(), Contrib::Value(out), Zero::No)]
+    }
+
+    /// R-Accum: `y = accum z n xs`. With ȳ the dense form of x̄, z
+    /// receives ⊕ⱼ ȳ[j] (it is added into every element) and element k of
+    /// `xs`, a pair (jₖ, cₖ), receives (0, ȳ[jₖ]).
+    fn rule_accum(&mut self, bd: &Binding, xb: &Name, lets: &mut Lets) -> Contributions {
+        let Rhs::Prim(_, args) = &bd.rhs else {
+            unreachable!("accum")
+        };
+        let Type::Array(el) = &bd.ty else {
+            unreachable!("accum gives an array")
+        };
+        let el = (**el).clone();
+        let ct_el = cotangent_type(&el);
+        let zc = self.zero_ct(&el);
+        let n = self.atom(&args[1]);
+        let v = self.b.var(xb, cotangent_type(&bd.ty));
+        let dense = self
+            .b
+            .prim(Prim::Accum, vec![zc, n, v], Type::array(ct_el.clone()));
+        let (dn, dt) = self.bind(lets, "dense", dense);
+        let mut out = Vec::new();
+        if let Atom::Var(z, zt) = &args[0]
+            && self.active.contains(z)
+        {
+            let dv = self.b.var(&dn, dt.clone());
+            let sum = self.sum_array(dv, &el, &ct_el);
+            out.push((z.clone(), zt.clone(), Contrib::Value(sum), Zero::No));
+        }
+        if let Atom::Var(xs, xt) = &args[2]
+            && self.active.contains(xs)
+        {
+            let xv = self.b.var(xs, xt.clone());
+            let len = self.b.length(xv);
+            let list = self.b.build(len, |b, k| {
+                let xv = b.var(xs, xt.clone());
+                let kv = b.var(k, Type::Index);
+                let item = b.get(xv, kv);
+                let at = b.fst(item);
+                let dv = b.var(&dn, dt.clone());
+                let c = b.get(dv, at);
+                let zero = b.index(0);
+                let pc = b.pair(zero, c);
+                let kv = b.var(k, Type::Index);
+                b.pair(kv, pc)
+            });
+            out.push((xs.clone(), xt.clone(), Contrib::Value(list), Zero::No));
+        }
+        out
+    }
+
+    /// R-AddAt: `y = addAt a i c`. `a` receives x̄ unchanged; `c` the ⊕ of
+    /// the contributions of x̄ at index i.
+    fn rule_add_at(&mut self, bd: &Binding, xb: &Name) -> Contributions {
+        let Rhs::Prim(_, args) = &bd.rhs else {
+            unreachable!("addAt")
+        };
+        let Type::Array(el) = &bd.ty else {
+            unreachable!("addAt gives an array")
+        };
+        let el = (**el).clone();
+        let ct_el = cotangent_type(&el);
+        let xt = cotangent_type(&bd.ty);
+        let mut out = Vec::new();
+        if let Atom::Var(a, at) = &args[0]
+            && self.active.contains(a)
+        {
+            let v = self.b.var(xb, xt.clone());
+            out.push((a.clone(), at.clone(), Contrib::Value(v), Zero::No));
+        }
+        if let Atom::Var(c, ct) = &args[2]
+            && self.active.contains(c)
+        {
+            let v = self.b.var(xb, xt.clone());
+            let len = self.b.length(v);
+            let picked = self.b.build(len, |b, k| {
+                let mut me = super::Reverse::new(b);
+                let v = me.b.var(xb, xt.clone());
+                let kv = me.b.var(k, Type::Index);
+                let item = me.b.get(v, kv);
+                let j = me.b.fst(item);
+                let i = me.atom(&args[1]);
+                let hit = me.b.prim(Prim::Eq, vec![j, i], Type::Bool);
+                let v = me.b.var(xb, xt.clone());
+                let kv = me.b.var(k, Type::Index);
+                let item = me.b.get(v, kv);
+                let cv = me.b.snd(item);
+                let z = me.zero_ct(&el);
+                me.b.if_(hit, cv, z)
+            });
+            let sum = self.sum_array(picked, &el, &ct_el);
+            out.push((c.clone(), ct.clone(), Contrib::Value(sum), Zero::No));
+        }
+        out
+    }
+
     /// R-Vector: an array literal's operands receive the elements of x̄.
     fn rule_vector(&mut self, bd: &Binding, xb: &Name, lets: &mut Lets) -> Contributions {
         let Rhs::Array(args) = &bd.rhs else {
@@ -315,20 +475,5 @@ impl Reverse<'_, '_> {
             }
             _ => unreachable!("only builds, literals and reads are placed"),
         }
-    }
-}
-
-/// The primitives reverse mode rejects, from the table: "`concat`,
-/// `accum` and `addAt`".
-fn unsupported() -> String {
-    let names: Vec<String> = Prim::ALL
-        .into_iter()
-        .filter(|p| p.info().reverse.1 == ReverseRule::Unsupported)
-        .map(|p| format!("`{}`", p.name()))
-        .collect();
-    match names.split_last() {
-        Some((last, [])) => last.clone(),
-        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
-        None => String::new(),
     }
 }

@@ -87,11 +87,14 @@ pub fn specialise_program(b: &mut Builder<'_>, entry: &str) -> Result<(), AdErro
         let mut s = Specialiser {
             b: &mut *b,
             defs: &defs[..k],
+            all: &defs,
             frames: Vec::new(),
         };
+        // The entry keeps its parameters' names (the command line reads
+        // its inputs by them) unless a definition has the same name.
         let body = s.frame(|s| {
             let v = s.spec(d.body, &None)?;
-            s.residual(v, &ty, d.span)
+            s.residual(v, &ty, d.span, is_entry)
         })?;
         kept.push(Def { body, ..d.clone() });
     }
@@ -104,6 +107,8 @@ struct Specialiser<'s, 'a> {
     /// The definitions before the one being specialised (the only ones
     /// it may name).
     defs: &'s [Def],
+    /// Every definition of the program.
+    all: &'s [Def],
     /// The pending lets of each enclosing frame, in evaluation order.
     frames: Vec<Vec<(Name, ExprId)>>,
 }
@@ -154,8 +159,9 @@ impl Specialiser<'_, '_> {
     }
 
     /// S-Residual: `v` as residual code of type `ty`; a function value
-    /// becomes a lambda whose body is specialised for a fresh parameter.
-    fn residual(&mut self, v: Sv, ty: &Type, span: Span) -> Result<ExprId, AdError> {
+    /// becomes a lambda whose body is specialised for a fresh parameter
+    /// (with `keep`, the source's name, if no definition has it).
+    fn residual(&mut self, v: Sv, ty: &Type, span: Span, keep: bool) -> Result<ExprId, AdError> {
         match v {
             Sv::Data(e) => Ok(e),
             Sv::Fun(c) => {
@@ -174,15 +180,28 @@ impl Specialiser<'_, '_> {
                     Expr::Lam { param, .. } => param.clone(),
                     _ => Rc::from("x"),
                 };
-                let p = self.b.fresh(&stem(&param));
+                let p = if keep && !self.all.iter().any(|d| d.name == param) {
+                    param.clone()
+                } else {
+                    self.b.fresh(&stem(&param))
+                };
                 let was = self.b.at(span);
                 let body = self.frame(|s| {
                     let pv = s.b.var(&p, (**a).clone());
                     let v = s.apply(&c, Sv::Data(pv))?;
-                    s.residual(v, r, span)
+                    s.residual(v, r, span, keep)
                 });
                 let body = body.inspect_err(|_| self.b.restore(was))?;
-                let lam = self.b.lam(p, (**a).clone(), body);
+                // Annotated: an unused parameter keeps its type when the
+                // program is inferred again.
+                let lam = self.b.add(
+                    Expr::Lam {
+                        param: p,
+                        ann: Some((**a).clone()),
+                        body,
+                    },
+                    ty.clone(),
+                );
                 self.b.restore(was);
                 Ok(lam)
             }
@@ -295,7 +314,7 @@ impl Specialiser<'_, '_> {
                     kids.push(if kt.is_data() {
                         self.data(v, k)?
                     } else {
-                        self.residual(v, &kt, self.b.prog.span(k))?
+                        self.residual(v, &kt, self.b.prog.span(k), false)?
                     });
                 }
                 Sv::Data(self.b.add(other.with_children(&kids), ty))

@@ -16,6 +16,7 @@ mod forward;
 mod fuzz;
 mod golden;
 mod native;
+mod operators;
 mod opt;
 mod passes;
 mod prims;

@@ -351,59 +351,6 @@ fn generated_while_loops_pass_every_property() {
     }
 }
 
-/// The Stalingrad programs of `examples/stalingrad/` (seed 000 §7;
-/// notes/test-cases.md NB1–NB3), written with `while`, give the recorded
-/// values (ρ ≤ 1e-9): the particle's E(0) and dE/dw(0) in forward and
-/// reverse mode through the Euler loop (whose steps use forward mode), its
-/// minimiser w*, and the saddle point (forward over forward through two
-/// nested searches), on the engines that run them in reasonable time.
-#[test]
-fn stalingrad_examples_give_the_published_values() {
-    let root = crate::common::root();
-    let particle = root.join("examples/stalingrad/particle.fsm");
-    let particle = particle.to_str().expect("path");
-    for mode in ["fwd", "rev"] {
-        let (e, de) = grad_wrt(particle, "energy", "w", "[0.0]", mode, "eval");
-        assert!(rho(e, 3.199079002508199) <= 1e-9, "{mode}: E(0) = {e}");
-        assert!(
-            rho(de, -19.404636450028196) <= 1e-9,
-            "{mode}: dE/dw(0) = {de}"
-        );
-    }
-    let number = |file: &str, entry: &str| -> Vec<f64> {
-        let o = cli(&[
-            "run", file, "--entry", entry, "--input", "[0.0]", "--engine", "native",
-        ]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let text = String::from_utf8_lossy(&o.stdout).replace(['[', ']'], "");
-        text.split(',')
-            .map(|x| x.trim().parse().expect("a number"))
-            .collect()
-    };
-    let w = number(particle, "argmin");
-    assert!(rho(w[0], 0.20719187464861186) <= 1e-9, "w* = {w:?}");
-    let saddle = root.join("examples/stalingrad/saddle.fsm");
-    let o = cli(&[
-        "run",
-        saddle.to_str().expect("path"),
-        "--entry",
-        "saddle",
-        "--input",
-        "[1.0]",
-        "--engine",
-        "native",
-    ]);
-    let text = String::from_utf8_lossy(&o.stdout).replace(['[', ']'], "");
-    let xs: Vec<f64> = text
-        .split(',')
-        .map(|x| x.trim().parse().expect("a number"))
-        .collect();
-    assert_eq!(xs.len(), 4, "{text}");
-    for x in xs {
-        assert!(rho(x, 8.246324826140356e-06) <= 1e-9, "{text}");
-    }
-}
-
 /// GradBench's minimiser (`gd.hpp`) over a Vector state
 /// (`examples/stalingrad/gd.fsm`): in both engines the point and the
 /// number of tests are those of a line-by-line binary64 transcription of

@@ -25,7 +25,24 @@ impl Reverse<'_, '_> {
     pub(super) fn default_of(&mut self, t: &Type) -> ExprId {
         match t {
             Type::Double => self.b.double(0.0),
-            Type::Index => self.b.index(0),
+            Type::Index => {
+                // `let z : Index = 0 in z`: an integer literal alone is
+                // numeric, and nothing may fix it to Index when the program
+                // is inferred again (a placeholder in a gradient would
+                // default to Double and print as 0.0).
+                let z = self.b.fresh("z");
+                let zero = self.b.index(0);
+                let v = self.b.var(&z, Type::Index);
+                self.b.add(
+                    Expr::Let {
+                        name: z,
+                        ann: Some(Type::Index),
+                        value: zero,
+                        body: v,
+                    },
+                    Type::Index,
+                )
+            }
             Type::Bool | Type::Fun(..) => self.b.add(Expr::Lit(Lit::Bool(false)), Type::Bool),
             Type::Array(_) => self.b.add(Expr::Array(Box::new([])), t.clone()),
             Type::Pair(a, c) => {

@@ -156,6 +156,17 @@ const PRELUDE_CALLS: &[&str] = &[
     "matrixTrace (matrixMul m (matrixTranspose m))",
     "matrixSum m",
     "vectorOutProd v w",
+    "gradient (fun x -> vectorDot x x * x[0]) v",
+    "derivative (fun a -> vectorSMul w (sin a)) 1.5",
+    "gradientFwd (fun x -> vectorDot x w * x[1]) v",
+    "hessianVector (fun x -> vectorDot x x * x[0]) v w",
+    "jacobianFwd (fun x -> vectorEMul x (vectorMap x sin)) v",
+    "jacobianRev (fun x -> matrixVectorMul m (vectorMap x exp)) v",
+    "argminWith gradient (fun x -> vectorNormSq (vectorSub x w)) v",
+    "argmaxWith gradientFwd (fun x -> 0.0 - vectorNormSq (vectorSub x w)) v",
+    "maxWith gradient (fun x -> 0.0 - vectorNormSq (vectorSub x v)) w",
+    "argmin (fun x -> vectorNormSq x) w",
+    "argmax (fun x -> 0.0 - vectorNormSq x) w",
 ];
 
 #[test]

@@ -274,6 +274,9 @@ pub struct Campaign {
     pub property: Property,
     /// Skip the programs without a `while` loop.
     pub only_while: bool,
+    /// Skip the programs that apply no derivative operator to a function
+    /// value.
+    pub only_operators: bool,
 }
 
 /// The properties of issue 6 a campaign can check at scale (`check_*`
@@ -636,6 +639,34 @@ pub fn check_dot_product(src: &str, limits: Limits) -> Result<usize, String> {
     if rho(ju_w, u_jtw) > 1e-9 {
         return Err(format!("<Ju, w> = {ju_w} but <u, J^T w> = {u_jtw}"));
     }
+    // The same test between the language's operators (D-Jvp, R-Vjp):
+    // <jvp main x u, w> = <u, vjp main x w>, and both equal the above.
+    let ops = format!(
+        "{src}\nlet dot'ops = fun (x: Vector) (u: Vector) (w: Vector) ->\n  \
+         (vectorDot (snd (jvp main x u)) w, vectorDot u (snd (vjp main x w)))\n"
+    );
+    let e = load(&ops)?.entry("dot'ops").map_err(|d| d.message)?;
+    let seed = crate::eval::unflatten(&primal, &mut w.iter().copied());
+    let flat_w = {
+        let mut out = Vec::new();
+        crate::eval::flatten(&seed, &mut out);
+        vector(&out)
+    };
+    if let Ok((v, _)) = e.run(vec![vector(&x), vector(&u), flat_w], limits, &mut |_, _| {}) {
+        let mut d = Vec::new();
+        crate::eval::flatten(&v, &mut d);
+        let (a, b) = (d[0], d[1]);
+        if a.is_finite() && b.is_finite() {
+            if rho(a, b) > 1e-9 {
+                return Err(format!("<jvp main x u, w> = {a} but <u, vjp main x w> = {b}"));
+            }
+            if rho(a, ju_w) > 1e-9 {
+                return Err(format!("<jvp main x u, w> = {a} but fwd's <Ju, w> = {ju_w}"));
+            }
+        }
+    } else {
+        return Err("the operators' dot-product program is ⊥ where fwd and rev are not".into());
+    }
     for k in 0..u.len() {
         for i in 0..ys.len() {
             let (a, b) = (j.columns[k][i], t.columns[k][i]);
@@ -795,6 +826,9 @@ pub struct Summary {
     pub programs: u64,
     /// Programs that contain a `while` loop (testgen's terminating loops).
     pub with_while: u64,
+    /// Programs that apply `jvp`, `vjp`, `derivative` or `gradient` to a
+    /// function value (testgen's operators).
+    pub with_operators: u64,
     pub counts: Counts,
     pub failure: Option<Failure>,
 }
@@ -810,11 +844,15 @@ pub fn run(c: Campaign) -> Summary {
         let choices: Vec<u32> = (0..len).map(|_| next(&mut rng) as u32).collect();
         let src = c.property.source(&choices, c.max_size);
         let with_while = src.contains("while (fun ");
-        if c.only_while && !with_while {
+        let with_operators = ["jvp ", "vjp ", "derivative ", "gradient "]
+            .iter()
+            .any(|op| src.contains(op));
+        if (c.only_while && !with_while) || (c.only_operators && !with_operators) {
             continue;
         }
         summary.programs += 1;
         summary.with_while += u64::from(with_while);
+        summary.with_operators += u64::from(with_operators);
         match c.property.check(&src, c.limits) {
             Ok(k) => summary.counts += k,
             Err(message) => {

@@ -15,7 +15,7 @@
 use std::rc::Rc;
 
 use crate::diagnostic::Span;
-use crate::ir::{Def, Expr, ExprId, Lit, Name, Prim, Program, Type};
+use crate::ir::{Def, DiffOp, Expr, ExprId, Lit, Name, Prim, Program, Type};
 
 /// The types generated expressions have.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -168,21 +168,9 @@ impl Gen<'_> {
         let Expr::Var(wrt) = self.prog.expr(x).clone() else {
             return x;
         };
-        // `deriv` takes no free function variable (`deriv-free-function`):
-        // the body sees the Double, Index, Bool, Vector and Pair variables
-        // only (a function variable shadowed by them is hidden too).
-        let mut inner: Scope = scope
-            .iter()
-            .filter(|(_, t)| *t != GenType::Fun)
-            .cloned()
-            .collect();
-        let shadowed: Vec<Name> = scope
-            .iter()
-            .filter(|(_, t)| *t == GenType::Fun)
-            .map(|(n, _)| n.clone())
-            .collect();
-        inner.retain(|(n, _)| !shadowed.contains(n));
-        let body = self.expr(GenType::Double, d, &mut inner);
+        // The body may use function variables too: D-Deriv-Let re-binds
+        // them, or specialisation resolves them (spec/ad-forward.md §10.2).
+        let body = self.expr(GenType::Double, d, scope);
         let dual = self.add(Expr::Deriv { body, wrt });
         let op = if self.pick(4) == 0 {
             Prim::Fst
@@ -190,6 +178,29 @@ impl Gen<'_> {
             Prim::Snd
         };
         self.prim(op, vec![dual])
+    }
+
+    /// `snd (jvp f x t)` or `snd (vjp f x w)` (or `fst`) for a generated
+    /// function value `f` — a λ, a partial application, a variable, the
+    /// result of a higher-order function or of another operator — so
+    /// differentiating the program nests the operators in every mode pair
+    /// (T-Jvp, T-Vjp, D-Jvp, R-Vjp).
+    fn operator(&mut self, d: u32, scope: &mut Scope) -> ExprId {
+        let fun = self.expr(GenType::Fun, d, scope);
+        let at = self.expr(GenType::Double, d, scope);
+        let dir = self.expr(GenType::Double, d, scope);
+        let op = if self.pick(2) == 0 {
+            DiffOp::Jvp
+        } else {
+            DiffOp::Vjp
+        };
+        let pair = self.add(Expr::Diff { op, fun, at, dir });
+        let proj = if self.pick(4) == 0 {
+            Prim::Fst
+        } else {
+            Prim::Snd
+        };
+        self.prim(proj, vec![pair])
     }
 
     fn small_index(&mut self) -> ExprId {
@@ -441,7 +452,8 @@ impl Gen<'_> {
                     self.prim(Prim::Pow, vec![a, b])
                 }
                 12 => self.while_loop(d, scope),
-                _ => self.nested_deriv(d, scope),
+                _ if self.pick(2) == 0 => self.nested_deriv(d, scope),
+                _ => self.operator(d, scope),
             },
             GenType::Index => match self.pick(3) {
                 0 => {
@@ -506,24 +518,64 @@ impl Gen<'_> {
                 let b = self.expr(GenType::Double, d, scope);
                 self.prim(Prim::Pair, vec![a, b])
             }
-            GenType::Fun => {
-                if self.pick(3) == 0 {
-                    // A partial application: (fun a b -> body) e.
-                    let a = self.fresh();
-                    scope.push((a.clone(), GenType::Double));
-                    let inner = self.lambda(d, scope);
-                    scope.pop();
-                    let f = self.add(Expr::Lam {
-                        param: a,
-                        ann: None,
-                        body: inner,
-                    });
-                    let arg = self.expr(GenType::Double, d, scope);
-                    self.app(f, &[arg])
-                } else {
-                    self.lambda(d, scope)
+            GenType::Fun => match self.pick(6) {
+                0 => {
+                    // A derivative as a function value: the prelude's
+                    // `derivative g` (forward) or `gradient g` (reverse).
+                    let name = ["derivative", "gradient"][self.pick(2) as usize];
+                    let h = self.global(name);
+                    let g = self.expr(GenType::Fun, d, scope);
+                    self.app(h, &[g])
                 }
-            }
+                1 => {
+                    // A higher-order function applied to a function:
+                    // (fun h y -> h (h y)) g.
+                    let h = self.fresh();
+                    let mut y = self.fresh();
+                    while y == h {
+                        y = self.fresh();
+                    }
+                    let hv = self.add(Expr::Var(h.clone()));
+                    let yv = self.add(Expr::Var(y.clone()));
+                    let inner = self.app(hv, &[yv]);
+                    let hv = self.add(Expr::Var(h.clone()));
+                    let outer = self.app(hv, &[inner]);
+                    let ly = self.add(Expr::Lam {
+                        param: y,
+                        ann: None,
+                        body: outer,
+                    });
+                    let twice = self.add(Expr::Lam {
+                        param: h,
+                        ann: None,
+                        body: ly,
+                    });
+                    let g = self.expr(GenType::Fun, d, scope);
+                    self.app(twice, &[g])
+                }
+                _ => self.function(d, scope),
+            },
+        }
+    }
+
+    /// A λ or a partial application `(fun a b -> body) e` of type Double ->
+    /// Double.
+    fn function(&mut self, d: u32, scope: &mut Scope) -> ExprId {
+        if self.pick(3) == 0 {
+            // A partial application: (fun a b -> body) e.
+            let a = self.fresh();
+            scope.push((a.clone(), GenType::Double));
+            let inner = self.lambda(d, scope);
+            scope.pop();
+            let f = self.add(Expr::Lam {
+                param: a,
+                ann: None,
+                body: inner,
+            });
+            let arg = self.expr(GenType::Double, d, scope);
+            self.app(f, &[arg])
+        } else {
+            self.lambda(d, scope)
         }
     }
 }

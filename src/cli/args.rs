@@ -110,6 +110,11 @@ pub enum Command {
         /// `programs` counts the checked ones).
         #[arg(long)]
         only_while: bool,
+        /// Check only the generated programs that apply a derivative
+        /// operator to a function value (`jvp`, `vjp`, or the prelude's
+        /// `derivative` and `gradient`; about one in five).
+        #[arg(long)]
+        only_operators: bool,
     },
     /// Fuzz the command line's entry points with generated and mutated
     /// programs, JSON inputs and rule files; oracles in process and, for a

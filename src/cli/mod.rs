@@ -113,6 +113,7 @@ fn run(command: Command) -> Result<(), Failure> {
             fuel,
             property,
             only_while,
+            only_operators,
         } => tools::difftest(
             crate::difftest::Campaign {
                 cases,
@@ -121,6 +122,7 @@ fn run(command: Command) -> Result<(), Failure> {
                 limits: crate::eval::Limits::with_fuel(fuel),
                 property,
                 only_while,
+                only_operators,
             },
             &save,
         ),

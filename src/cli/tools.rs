@@ -220,6 +220,7 @@ pub fn difftest(c: crate::difftest::Campaign, save: &Path) -> Result<(), Failure
         "property": c.property.name(),
         "programs": s.programs,
         "with_while": s.with_while,
+        "with_operators": s.with_operators,
         "seed": c.seed,
         "max_size": c.max_size,
         "defined_points": s.counts.defined,

@@ -358,6 +358,7 @@ fn native_difftest_campaign_agrees_with_the_evaluator() {
         limits: Limits::with_fuel(200_000),
         property: Property::Native,
         only_while: false,
+        only_operators: false,
     });
     if let Some(f) = s.failure {
         panic!(

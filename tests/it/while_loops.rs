@@ -330,6 +330,7 @@ fn generated_while_loops_pass_every_property() {
             limits: Limits::with_fuel(200_000),
             property,
             only_while: true,
+            only_operators: false,
         });
         if let Some(f) = s.failure {
             panic!(

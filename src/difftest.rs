@@ -658,10 +658,14 @@ pub fn check_dot_product(src: &str, limits: Limits) -> Result<usize, String> {
         let (a, b) = (d[0], d[1]);
         if a.is_finite() && b.is_finite() {
             if rho(a, b) > 1e-9 {
-                return Err(format!("<jvp main x u, w> = {a} but <u, vjp main x w> = {b}"));
+                return Err(format!(
+                    "<jvp main x u, w> = {a} but <u, vjp main x w> = {b}"
+                ));
             }
             if rho(a, ju_w) > 1e-9 {
-                return Err(format!("<jvp main x u, w> = {a} but fwd's <Ju, w> = {ju_w}"));
+                return Err(format!(
+                    "<jvp main x u, w> = {a} but fwd's <Ju, w> = {ju_w}"
+                ));
             }
         }
     } else {

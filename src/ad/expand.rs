@@ -24,6 +24,15 @@ use super::{AdError, ForwardMode};
 use crate::ir::build::Builder;
 use crate::ir::{Def, DiffOp, Expr, ExprId, Name, Prim, Type};
 
+/// The λ an operator differentiates: its parameter and its type, its
+/// body, and the body's other free variables.
+struct Operand {
+    param: Name,
+    ty: Type,
+    body: ExprId,
+    free: Vec<(Name, Type)>,
+}
+
 struct Binder {
     name: Name,
     ty: Type,
@@ -349,7 +358,7 @@ impl<'b, 'a> Expander<'b, 'a> {
 
     /// The lambda an operator differentiates (specialisation made it one),
     /// with the free local variables of its body other than its parameter.
-    fn operand(&mut self, fun: ExprId) -> Result<(Name, Type, ExprId, Vec<(Name, Type)>), AdError> {
+    fn operand(&mut self, fun: ExprId) -> Result<Operand, AdError> {
         let Expr::Lam { param, body, .. } = self.b.prog.expr(fun).clone() else {
             return Err(AdError::Internal {
                 message: "the function of `jvp` or `vjp` is not a lambda after specialisation"
@@ -375,7 +384,12 @@ impl<'b, 'a> Expander<'b, 'a> {
                 span: self.b.prog.span(fun),
             });
         }
-        Ok((param, pt, body, fvs))
+        Ok(Operand {
+            param,
+            ty: pt,
+            body,
+            free: fvs,
+        })
     }
 
     /// D-Jvp: `jvp (fun p -> e) x t` becomes
@@ -390,7 +404,12 @@ impl<'b, 'a> Expander<'b, 'a> {
     /// of `t'`, and `fst*`/`snd*` take every dual number's primal and
     /// tangent (a component without Doubles keeps its value in both).
     fn jvp(&mut self, fun: ExprId, at: ExprId, dir: ExprId) -> Result<ExprId, AdError> {
-        let (p, pt, body, mut fvs) = self.operand(fun)?;
+        let Operand {
+            param: p,
+            ty: pt,
+            body,
+            free: mut fvs,
+        } = self.operand(fun)?;
         fvs.push((p.clone(), pt.clone()));
         let xn = self.b.fresh("x");
         let tn = self.b.fresh("t");
@@ -424,7 +443,12 @@ impl<'b, 'a> Expander<'b, 'a> {
     /// (spec/ad-reverse.md) for `fun p v₁ … vₙ -> e` with respect to `p`,
     /// seeded with the cotangent `w`.
     fn vjp(&mut self, fun: ExprId, at: ExprId, dir: ExprId) -> Result<ExprId, AdError> {
-        let (p, pt, body, fvs) = self.operand(fun)?;
+        let Operand {
+            param: p,
+            ty: pt,
+            body,
+            free: fvs,
+        } = self.operand(fun)?;
         let mut lam = body;
         for (v, t) in fvs.iter().rev() {
             lam = self.b.lam(v.clone(), t.clone(), lam);

@@ -37,7 +37,9 @@ pub enum AdError {
         ty: String,
         span: Span,
     },
-    #[error("a function value of type {ty} that takes a function cannot be resolved to first-order code")]
+    #[error(
+        "a function value of type {ty} that takes a function cannot be resolved to first-order code"
+    )]
     Unresolved { ty: String, span: Span },
     #[error("{what} is not supported yet")]
     Unsupported { what: String, span: Span },
@@ -192,15 +194,8 @@ pub fn reverse_program(
     let mut out = Program::new();
     let mut out_types = SecondaryMap::new();
     let mut b = Builder::new(&mut out, &mut out_types);
-    let def = reverse::reverse_program(
-        &mut b,
-        normal,
-        wrt,
-        seed,
-        "rev'entry",
-        checkpointing,
-        true,
-    )?;
+    let def =
+        reverse::reverse_program(&mut b, normal, wrt, seed, "rev'entry", checkpointing, true)?;
     out.defs.push(def);
     Ok((out, out_types))
 }

@@ -330,7 +330,11 @@ pub struct DerivArgs {
     pub file: PathBuf,
     #[arg(long, default_value = "main")]
     pub entry: String,
-    /// The independent variable: a parameter of type Double, Vector or Matrix.
+    /// The independent variable: a parameter of the entry (Double, Vector
+    /// or Matrix in the forward modes; any data type — tuples, arrays of
+    /// any rank — in `rev`, `tape` and `fd`). `grad` and `jacobian` take
+    /// several, separated by commas (`--wrt a,b`), and print their
+    /// derivatives as an object keyed by parameter.
     #[arg(long)]
     pub wrt: String,
     #[arg(long, value_enum, default_value_t = Mode::Fwd)]

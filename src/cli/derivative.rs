@@ -51,15 +51,24 @@ pub fn grad(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
     let input = input_text(&args.input)?;
     let session = session(&src, &args.rules)?;
     let engine = args.engine.engine;
-    let plan = Plan::new(
-        &session,
-        &args.entry,
-        &args.wrt,
-        args.mode,
-        engine,
-        args.checkpoint.policy,
-    )
-    .map_err(|d| fail(&d))?;
+    // Several independent variables (`--wrt a,b`): one plan each, the
+    // derivatives printed as an object keyed by parameter.
+    let names: Vec<&str> = args.wrt.split(',').map(str::trim).collect();
+    let mut plans = Vec::new();
+    for name in &names {
+        plans.push(
+            Plan::new(
+                &session,
+                &args.entry,
+                name,
+                args.mode,
+                engine,
+                args.checkpoint.policy,
+            )
+            .map_err(|d| fail(&d))?,
+        );
+    }
+    let plan = &plans[0];
     if !jacobian && plan.base.result != Type::Double {
         return Err(fail(&Diagnostic {
             code: "not-scalar",
@@ -76,19 +85,35 @@ pub fn grad(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
         .read_input(input.as_deref())
         .map_err(|d| fail(&d))?;
     native_runs(args.mode, engine)?;
-    let like = values[plan.wrt].clone();
     let start = Instant::now();
-    let cols = plan
-        .columns(values, engine, args.engine.limits())
-        .map_err(|e| fail(&Diagnostic::from(&e)))?;
-    let elapsed = start.elapsed();
-    if jacobian {
-        out_json(&serde_json::json!({"value": cols.value, "jacobian": cols.jacobian()}))?;
-    } else {
-        out_json(&serde_json::json!({"value": cols.value, "gradient": cols.gradient(&like)}))?;
+    let key = if jacobian { "jacobian" } else { "gradient" };
+    let mut value = serde_json::Value::Null;
+    let mut derivs = serde_json::Map::new();
+    let mut stats = crate::eval::Stats::default();
+    for (name, plan) in names.iter().zip(&plans) {
+        let like = values[plan.wrt].clone();
+        let cols = plan
+            .columns(values.clone(), engine, args.engine.limits())
+            .map_err(|e| fail(&Diagnostic::from(&e)))?;
+        stats.steps += cols.stats.steps;
+        stats.ops += cols.stats.ops;
+        let d = if jacobian {
+            serde_json::json!(cols.jacobian())
+        } else {
+            serde_json::json!(cols.gradient(&like))
+        };
+        value = serde_json::json!(cols.value);
+        derivs.insert((*name).to_string(), d);
     }
+    let elapsed = start.elapsed();
+    let derivs = if names.len() == 1 {
+        derivs.remove(names[0]).expect("one derivative")
+    } else {
+        serde_json::Value::Object(derivs)
+    };
+    out_json(&serde_json::json!({"value": value, key: derivs}))?;
     if args.stats {
-        stats_line(cols.stats, elapsed);
+        stats_line(stats, elapsed);
     }
     Ok(())
 }

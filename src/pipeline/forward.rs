@@ -34,7 +34,7 @@ pub(super) fn wrapper(
     };
     if base.result.deriv_result(wt).is_none() {
         return Err(bad(format!(
-            "cannot differentiate with respect to `{wrt}` of type {wt}: the variable must be Double, Vector or Matrix"
+            "cannot differentiate with respect to `{wrt}` of type {wt} in a forward mode: the variable must be Double, Vector or Matrix (modes rev, tape and fd take any data type; inside the language, `jvp` does)"
         )));
     }
     let tangents = match form {

@@ -725,7 +725,11 @@ impl Infer<'_> {
                 self.expect(&a, &tx, self.prog.span(*at), &ctx)?;
                 let td = self.expr(*dir)?;
                 let (want, ctx, result) = match op {
-                    DiffOp::Jvp => (a, " (the tangent must have the argument's type)", Ty::pair(r.clone(), r)),
+                    DiffOp::Jvp => (
+                        a,
+                        " (the tangent must have the argument's type)",
+                        Ty::pair(r.clone(), r),
+                    ),
                     DiffOp::Vjp => (
                         r.clone(),
                         " (the cotangent must have the result's type)",

@@ -933,5 +933,10 @@ fn cli_errors() {
     // `deriv` whose free variable is a lambda-bound function: S-App
     // (specialisation, spec/ad-forward.md §10.2) resolves it; d(x²) at 2.
     let o = cli(&["run", &p]);
-    assert_eq!(String::from_utf8_lossy(&o.stdout), "[4.0, 4.0]\n", "{}", stderr(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "[4.0, 4.0]\n",
+        "{}",
+        stderr(&o)
+    );
 }

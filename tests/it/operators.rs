@@ -53,14 +53,29 @@ let g = fun h x -> snd (vjp h x 1.0)
     let p = temp_file("operators_types.fsm", src);
     let o = cli(&["check", p.to_str().expect("path")]);
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("j : Double * Double -> Double * Double"), "{out}");
-    assert!(out.contains("v : Double * Double -> Double * Double * Double"), "{out}");
+    assert!(
+        out.contains("j : Double * Double -> Double * Double"),
+        "{out}"
+    );
+    assert!(
+        out.contains("v : Double * Double -> Double * Double * Double"),
+        "{out}"
+    );
     assert!(out.contains("g : ('a -> Double) -> 'a -> 'a"), "{out}");
     // The tangent must have the argument's type; the cotangent the result's.
     for (bad, code) in [
-        ("let e = fun (x: Double) -> jvp sin x [1.0]", "type-mismatch"),
-        ("let e = fun (x: Double) -> vjp (fun y -> [y]) x 1.0", "type-mismatch"),
-        ("let e = fun (x: Double) -> jvp (fun g -> g 1.0) sin sin", "function-as-data"),
+        (
+            "let e = fun (x: Double) -> jvp sin x [1.0]",
+            "type-mismatch",
+        ),
+        (
+            "let e = fun (x: Double) -> vjp (fun y -> [y]) x 1.0",
+            "type-mismatch",
+        ),
+        (
+            "let e = fun (x: Double) -> jvp (fun g -> g 1.0) sin sin",
+            "function-as-data",
+        ),
     ] {
         let p = temp_file("operators_bad.fsm", bad);
         let o = cli(&["check", p.to_str().expect("path")]);
@@ -121,8 +136,16 @@ fn no_perturbation_confusion_in_any_mode_pair() {
         ));
     }
     for pair in ["FF", "FR", "RF", "RR"] {
-        assert_eq!(run_text(&src, &format!("ne1{pair}"), Some("[1.0]")), "1.0", "NE1 {pair}");
-        assert_eq!(run_text(&src, &format!("ne2{pair}"), Some("[1.0]")), "2.0", "NE2 {pair}");
+        assert_eq!(
+            run_text(&src, &format!("ne1{pair}"), Some("[1.0]")),
+            "1.0",
+            "NE1 {pair}"
+        );
+        assert_eq!(
+            run_text(&src, &format!("ne2{pair}"), Some("[1.0]")),
+            "2.0",
+            "NE2 {pair}"
+        );
     }
 }
 
@@ -162,9 +185,19 @@ let ne4FD = fun (x: Vector) (v: Vector) -> hvpFD ne4 x v
     let ne4 = [0.23595179987592768, 0.3646527816264336, 0.49335376337693965];
     let input = "[[0.1, 0.2, 0.3], [0.2, 0.3, 0.4]]";
     for pair in ["FF", "FR", "RF", "RR"] {
-        close(&doubles(&src, &format!("ne4{pair}"), input), &ne4, 1e-12, pair);
+        close(
+            &doubles(&src, &format!("ne4{pair}"), input),
+            &ne4,
+            1e-12,
+            pair,
+        );
     }
-    close(&doubles(&src, "ne4FD", input), &ne4, 1e-6, "FD over reverse");
+    close(
+        &doubles(&src, "ne4FD", input),
+        &ne4,
+        1e-6,
+        "FD over reverse",
+    );
 }
 
 /// Third order, mixing modes: d³/dx³ x⁴ = 24x in each of the eight
@@ -213,7 +246,11 @@ let rv14 = fun (x: Double) -> vjp (fun x -> 3.0) x 1.0
 ";
     let cases: [(&str, &str, Vec<f64>); 10] = [
         ("rv1", "[4.0]", vec![4.0, 1.0]),
-        ("rv2", "[0.0]", vec![0.4546487134128409, -0.4161468365471424]),
+        (
+            "rv2",
+            "[0.0]",
+            vec![0.4546487134128409, -0.4161468365471424],
+        ),
         ("rv3", "[3.0]", vec![9.0, 6.0]),
         ("rv4", "[[2.0, 3.0]]", vec![48.0, 48.0, 28.0]),
         ("rv5", "[2.0]", vec![6.0, 5.0]),
@@ -254,7 +291,12 @@ let dot = fun (m: Matrix) (t: Matrix) (w: Vector) ->
         "dot",
         "[[[0.5, 1.5], [-2.0, 0.25], [1.0, 1.0]], [[0.1, -0.3], [0.7, 0.2], [-1.1, 0.4]], [2.0, -1.0, 0.5]]",
     );
-    assert!(rho(d[0], d[1]) <= 1e-15, "⟨Jt, w⟩ = {} but ⟨t, Jᵀw⟩ = {}", d[0], d[1]);
+    assert!(
+        rho(d[0], d[1]) <= 1e-15,
+        "⟨Jt, w⟩ = {} but ⟨t, Jᵀw⟩ = {}",
+        d[0],
+        d[1]
+    );
 }
 
 /// Structured independent variables: `gradient` with respect to a
@@ -273,11 +315,17 @@ let withIndex = fun (x: Double) (k: Index) -> gradient (fun p -> fst p * toDoubl
         let p = temp_file("operators_structured.fsm", src);
         let p = p.to_str().expect("path");
         let out = |entry: &str, input: &str| {
-            let o = cli(&["run", p, "--entry", entry, "--input", input, "--engine", engine]);
+            let o = cli(&[
+                "run", p, "--entry", entry, "--input", input, "--engine", engine,
+            ]);
             assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
             String::from_utf8_lossy(&o.stdout).trim().to_string()
         };
-        assert_eq!(out("tup", "[2.0, [1.0, 3.0]]"), "[4.0, [2.0, 2.0]]", "{engine}");
+        assert_eq!(
+            out("tup", "[2.0, [1.0, 3.0]]"),
+            "[4.0, [2.0, 2.0]]",
+            "{engine}"
+        );
         assert_eq!(
             out("cube", t),
             "[[[2.0, 4.0], [6.0, 8.0]], [[10.0, 12.0], [14.0, -16.0]]]",
@@ -309,7 +357,10 @@ let hvpRR = fun (x: Vector) (v: Vector) -> snd (vjp (fun y -> gradient f y) x v)
     }
     for r in &ratios {
         assert!(*r < 30.0, "ops ratio {ratios:?}");
-        assert!((r - ratios[0]).abs() <= 0.05 * ratios[0], "ops ratio grows: {ratios:?}");
+        assert!(
+            (r - ratios[0]).abs() <= 0.05 * ratios[0],
+            "ops ratio grows: {ratios:?}"
+        );
     }
 }
 
@@ -319,12 +370,21 @@ let hvpRR = fun (x: Vector) (v: Vector) -> snd (vjp (fun y -> gradient f y) x v)
 fn specialisation_runs_once_and_only_when_needed() {
     let passes = |src: &str| -> String {
         let p = temp_file("operators_passes.fsm", src);
-        let o = cli(&["--passes", "run", p.to_str().expect("path"), "--input", "[0.5]"]);
+        let o = cli(&[
+            "--passes",
+            "run",
+            p.to_str().expect("path"),
+            "--input",
+            "[0.5]",
+        ]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8_lossy(&o.stderr).to_string()
     };
     let with = passes("let main = fun (x: Double) -> gradient (fun y -> y * sin y) x\n");
-    assert!(with.contains("{\"pass\": \"specialise\", \"count\": 1,"), "{with}");
+    assert!(
+        with.contains("{\"pass\": \"specialise\", \"count\": 1,"),
+        "{with}"
+    );
     let without = passes("let main = fun (x: Double) -> snd (diff (fun y -> y * sin y) x)\n");
     assert!(!without.contains("specialise"), "{without}");
 }
@@ -346,7 +406,11 @@ fn stalingrad_programs_in_four_variants_give_gradbench_values() {
         let o = cli(&[
             "run", file, "--entry", entry, "--input", input, "--engine", "native",
         ]);
-        assert!(o.status.success(), "{entry}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "{entry}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         let v: Value = serde_json::from_slice::<serde_json::Value>(&o.stdout)
             .map(|j| json_value(&j))
             .expect("JSON");
@@ -363,10 +427,15 @@ fn stalingrad_programs_in_four_variants_give_gradbench_values() {
     for mode in ["fwd", "rev"] {
         let (e, de) = crate::common::grad_cli(
             particle,
-            &["--entry", "energy", "--wrt", "w", "--mode", mode, "--input", "[0.0]"],
+            &[
+                "--entry", "energy", "--wrt", "w", "--mode", mode, "--input", "[0.0]",
+            ],
         );
         assert!(rho(e, 3.199079002508199) <= 1e-9, "{mode}: E(0) = {e}");
-        assert!(rho(de[0], -19.404636450028196) <= 1e-9, "{mode}: dE/dw(0) = {de:?}");
+        assert!(
+            rho(de[0], -19.404636450028196) <= 1e-9,
+            "{mode}: dE/dw(0) = {de:?}"
+        );
     }
 }
 
@@ -376,4 +445,52 @@ fn json_value(j: &serde_json::Value) -> Value {
         serde_json::Value::Number(n) => Value::Double(n.as_f64().expect("a number")),
         other => panic!("unexpected {other}"),
     }
+}
+
+/// Structured independent variables at the command line: `--wrt` of a
+/// tuple and of an array of rank 3 in reverse mode, and several
+/// parameters at once (`--wrt a,v`) in every mode, keyed by name; the
+/// forward modes, which need a Double, Vector or Matrix, say so.
+#[test]
+fn the_command_line_differentiates_with_respect_to_structured_and_several_parameters() {
+    let src = "let f = fun (p: Double * Vector) (t: Array<Array<Vector>>) (n: Index) ->
+  fst p * vectorSum (snd p) * toDouble n
+    + matrixSum (build (length t) (fun i -> build (length (t[i])) (fun j -> vectorNormSq (t[i][j]))))
+let g = fun (a: Double) (v: Vector) -> a * vectorSum v + sin a
+";
+    let p = temp_file("operators_cli_wrt.fsm", src);
+    let p = p.to_str().expect("path");
+    let input = "[[2.0, [1.0, 3.0]], [[[1.0, 2.0]], [[0.5, -1.0], [3.0, 0.0]]], 2]";
+    let grad = |entry: &str, wrt: &str, mode: &str, input: &str| {
+        let o = cli(&[
+            "grad", p, "--entry", entry, "--wrt", wrt, "--mode", mode, "--input", input,
+        ]);
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).trim().to_string(),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+        )
+    };
+    let (ok, out, err) = grad("f", "p,t", "rev", input);
+    assert!(ok, "{err}");
+    assert_eq!(
+        out,
+        "{\"value\": 31.25, \"gradient\": {\"p\": [8.0, [4.0, 4.0]], \"t\": [[[2.0, 4.0]], [[1.0, -2.0], [6.0, 0.0]]]}}"
+    );
+    let want = (0.5f64.cos() + 3.0, 0.5);
+    for mode in ["fwd", "fwd-opt", "fwd-vec", "rev", "tape"] {
+        let (ok, out, err) = grad("g", "a,v", mode, "[0.5, [1.0, 2.0]]");
+        assert!(ok, "{mode}: {err}");
+        let j: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        let a = j["gradient"]["a"].as_f64().expect("a");
+        let v = &j["gradient"]["v"];
+        assert!(rho(a, want.0) <= 1e-15, "{mode}: {out}");
+        assert_eq!(v, &serde_json::json!([want.1, want.1]), "{mode}: {out}");
+    }
+    let (ok, _, err) = grad("f", "p", "fwd", input);
+    assert!(!ok);
+    assert!(
+        err.contains("error[input-parameters]") && err.contains("rev"),
+        "{err}"
+    );
 }

@@ -224,9 +224,11 @@ impl Reverse<'_, '_> {
         let total = self.b.get(ov, m);
         let z = self.zero_ct(&el);
         let v = self.b.var(xb, cotangent_type(&bd.ty));
-        let dense = self
-            .b
-            .prim(Prim::Accum, vec![z, total, v], Type::array(cotangent_type(&el)));
+        let dense = self.b.prim(
+            Prim::Accum,
+            vec![z, total, v],
+            Type::array(cotangent_type(&el)),
+        );
         let (dn, dt) = self.bind(lets, "dense", dense);
         let xv = self.b.var(xss, xt.clone());
         let m = self.b.length(xv);

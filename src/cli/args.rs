@@ -128,6 +128,26 @@ pub enum Command {
     /// ADBench workloads: objective and gradient from ADBench's input files.
     #[command(subcommand)]
     Adbench(AdbenchCmd),
+    /// Act as a GradBench tool: read the eval's messages (one JSON object
+    /// per line) on standard input and answer each on standard output
+    /// (GradBench's protocol: start, define, evaluate, analysis). Every
+    /// eval is an F̃ program compiled to native code at `define`.
+    Gradbench {
+        /// What runs the functions.
+        #[arg(long, value_enum, default_value_t = Engine::Native)]
+        engine: Engine,
+        /// Evaluator steps per run, or native loop iterations (no limit by
+        /// default: GradBench's workloads are large).
+        #[arg(long, default_value_t = u64::MAX)]
+        fuel: u64,
+        /// The most elements an array may have (E-Limit).
+        #[arg(long, default_value_t = Limits::ELEMENTS)]
+        max_elements: u64,
+        /// Print the modules fsmooth implements, one per line (GradBench's
+        /// `evals.txt`), and exit.
+        #[arg(long)]
+        list: bool,
+    },
     /// Compile an entry (or the derivative program of a mode) ahead of time
     /// into a C-ABI object file for this host, with a C header:
     /// `gcc main.c out.o -lm` links it.

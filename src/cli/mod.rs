@@ -14,6 +14,7 @@
 mod args;
 mod derivative;
 mod fuzz;
+mod gradbench;
 mod json;
 mod optimise;
 mod program;
@@ -103,6 +104,19 @@ fn run(command: Command) -> Result<(), Failure> {
             exact,
         } => optimise::opt(&file, &entry, rules, (explain, stats, check), exact),
         Command::Adbench(cmd) => workload::adbench(cmd),
+        Command::Gradbench {
+            engine,
+            fuel,
+            max_elements,
+            list,
+        } => gradbench::serve(
+            engine,
+            crate::eval::Limits {
+                fuel,
+                elements: max_elements,
+            },
+            list,
+        ),
         Command::Rules(cmd) => tools::rules(cmd),
         Command::Fuzz(args) => fuzz::fuzz(args),
         Command::Difftest {

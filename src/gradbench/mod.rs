@@ -41,6 +41,31 @@ const MODULES: &[(&str, &str, &[(&str, Output)])] = &[
         &[("square", Output::Value), ("double", Output::Value)],
     ),
     (
+        "lse",
+        include_str!("../../tools/fsmooth/lse.fsm"),
+        &[("primal", Output::Value), ("gradient", Output::Value)],
+    ),
+    (
+        "llsq",
+        include_str!("../../tools/fsmooth/llsq.fsm"),
+        &[("primal", Output::Value), ("gradient", Output::Value)],
+    ),
+    (
+        "det",
+        include_str!("../../tools/fsmooth/det.fsm"),
+        &[("primal", Output::Value), ("gradient", Output::Value)],
+    ),
+    (
+        "ode",
+        include_str!("../../tools/fsmooth/ode.fsm"),
+        &[("primal", Output::Value), ("gradient", Output::Value)],
+    ),
+    (
+        "kmeans",
+        include_str!("../../tools/fsmooth/kmeans.fsm"),
+        &[("cost", Output::Value), ("dir", Output::Value)],
+    ),
+    (
         "particle",
         include_str!("../../examples/stalingrad/particle.fsm"),
         &[

@@ -15,6 +15,7 @@ mod eval;
 mod forward;
 mod fuzz;
 mod golden;
+mod gradbench;
 mod native;
 mod operators;
 mod opt;

@@ -32,64 +32,71 @@ use crate::interchange::value_from_json;
 use crate::pipeline::{Engine, Entry, Session};
 use outputs::Output;
 
-/// The evals fsmooth implements: module name, F̃ source, and each
-/// GradBench function with its output adapter.
-const MODULES: &[(&str, &str, &[(&str, Output)])] = &[
-    (
-        "hello",
-        include_str!("../../tools/fsmooth/hello.fsm"),
-        &[("square", Output::Value), ("double", Output::Value)],
-    ),
-    (
-        "lse",
-        include_str!("../../tools/fsmooth/lse.fsm"),
-        &[("primal", Output::Value), ("gradient", Output::Value)],
-    ),
-    (
-        "llsq",
-        include_str!("../../tools/fsmooth/llsq.fsm"),
-        &[("primal", Output::Value), ("gradient", Output::Value)],
-    ),
-    (
-        "det",
-        include_str!("../../tools/fsmooth/det.fsm"),
-        &[("primal", Output::Value), ("gradient", Output::Value)],
-    ),
-    (
-        "ode",
-        include_str!("../../tools/fsmooth/ode.fsm"),
-        &[("primal", Output::Value), ("gradient", Output::Value)],
-    ),
-    (
-        "kmeans",
-        include_str!("../../tools/fsmooth/kmeans.fsm"),
-        &[("cost", Output::Value), ("dir", Output::Value)],
-    ),
-    (
-        "particle",
-        include_str!("../../examples/stalingrad/particle.fsm"),
-        &[
+/// An eval fsmooth implements: its module name, its F̃ program, and each
+/// GradBench function (an entry of the program) with its output adapter.
+struct Eval {
+    module: &'static str,
+    source: &'static str,
+    functions: &'static [(&'static str, Output)],
+}
+
+/// The evals fsmooth implements.
+const MODULES: &[Eval] = &[
+    Eval {
+        module: "hello",
+        source: include_str!("../../tools/fsmooth/hello.fsm"),
+        functions: &[("square", Output::Value), ("double", Output::Value)],
+    },
+    Eval {
+        module: "lse",
+        source: include_str!("../../tools/fsmooth/lse.fsm"),
+        functions: &[("primal", Output::Value), ("gradient", Output::Value)],
+    },
+    Eval {
+        module: "llsq",
+        source: include_str!("../../tools/fsmooth/llsq.fsm"),
+        functions: &[("primal", Output::Value), ("gradient", Output::Value)],
+    },
+    Eval {
+        module: "det",
+        source: include_str!("../../tools/fsmooth/det.fsm"),
+        functions: &[("primal", Output::Value), ("gradient", Output::Value)],
+    },
+    Eval {
+        module: "ode",
+        source: include_str!("../../tools/fsmooth/ode.fsm"),
+        functions: &[("primal", Output::Value), ("gradient", Output::Value)],
+    },
+    Eval {
+        module: "kmeans",
+        source: include_str!("../../tools/fsmooth/kmeans.fsm"),
+        functions: &[("cost", Output::Value), ("dir", Output::Value)],
+    },
+    Eval {
+        module: "particle",
+        source: include_str!("../../examples/stalingrad/particle.fsm"),
+        functions: &[
             ("ff", Output::Scalar),
             ("fr", Output::Scalar),
             ("rf", Output::Scalar),
             ("rr", Output::Scalar),
         ],
-    ),
-    (
-        "saddle",
-        include_str!("../../examples/stalingrad/saddle.fsm"),
-        &[
+    },
+    Eval {
+        module: "saddle",
+        source: include_str!("../../examples/stalingrad/saddle.fsm"),
+        functions: &[
             ("ff", Output::Value),
             ("fr", Output::Value),
             ("rf", Output::Value),
             ("rr", Output::Value),
         ],
-    ),
+    },
 ];
 
 /// The names of the modules fsmooth implements (`evals.txt`).
 pub fn modules() -> Vec<&'static str> {
-    MODULES.iter().map(|(m, _, _)| *m).collect()
+    MODULES.iter().map(|e| e.module).collect()
 }
 
 /// A defined module: its functions' entries, compiled.
@@ -155,7 +162,12 @@ impl Tool {
         if self.modules.contains_key(module) {
             return Ok(());
         }
-        let Some((_, src, functions)) = MODULES.iter().find(|(m, _, _)| *m == module) else {
+        let Some(Eval {
+            source: src,
+            functions,
+            ..
+        }) = MODULES.iter().find(|e| e.module == module)
+        else {
             return Err(format!(
                 "fsmooth has no implementation of module `{module}` (it implements: {})",
                 modules().join(", ")

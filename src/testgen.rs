@@ -531,10 +531,9 @@ impl Gen<'_> {
                     // A higher-order function applied to a function:
                     // (fun h y -> h (h y)) g.
                     let h = self.fresh();
-                    let mut y = self.fresh();
-                    while y == h {
-                        y = self.fresh();
-                    }
+                    // Two distinct names (fresh may reuse `x1`).
+                    let y: Name = Rc::from(format!("x{}", self.names + 1));
+                    self.names += 1;
                     let hv = self.add(Expr::Var(h.clone()));
                     let yv = self.add(Expr::Var(y.clone()));
                     let inner = self.app(hv, &[yv]);

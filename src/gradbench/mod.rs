@@ -73,6 +73,19 @@ const MODULES: &[Eval] = &[
         functions: &[("cost", Output::Value), ("dir", Output::Value)],
     },
     Eval {
+        module: "gmm",
+        source: include_str!("../../tools/fsmooth/gmm.fsm"),
+        functions: &[
+            ("objective", Output::Value),
+            ("jacobian", Output::Object(&["alpha", "mu", "q", "l"])),
+        ],
+    },
+    Eval {
+        module: "lstm",
+        source: include_str!("../../tools/fsmooth/lstm.fsm"),
+        functions: &[("objective", Output::Value), ("jacobian", Output::Flat)],
+    },
+    Eval {
         module: "particle",
         source: include_str!("../../examples/stalingrad/particle.fsm"),
         functions: &[

@@ -18,6 +18,8 @@ use crate::common::root;
 /// `run.py` flags), and how many analyses each must send.
 const EVALS: &[(&str, &[&str], usize)] = &[
     ("hello", &[], 8),
+    ("gmm", &["-d", "2", "-k", "5", "-n", "10"], 2),
+    ("lstm", &["-l", "1", "-c", "16"], 2),
     ("lse", &["-n", "10"], 2),
     ("llsq", &["-n", "16", "-m", "4"], 2),
     ("det", &["-l", "2", "3"], 4),

@@ -86,6 +86,19 @@ const MODULES: &[Eval] = &[
         functions: &[("objective", Output::Value), ("jacobian", Output::Flat)],
     },
     Eval {
+        module: "ba",
+        source: include_str!("../../tools/fsmooth/ba.fsm"),
+        functions: &[
+            ("objective", Output::BaObjective),
+            ("jacobian", Output::BaJacobian),
+        ],
+    },
+    Eval {
+        module: "ht",
+        source: include_str!("../../tools/fsmooth/ht.fsm"),
+        functions: &[("objective", Output::Value), ("jacobian", Output::Value)],
+    },
+    Eval {
         module: "particle",
         source: include_str!("../../examples/stalingrad/particle.fsm"),
         functions: &[
@@ -250,13 +263,12 @@ fn timing(name: &str, d: Duration) -> Json {
 }
 
 /// The entry's arguments from the eval's input: an object's fields named
-/// like the parameters (others, such as `min_runs`, are ignored), or, for
-/// an entry of one parameter, the input itself.
+/// like the parameters, found at the top level or in the objects nested in
+/// it (HT's `data.model.parents`; the others, such as `min_runs` or HT's
+/// `bone_names`, are ignored), or, for an entry of one parameter, the
+/// input itself.
 fn arguments(entry: &Entry, input: &Json) -> Result<Vec<Value>, String> {
-    let by_name = match input {
-        Json::Object(map) => entry.params.iter().all(|(n, _)| map.contains_key(&**n)),
-        _ => false,
-    };
+    let by_name = entry.params.iter().all(|(n, _)| field(input, n).is_some());
     if !by_name {
         if entry.params.len() == 1 {
             let (n, t) = &entry.params[0];
@@ -271,6 +283,28 @@ fn arguments(entry: &Entry, input: &Json) -> Result<Vec<Value>, String> {
     entry
         .params
         .iter()
-        .map(|(n, t)| value_from_json(&input[&**n], t, n, entry.span).map_err(|e| e.to_string()))
+        .map(|(n, t)| {
+            let j = field(input, n).expect("checked above");
+            value_from_json(j, t, n, entry.span).map_err(|e| e.to_string())
+        })
         .collect()
+}
+
+/// The field `name` of `input` or of the first object nested in it that
+/// has one (breadth first).
+fn field<'j>(input: &'j Json, name: &str) -> Option<&'j Json> {
+    let mut level = vec![input];
+    while !level.is_empty() {
+        let mut next = Vec::new();
+        for j in level {
+            if let Json::Object(map) = j {
+                if let Some(v) = map.get(name) {
+                    return Some(v);
+                }
+                next.extend(map.values().filter(|v| v.is_object()));
+            }
+        }
+        level = next;
+    }
+    None
 }

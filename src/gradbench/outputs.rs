@@ -85,13 +85,20 @@ impl Output {
             Output::BaJacobian => {
                 let (n, m, p) = (field(input, "n")?, field(input, "m")?, field(input, "p")?);
                 let (blocks, wderivs) = pair(v)?;
+                // Only observation 0's block and the last weight's
+                // derivative are printed: read just those.
                 let mut vals = Vec::new();
-                flatten(&blocks, &mut vals);
-                let mut wd = Vec::new();
-                flatten(&wderivs, &mut wd);
-                if p == 0 || vals.len() < 30 || wd.len() != p as usize {
+                blocks.with_elements(|bs| {
+                    if let Some(b) = bs.first() {
+                        flatten(b, &mut vals);
+                    }
+                });
+                let wd: Vec<f64> = wderivs
+                    .with_elements(|ws| ws.iter().filter_map(Value::as_f64).collect())
+                    .unwrap_or_default();
+                if p == 0 || vals.len() != 30 || wd.len() != p as usize {
                     return Err(format!(
-                        "BA's Jacobian: {} block entries and {} weight derivatives for {p} observations",
+                        "BA's Jacobian: {} entries in the first block and {} weight derivatives for {p} observations",
                         vals.len(),
                         wd.len()
                     ));

@@ -20,6 +20,35 @@ const EVALS: &[(&str, &[&str], usize)] = &[
     ("hello", &[], 8),
     ("gmm", &["-d", "2", "-k", "5", "-n", "10"], 2),
     ("lstm", &["-l", "1", "-c", "16"], 2),
+    ("ba", &["--min", "1", "--max", "1"], 2),
+    (
+        "ht",
+        &[
+            "--min",
+            "1",
+            "--max",
+            "1",
+            "--model",
+            "small",
+            "--variant",
+            "simple",
+        ],
+        2,
+    ),
+    (
+        "ht",
+        &[
+            "--min",
+            "1",
+            "--max",
+            "1",
+            "--model",
+            "small",
+            "--variant",
+            "complicated",
+        ],
+        2,
+    ),
     ("lse", &["-n", "10"], 2),
     ("llsq", &["-n", "16", "-m", "4"], 2),
     ("det", &["-l", "2", "3"], 4),
@@ -172,4 +201,39 @@ fn gradbench_protocol_answers_every_message() {
         assert!(lines[k]["error"].is_string(), "{}", lines[k]);
     }
     assert_eq!(lines[8], serde_json::json!({"id": 7}));
+}
+
+/// The tool directory is in GradBench's layout (`tools/fsmooth/` with a
+/// Dockerfile, a README and `evals.txt`), and `evals.txt` lists exactly the
+/// modules the tool implements.
+#[test]
+fn tool_directory_lists_what_the_tool_implements() {
+    let dir = root().join("tools/fsmooth");
+    for f in ["Dockerfile", "README.md", "evals.txt"] {
+        assert!(dir.join(f).exists(), "tools/fsmooth/{f}");
+    }
+    let listed = std::fs::read_to_string(dir.join("evals.txt")).expect("evals.txt");
+    let o = crate::common::cli(&["gradbench", "--list"]);
+    let mut implemented: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    implemented.sort();
+    let listed: Vec<String> = listed.lines().map(str::to_string).collect();
+    assert_eq!(listed, implemented);
+    for (name, _, _) in EVALS {
+        assert!(
+            listed.iter().any(|l| l == name),
+            "{name} is tested but not listed"
+        );
+    }
+    assert_eq!(
+        listed.len(),
+        EVALS
+            .iter()
+            .map(|e| e.0)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        "every implemented eval is relayed by gradbench_evals_validate_fsmooth"
+    );
 }

@@ -8,7 +8,8 @@
 //! - `args`: the grammar; `render`: diagnostics; `json`: the JSON layout;
 //! - `program` (`check`, `print`, `run`), `derivative` (`grad`, `jacobian`,
 //!   `vjp`, `ad`, `compile`), `optimise` (`opt`), `workload` (`adbench`),
-//!   `tools` (`rules`, `difftest`), `fuzz`: the commands, each loading its
+//!   `tools` (`rules`, `difftest`), `fuzz`, `gradbench` (the GradBench
+//!   protocol): the commands, each loading its
 //!   program once into a `pipeline::Session`.
 
 mod args;

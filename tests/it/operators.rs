@@ -494,3 +494,30 @@ let g = fun (a: Double) (v: Vector) -> a * vectorSum v + sin a
         "{err}"
     );
 }
+
+/// A function value that cannot be written out as first-order code — an
+/// entry whose parameter is a function, here the prelude's `gradient` — is
+/// `unresolved-function` at the definition, never a crash or a silent
+/// fallback (S-Residual).
+#[test]
+fn an_entry_taking_a_function_is_unresolved() {
+    let p = temp_file(
+        "operators_unresolved.fsm",
+        "let main = fun (x: Double) -> x\n",
+    );
+    let o = cli(&[
+        "run",
+        p.to_str().expect("path"),
+        "--entry",
+        "gradient",
+        "--input",
+        "[1.0]",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("error[unresolved-function]"), "{err}");
+    assert!(
+        err.contains("<prelude>:"),
+        "located at the definition: {err}"
+    );
+}

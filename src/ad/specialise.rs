@@ -125,19 +125,28 @@ impl Specialiser<'_, '_> {
         let lets = self.frames.pop().expect("pushed");
         let mut out = r?;
         for (n, v) in lets.into_iter().rev() {
-            out = self.b.let_(n, v, out);
+            // Annotated with the (ground) type: the program is inferred
+            // again, and a λ's annotation the let replaces (S-App) may be
+            // all that fixed an integer literal to Index.
+            let (vt, bt) = (self.b.ty(v), self.b.ty(out));
+            out = self.b.add(
+                Expr::Let {
+                    name: n,
+                    ann: Some(vt),
+                    value: v,
+                    body: out,
+                },
+                bt,
+            );
         }
         Ok(out)
     }
 
-    /// A data value as a variable of the residual program, bound in the
-    /// current frame unless it is one already.
+    /// A data value as a variable of the residual program, bound (with
+    /// its type) in the current frame — a variable too, so that the type
+    /// a λ's annotation gave it stays written down.
     fn share(&mut self, e: ExprId, stem: &str) -> (Name, Type) {
         let ty = self.b.ty(e);
-        if let Expr::Var(x) = self.b.prog.expr(e) {
-            // A variable of the residual program: bound already.
-            return (x.clone(), ty);
-        }
         let n = self.b.fresh(stem);
         self.frames
             .last_mut()

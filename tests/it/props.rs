@@ -68,9 +68,19 @@ proptest! {
         let full = with_prelude(&p, ty);
         let typing = infer_program(&full).expect("generated programs are well typed");
         let mut m = monomorphise(&full, &typing, "typed'check").expect("entry exists");
-        // Nested `deriv` is expanded before evaluation, as Session::entry does.
+        // Nested `deriv`, `jvp` and `vjp` are expanded before evaluation, as
+        // Session::entry does: after specialisation when the program has
+        // operators or a `deriv` over a function variable (S-App).
         if fsmooth::ad::has_deriv(&m.program) {
-            fsmooth::ad::expand_program(&mut m.program, &mut m.types, Default::default(), None).expect("AD expands");
+            let (mut p2, mut t2) = (m.program.clone(), m.types.clone());
+            let plain = !fsmooth::ad::has_operators(&m.program)
+                && fsmooth::ad::expand_program(&mut p2, &mut t2, Default::default(), None).is_ok();
+            if plain {
+                (m.program, m.types) = (p2, t2);
+            } else {
+                fsmooth::ad::specialise_program(&mut m.program, &mut m.types, "typed'check").expect("specialises");
+                fsmooth::ad::expand_program(&mut m.program, &mut m.types, Default::default(), None).expect("AD expands");
+            }
             let t = infer_program(&m.program).expect("AD output is well typed");
             m = monomorphise(&m.program, &t, "typed'check").expect("entry exists");
         }

@@ -196,8 +196,9 @@ impl Specialiser<'_, '_> {
                 };
                 let was = self.b.at(span);
                 let body = self.frame(|s| {
-                    let pv = s.b.var(&p, (**a).clone());
-                    let v = s.apply(&c, Sv::Data(pv))?;
+                    // The λ's own (annotated) parameter: no `let` between
+                    // it and the next λ of a curried entry.
+                    let v = s.apply_to(&c, Bound::Data(p.clone(), (**a).clone()))?;
                     s.residual(v, r, span, keep)
                 });
                 let body = body.inspect_err(|_| self.b.restore(was))?;
@@ -231,6 +232,18 @@ impl Specialiser<'_, '_> {
                 Bound::Data(n, t)
             }
             Sv::Fun(f) => Bound::Fun(f),
+        };
+        let env = bind(&c.env, param, value);
+        self.spec(body, &env)
+    }
+
+    /// The closure's body specialised with its parameter standing for
+    /// `value` as it is.
+    fn apply_to(&mut self, c: &Closure, value: Bound) -> Result<Sv, AdError> {
+        let Expr::Lam { param, body, .. } = self.b.prog.expr(c.lam).clone() else {
+            return Err(AdError::Internal {
+                message: "specialisation: a closure without a lambda".into(),
+            });
         };
         let env = bind(&c.env, param, value);
         self.spec(body, &env)

@@ -45,32 +45,7 @@ enum Bound {
     Fun(Rc<Closure>),
 }
 
-type Env = Option<Rc<EnvNode>>;
-
-struct EnvNode {
-    name: Name,
-    value: Bound,
-    next: Env,
-}
-
-fn lookup(env: &Env, x: &Name) -> Option<Bound> {
-    let mut cur = env;
-    while let Some(node) = cur {
-        if node.name == *x {
-            return Some(node.value.clone());
-        }
-        cur = &node.next;
-    }
-    None
-}
-
-fn bind(env: &Env, name: Name, value: Bound) -> Env {
-    Some(Rc::new(EnvNode {
-        name,
-        value,
-        next: env.clone(),
-    }))
-}
+type Env = crate::ir::env::Env<Bound>;
 
 /// Specialises `b.prog` for its entry `entry` (in place): the entry and
 /// every data definition are rewritten; the other function definitions,
@@ -93,7 +68,7 @@ pub fn specialise_program(b: &mut Builder<'_>, entry: &str) -> Result<(), AdErro
         // The entry keeps its parameters' names (the command line reads
         // its inputs by them) unless a definition has the same name.
         let body = s.frame(|s| {
-            let v = s.spec(d.body, &None)?;
+            let v = s.spec(d.body, &Env::empty())?;
             s.residual(v, &ty, d.span, is_entry)
         })?;
         kept.push(Def { body, ..d.clone() });
@@ -233,7 +208,7 @@ impl Specialiser<'_, '_> {
             }
             Sv::Fun(f) => Bound::Fun(f),
         };
-        let env = bind(&c.env, param, value);
+        let env = c.env.bind(param, value);
         self.spec(body, &env)
     }
 
@@ -245,7 +220,7 @@ impl Specialiser<'_, '_> {
                 message: "specialisation: a closure without a lambda".into(),
             });
         };
-        let env = bind(&c.env, param, value);
+        let env = c.env.bind(param, value);
         self.spec(body, &env)
     }
 
@@ -259,7 +234,7 @@ impl Specialiser<'_, '_> {
     fn spec_node(&mut self, e: ExprId, env: &Env) -> Result<Sv, AdError> {
         let ty = self.b.ty(e);
         Ok(match self.b.prog.expr(e).clone() {
-            Expr::Var(x) => match lookup(env, &x) {
+            Expr::Var(x) => match env.lookup(&x) {
                 Some(Bound::Data(n, t)) => Sv::Data(self.b.var(&n, t)),
                 Some(Bound::Fun(c)) => Sv::Fun(c),
                 None => self.global(&x, ty)?,
@@ -291,7 +266,7 @@ impl Specialiser<'_, '_> {
                     }
                     Sv::Fun(c) => Bound::Fun(c),
                 };
-                let env = bind(env, name, bound);
+                let env = env.bind(name, bound);
                 self.spec(body, &env)?
             }
             Expr::If { cond, then_, else_ } => {
@@ -315,7 +290,7 @@ impl Specialiser<'_, '_> {
                 ))
             }
             Expr::Deriv { body, wrt } => {
-                let Some(Bound::Data(w, _)) = lookup(env, &wrt) else {
+                let Some(Bound::Data(w, _)) = env.lookup(&wrt) else {
                     return Err(AdError::Internal {
                         message: format!("specialisation: `deriv` variable `{wrt}` is not data"),
                     });
@@ -359,7 +334,7 @@ impl Specialiser<'_, '_> {
         let body = self.defs[j].body;
         let all = self.defs;
         self.defs = &all[..j];
-        let v = self.spec(body, &None);
+        let v = self.spec(body, &Env::empty());
         self.defs = all;
         v
     }

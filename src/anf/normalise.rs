@@ -29,32 +29,7 @@ struct Closure {
     env: Env,
 }
 
-type Env = Option<Rc<EnvNode>>;
-
-struct EnvNode {
-    name: Name,
-    value: Sv,
-    next: Env,
-}
-
-fn lookup(env: &Env, x: &Name) -> Option<Sv> {
-    let mut cur = env.as_ref();
-    while let Some(n) = cur {
-        if n.name == *x {
-            return Some(n.value.clone());
-        }
-        cur = n.next.as_ref();
-    }
-    None
-}
-
-fn bind(env: &Env, name: Name, value: Sv) -> Env {
-    Some(Rc::new(EnvNode {
-        name,
-        value,
-        next: env.clone(),
-    }))
-}
+type Env = crate::ir::env::Env<Sv>;
 
 pub struct Normaliser<'a> {
     prog: &'a Program,
@@ -196,7 +171,7 @@ impl Normaliser<'_> {
         // A data definition is computed once, at the top of the entry.
         let saved = std::mem::replace(&mut self.blocks, vec![Vec::new()]);
         let saved_memo = std::mem::replace(&mut self.memo, vec![std::collections::HashMap::new()]);
-        let v = self.norm(body, &None);
+        let v = self.norm(body, &Env::empty());
         let top = std::mem::replace(&mut self.blocks, saved);
         self.memo = saved_memo;
         let v = v?;
@@ -218,7 +193,7 @@ impl Normaliser<'_> {
                 message: "closure without a lambda".into(),
             });
         };
-        let env = bind(&c.env, param, arg);
+        let env = c.env.bind(param, arg);
         self.norm(body, &env)
     }
 
@@ -237,7 +212,7 @@ impl Normaliser<'_> {
 
     fn norm_node(&mut self, e: ExprId, env: &Env) -> Result<Sv, AnfError> {
         Ok(match self.prog.expr(e).clone() {
-            Expr::Var(x) => match lookup(env, &x) {
+            Expr::Var(x) => match env.lookup(&x) {
                 Some(v) => v,
                 None => self.global(&x)?,
             },
@@ -255,7 +230,7 @@ impl Normaliser<'_> {
                 name, value, body, ..
             } => {
                 let v = self.norm(value, env)?;
-                let env = bind(env, name, v);
+                let env = env.bind(name, v);
                 self.norm(body, &env)?
             }
             Expr::If { cond, then_, else_ } => {

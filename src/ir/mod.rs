@@ -11,6 +11,7 @@
 //! - top-level definitions are non-recursive and refer only to earlier ones.
 
 pub mod build;
+pub mod env;
 pub mod prim;
 
 pub use prim::Prim;

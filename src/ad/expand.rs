@@ -19,6 +19,7 @@
 
 use std::collections::HashMap;
 
+use super::accum::accumulable;
 use super::forward::Forward;
 use super::{AdError, ForwardMode};
 use crate::ir::build::Builder;
@@ -449,11 +450,37 @@ impl<'b, 'a> Expander<'b, 'a> {
             body,
             free: fvs,
         } = self.operand(fun)?;
-        let mut lam = body;
+        let accumulators = self.under_vjp == 0;
+        // R-Vjp-Tuple: a tuple argument with arrays of Doubles among its
+        // components is passed as its components, each an independent
+        // parameter with a dense accumulator of its own (§5.6); the
+        // gradient is the tuple of theirs.
+        let spine = tuple_spine(&pt);
+        let split = accumulators && spine.len() > 1 && spine.iter().any(accumulable);
+        let comps: Vec<(Name, Type)> = if split {
+            spine
+                .iter()
+                .map(|t| (self.b.fresh("c"), t.clone()))
+                .collect()
+        } else {
+            vec![(p.clone(), pt.clone())]
+        };
+        let mut lam = if split {
+            let parts: Vec<ExprId> = comps
+                .iter()
+                .map(|(c, t)| self.b.var(c, t.clone()))
+                .collect();
+            let tuple = right_nested(self.b, parts);
+            self.b.let_(p.clone(), tuple, body)
+        } else {
+            body
+        };
         for (v, t) in fvs.iter().rev() {
             lam = self.b.lam(v.clone(), t.clone(), lam);
         }
-        lam = self.b.lam(p, pt.clone(), lam);
+        for (c, t) in comps.iter().rev() {
+            lam = self.b.lam(c.clone(), t.clone(), lam);
+        }
         let name = self.b.fresh("vjp");
         // First in the program: no other definition is computed with it.
         self.b.prog.defs.insert(
@@ -466,29 +493,50 @@ impl<'b, 'a> Expander<'b, 'a> {
                 prelude: false,
             },
         );
-        let params: Vec<Type> = std::iter::once(pt)
-            .chain(fvs.iter().map(|(_, t)| t.clone()))
-            .collect();
-        let normal = crate::anf::normalise(self.b.prog, self.b.types, &name, &params);
+        let params: Vec<Type> = comps.iter().chain(&fvs).map(|(_, t)| t.clone()).collect();
+        let normal = if split {
+            crate::anf::normalise_projecting(self.b.prog, self.b.types, &name, &params)
+        } else {
+            crate::anf::normalise(self.b.prog, self.b.types, &name, &params)
+        };
         self.b.prog.defs.remove(0);
         let normal = normal?;
         let def = super::reverse::reverse_program(
             self.b,
             &normal,
-            0,
+            &(0..comps.len()).collect::<Vec<_>>(),
             true,
             &name,
             super::Checkpointing::default(),
             // R-Vjp-Nested: code another `vjp` reverses keeps sparse
-            // cotangents (spec/ad-reverse.md §9.3).
-            self.under_vjp == 0,
+            // cotangents (spec/ad-reverse.md §10.2).
+            accumulators,
         )?;
-        let mut out = self.b.app(def.body, at);
+        let xn = self.b.fresh("x");
+        let mut out = def.body;
+        let mut rest = self.b.var(&xn, pt.clone());
+        // The components of the argument, as arguments: fst x, fst (snd
+        // x), …, the last snd.
+        for k in 0..comps.len() {
+            if k + 1 == comps.len() {
+                out = self.b.app(out, rest);
+                break;
+            }
+            let part = self.b.fst(rest);
+            out = self.b.app(out, part);
+            let whole = self.b.var(&xn, pt.clone());
+            let mut r = whole;
+            for _ in 0..=k {
+                r = self.b.snd(r);
+            }
+            rest = r;
+        }
         for (v, t) in &fvs {
             let a = self.b.var(v, t.clone());
             out = self.b.app(out, a);
         }
-        Ok(self.b.app(out, dir))
+        let out = self.b.app(out, dir);
+        Ok(self.b.let_(xn, at, out))
     }
 
     /// D-Vec-Deriv: `deriv e (x : Vector)` in vector forward mode, the
@@ -660,6 +708,22 @@ fn hot_element(b: &mut Builder<'_>, x: &Name, idx: &[Name], at: &[Name]) -> Expr
     let zero = b.double(0.0);
     let t = b.if_(cond.expect("at least one index"), one, zero);
     b.pair(v, t)
+}
+
+/// The components of a right-nested tuple type `(T₁, (T₂, … Tₖ))`.
+fn tuple_spine(t: &Type) -> Vec<Type> {
+    match t {
+        Type::Pair(a, b) => std::iter::once((**a).clone())
+            .chain(tuple_spine(b))
+            .collect(),
+        other => vec![other.clone()],
+    }
+}
+
+/// `(e₁, (e₂, … eₖ))`.
+fn right_nested(b: &mut Builder<'_>, mut parts: Vec<ExprId>) -> ExprId {
+    let last = parts.pop().expect("at least one component");
+    parts.into_iter().rev().fold(last, |acc, e| b.pair(e, acc))
 }
 
 /// P[v, t]: the dual form of `v : ty` whose tangents are the Doubles at

@@ -194,8 +194,15 @@ pub fn reverse_program(
     let mut out = Program::new();
     let mut out_types = SecondaryMap::new();
     let mut b = Builder::new(&mut out, &mut out_types);
-    let def =
-        reverse::reverse_program(&mut b, normal, wrt, seed, "rev'entry", checkpointing, true)?;
+    let def = reverse::reverse_program(
+        &mut b,
+        normal,
+        &[wrt],
+        seed,
+        "rev'entry",
+        checkpointing,
+        true,
+    )?;
     out.defs.push(def);
     Ok((out, out_types))
 }

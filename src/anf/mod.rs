@@ -26,7 +26,7 @@ use thiserror::Error;
 use crate::diagnostic::{Diagnose, Span};
 use crate::ir::{Lit, Name, Prim, Type};
 
-pub use normalise::{Normaliser, normalise};
+pub use normalise::{Normaliser, normalise, normalise_projecting};
 pub use rename::fresh_copy;
 pub use to_ir::normal_program;
 

@@ -43,6 +43,11 @@ pub struct Normaliser<'a> {
     globals: Vec<(Name, Sv)>,
     /// Top-level bindings of data definitions, in order of first use.
     top: Vec<Binding>,
+    /// Whether projections of known pairs are resolved
+    /// ([`normalise_projecting`]), and the components of every pair the
+    /// normal form binds (names are fresh, so one map serves every block).
+    project: bool,
+    pairs: std::collections::HashMap<Name, (Atom, Atom)>,
     counter: u32,
     /// The span of the expression being normalised, and every binding's.
     span: Span,
@@ -57,13 +62,37 @@ pub fn normalise(
     entry: &str,
     params: &[Type],
 ) -> Result<Normal, AnfError> {
+    normalise_with(prog, types, entry, params, false)
+}
+
+/// [`normalise`], where a projection of a pair the normal form bound is
+/// that pair's component (R-Vjp-Tuple: the components of a tuple argument,
+/// passed separately, stay the parameters reverse mode places).
+pub fn normalise_projecting(
+    prog: &Program,
+    types: &SecondaryMap<ExprId, Option<Type>>,
+    entry: &str,
+    params: &[Type],
+) -> Result<Normal, AnfError> {
+    normalise_with(prog, types, entry, params, true)
+}
+
+fn normalise_with(
+    prog: &Program,
+    types: &SecondaryMap<ExprId, Option<Type>>,
+    entry: &str,
+    params: &[Type],
+    project: bool,
+) -> Result<Normal, AnfError> {
     let mut n = Normaliser {
+        project,
         prog,
         types,
         blocks: vec![Vec::new()],
         memo: vec![std::collections::HashMap::new()],
         globals: Vec::new(),
         top: Vec::new(),
+        pairs: std::collections::HashMap::new(),
         counter: 0,
         span: Span::generated(),
         spans: std::collections::HashMap::new(),
@@ -343,7 +372,25 @@ impl Normaliser<'_> {
                         let v = self.norm(*a, env)?;
                         atoms.push(self.data(v)?);
                     }
-                    Sv::Data(self.emit(self.ty(e), Rhs::Prim(op, atoms)))
+                    // A projection of a pair the normal form bound is its
+                    // component (its atoms are values already).
+                    if self.project
+                        && let (Prim::Fst | Prim::Snd, [Atom::Var(x, _)]) = (op, atoms.as_slice())
+                        && let Some((a, b)) = self.pairs.get(x)
+                    {
+                        return Ok(Sv::Data(if op == Prim::Fst {
+                            a.clone()
+                        } else {
+                            b.clone()
+                        }));
+                    }
+                    let pair = (self.project && op == Prim::Pair)
+                        .then(|| (atoms[0].clone(), atoms[1].clone()));
+                    let v = self.emit(self.ty(e), Rhs::Prim(op, atoms));
+                    if let (Some(p), Atom::Var(x, _)) = (pair, &v) {
+                        self.pairs.insert(x.clone(), p);
+                    }
+                    Sv::Data(v)
                 }
             },
         })

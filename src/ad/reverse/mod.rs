@@ -80,10 +80,13 @@ pub use cotangent::cotangent_type;
 /// `name = fun p₁ … pₙ w -> (f p₁ … pₙ, ∂⟨w, f⟩/∂p_wrt)` taking the result's
 /// cotangent `w` (dense, shaped like the result), or, when `seed` is
 /// false, `fun p₁ … pₙ -> (f …, ∇_{p_wrt} f)` for a Double result (seed 1).
+/// With several parameters in `wrt`, the cotangents form a tuple
+/// `(∂/∂p_wrt₁, (∂/∂p_wrt₂, …))`, each accumulable one in its own dense
+/// accumulator (R-Vjp-Tuple).
 pub(super) fn reverse_program(
     b: &mut Builder<'_>,
     normal: &Normal,
-    wrt: usize,
+    wrt: &[usize],
     seed: bool,
     name: &str,
     checkpointing: super::Checkpointing,
@@ -106,7 +109,9 @@ pub(super) fn reverse_program(
     let mut r = Reverse::new(b);
     r.accumulators = accumulators;
     let body = &fuse_sums(&normal.body);
-    r.active.insert(normal.params[wrt].0.clone());
+    for &k in wrt {
+        r.active.insert(normal.params[k].0.clone());
+    }
     activity(body, &mut r.active);
     if checkpointing != super::Checkpointing::Off {
         r.checkpointed = checkpoints(body);
@@ -142,55 +147,80 @@ pub(super) fn reverse_program(
         r.b.double(1.0)
     };
     let (sn, _) = r.bind(&mut lets, "seed", seed_e);
-    let (pn, pt) = normal.params[wrt].clone();
-    let gd = if accumulators && accumulable(&pt) {
-        // The parameter's cotangent in an accumulator (§5.6), the
-        // gradient shaped like it at the end.
-        let p = V::new(&pn, &pt);
-        let n = accum::leaf_count(r.b, &p);
-        let z = accum::zeros(r.b, n);
-        let (acc, _) = r.bind(&mut lets, "acc", z);
-        let zero = r.b.index(0);
-        let (base, _) = r.bind(&mut lets, "base", zero);
-        let node = accum::offsets(r.b, &p, &V::new(&base, &Type::Index));
-        let (node, _) = r.bind(&mut lets, "node", node);
-        r.places.insert(
-            pn.clone(),
-            Place {
-                root: pn.clone(),
-                node: node.clone(),
-            },
-        );
-        let adjs = r.rev_bare(body, Some(Cot::Value(sn)), &[], &[], &[(pn.clone(), acc)])?;
-        let (an, at) = r.bind(&mut lets, "adjs", adjs);
-        if deferred {
-            value_of = Some(r.deferred_value(&an, &at, &mut lets));
-        }
-        let av = r.b.var(&an, at);
-        let g = r.proj(av, 0);
-        if pt == Type::array(Type::Double) {
-            // A vector's accumulator is its gradient.
-            g
+    // Each parameter's cotangent: in an accumulator (§5.6) when it is an
+    // array of Doubles, the gradient shaped like it at the end; else a
+    // wanted adjoint, made dense.
+    let mut wanted = Vec::new();
+    let mut threads = Vec::new();
+    let mut nodes = Vec::new();
+    for &k in wrt {
+        let (pn, pt) = normal.params[k].clone();
+        if accumulators && accumulable(&pt) {
+            let p = V::new(&pn, &pt);
+            let n = accum::leaf_count(r.b, &p);
+            let z = accum::zeros(r.b, n);
+            let (acc, _) = r.bind(&mut lets, "acc", z);
+            let zero = r.b.index(0);
+            let (base, _) = r.bind(&mut lets, "base", zero);
+            let node = accum::offsets(r.b, &p, &V::new(&base, &Type::Index));
+            let (node, _) = r.bind(&mut lets, "node", node);
+            r.places.insert(
+                pn.clone(),
+                Place {
+                    root: pn.clone(),
+                    node: node.clone(),
+                },
+            );
+            threads.push((pn, acc));
+            nodes.push(Some(node));
         } else {
-            let (gn, _) = r.bind(&mut lets, "grad", g);
-            accum::reshape(
-                r.b,
-                &V::new(&gn, &Type::array(Type::Double)),
-                &V::new(&node, &node_type(&pt)),
-                &p,
-            )
+            wanted.push((pn, pt));
+            nodes.push(None);
         }
-    } else {
-        let adjs = r.rev(body, Some(sn), &[(pn.clone(), pt.clone())])?;
-        let (an, at) = r.bind(&mut lets, "adjs", adjs);
-        if deferred {
-            value_of = Some(r.deferred_value(&an, &at, &mut lets));
-        }
-        let av = r.b.var(&an, at);
-        let g = r.proj(av, 0);
-        let pv = r.b.var(&pn, pt.clone());
-        r.dense(g, pv, &pt)
-    };
+    }
+    let adjs = r.rev_bare(body, Some(Cot::Value(sn)), &wanted, &[], &threads)?;
+    let (an, at) = r.bind(&mut lets, "adjs", adjs);
+    if deferred {
+        let last = wanted.len() + threads.len();
+        value_of = Some(r.deferred_value(&an, &at, last, &mut lets));
+    }
+    // The rev sweep's tuple: the wanted adjoints, then the accumulators.
+    let (mut next_wanted, mut next_thread) = (0, wanted.len());
+    let mut grads = Vec::new();
+    for (&k, node) in wrt.iter().zip(nodes) {
+        let (pn, pt) = normal.params[k].clone();
+        let av = r.b.var(&an, at.clone());
+        let g = match node {
+            Some(node) => {
+                let g = r.proj(av, next_thread);
+                next_thread += 1;
+                if pt == Type::array(Type::Double) {
+                    // A vector's accumulator is its gradient.
+                    g
+                } else {
+                    let (gn, _) = r.bind(&mut lets, "grad", g);
+                    accum::reshape(
+                        r.b,
+                        &V::new(&gn, &Type::array(Type::Double)),
+                        &V::new(&node, &node_type(&pt)),
+                        &V::new(&pn, &pt),
+                    )
+                }
+            }
+            None => {
+                let g = r.proj(av, next_wanted);
+                next_wanted += 1;
+                let pv = r.b.var(&pn, pt.clone());
+                r.dense(g, pv, &pt)
+            }
+        };
+        grads.push(g);
+    }
+    let last = grads.pop().expect("at least one independent parameter");
+    let gd = grads
+        .into_iter()
+        .rev()
+        .fold(last, |acc, g| r.b.pair(g, acc));
     let (vn, vt) = value_of.expect("the value, from one sweep or the other");
     let vv = r.b.var(&vn, vt);
     let out = r.b.pair(vv, gd);
@@ -316,9 +346,15 @@ impl<'b, 'a> Reverse<'b, 'a> {
 
     /// R-Defer: the program's value, the last component of the entry's
     /// reverse-sweep tuple `adjs` (after its one cotangent or accumulator).
-    fn deferred_value(&mut self, adjs: &Name, t: &Type, lets: &mut Lets) -> (Name, Type) {
+    fn deferred_value(
+        &mut self,
+        adjs: &Name,
+        t: &Type,
+        at: usize,
+        lets: &mut Lets,
+    ) -> (Name, Type) {
         let av = self.b.var(adjs, t.clone());
-        let v = self.proj(av, 1);
+        let v = self.proj(av, at);
         self.bind(lets, "value", v)
     }
 }

@@ -20,17 +20,7 @@ use crate::ir::{ExprId, Name, Prim, Type};
 
 impl Reverse<'_, '_> {
     /// rev(B, ȳ): the tuple of cotangents of `wanted`, with B's variables
-    /// in scope (restored from its tape).
-    pub fn rev(
-        &mut self,
-        blk: &Block,
-        seed: Option<Name>,
-        wanted: &[(Name, Type)],
-    ) -> Result<ExprId, AdError> {
-        self.rev_bare(blk, seed.map(Cot::Value), wanted, &[], &[])
-    }
-
-    /// [`rev`], with two extensions.
+    /// in scope (restored from its tape), with two extensions.
     ///
     /// Bare contributions: a wanted array read once in `blk` (`bare[k]` is
     /// its [`read_once`]) gets its one contribution as a bare pair

@@ -514,22 +514,17 @@ impl<'b, 'a> Expander<'b, 'a> {
         )?;
         let xn = self.b.fresh("x");
         let mut out = def.body;
-        let mut rest = self.b.var(&xn, pt.clone());
-        // The components of the argument, as arguments: fst x, fst (snd
-        // x), …, the last snd.
+        // The components of the argument, as arguments: component k is
+        // `fst (sndᵏ x)`, the last one `sndᵏ x`.
         for k in 0..comps.len() {
-            if k + 1 == comps.len() {
-                out = self.b.app(out, rest);
-                break;
+            let mut part = self.b.var(&xn, pt.clone());
+            for _ in 0..k {
+                part = self.b.snd(part);
             }
-            let part = self.b.fst(rest);
+            if k + 1 < comps.len() {
+                part = self.b.fst(part);
+            }
             out = self.b.app(out, part);
-            let whole = self.b.var(&xn, pt.clone());
-            let mut r = whole;
-            for _ in 0..=k {
-                r = self.b.snd(r);
-            }
-            rest = r;
         }
         for (v, t) in &fvs {
             let a = self.b.var(v, t.clone());

@@ -10,7 +10,7 @@ use fsmooth::ir::{Def, Expr, Program};
 use fsmooth::pipeline::{self, PRELUDE};
 use fsmooth::syntax::{parse_into, print_program};
 use fsmooth::testgen;
-use fsmooth::types::{infer_program, monomorphise};
+use fsmooth::types::infer_program;
 
 /// The generated program with the prelude in front, as the pipeline sees
 /// it, and a last definition `typed'check` that uses `main` at the type
@@ -66,29 +66,15 @@ proptest! {
     fn every_state_reads_back_to_a_well_typed_term(cs in prop::collection::vec(any::<u32>(), 0..120)) {
         let (p, ty) = testgen::program(&cs, 4);
         let full = with_prelude(&p, ty);
-        let typing = infer_program(&full).expect("generated programs are well typed");
-        let mut m = monomorphise(&full, &typing, "typed'check").expect("entry exists");
-        // Nested `deriv`, `jvp` and `vjp` are expanded before evaluation, as
-        // Session::entry does: after specialisation when the program has
-        // operators or a `deriv` over a function variable (S-App).
-        if fsmooth::ad::has_deriv(&m.program) {
-            let (mut p2, mut t2) = (m.program.clone(), m.types.clone());
-            let plain = !fsmooth::ad::has_operators(&m.program)
-                && fsmooth::ad::expand_program(&mut p2, &mut t2, Default::default(), None).is_ok();
-            if plain {
-                (m.program, m.types) = (p2, t2);
-            } else {
-                fsmooth::ad::specialise_program(&mut m.program, &mut m.types, "typed'check").expect("specialises");
-                fsmooth::ad::expand_program(&mut m.program, &mut m.types, Default::default(), None).expect("AD expands");
-            }
-            let t = infer_program(&m.program).expect("AD output is well typed");
-            m = monomorphise(&m.program, &t, "typed'check").expect("entry exists");
-        }
-        let mono = m.program;
+        // The entry as the pipeline builds it: monomorphised, its `deriv`,
+        // `jvp` and `vjp` expanded (after specialisation where needed).
+        let session = pipeline::Session::of_program(full).expect("generated programs are well typed");
+        let entry = session.entry("typed'check").expect("AD expands");
+        let mono = &entry.program;
         let main_idx = mono.defs.iter().position(|d| &*d.name == "main").expect("main is used");
         let mut bad: Option<String> = None;
         let mut states = 0usize;
-        let mut ev = fsmooth::eval::Evaluator::new(&mono, Limits::with_fuel(3_000));
+        let mut ev = fsmooth::eval::Evaluator::new(mono, Limits::with_fuel(3_000));
         let result = ev.call("typed'check", Vec::new(), &mut |event, snap| {
             if bad.is_some() || snap.current_def() != Some(main_idx) {
                 return;

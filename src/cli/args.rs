@@ -222,6 +222,14 @@ pub enum RulesCmd {
         #[arg(long)]
         smt: bool,
     },
+    /// Write the structural rules (binders, loops, arrays, tuples,
+    /// conditionals) as Coq propositions over proofs/coq/Semantics.v: the
+    /// text of proofs/coq/Statements.v, which the Coq development proves
+    /// (spec/rules-format.md §15).
+    Coq {
+        #[command(flatten)]
+        rules: RulesArg,
+    },
     /// List the loaded rules: name, family, tags, identity.
     List {
         #[command(flatten)]

@@ -48,6 +48,12 @@ pub fn rules(cmd: RulesCmd) -> Result<(), Failure> {
                 fuel,
             },
         ),
+        RulesCmd::Coq { rules } => {
+            let all = load_rules(rules.dir.as_deref())?;
+            let text = crate::prove::coq::statements(&all)
+                .map_err(|why| Failure::Error(format!("error[rule-not-stated]: {why}\n")))?;
+            out(&text)
+        }
         RulesCmd::Prove {
             rules,
             only,
@@ -141,6 +147,13 @@ fn prove(
     }
     let count = |f: &dyn Fn(&crate::prove::Report) -> bool| reports.iter().filter(|r| f(r)).count();
     use crate::prove::Verdict::{OutOfScope, Proved};
+    let coq = rules
+        .iter()
+        .filter(|r| crate::prove::coq::covered(r))
+        .count();
+    text.push_str(&format!(
+        "{coq} of these rule(s) are stated in Coq (`fsmooth rules coq`), where proofs/coq proves them\n"
+    ));
     text.push_str(&format!(
         "{} rule(s): {} proved over the reals, {} exact in binary64, {} out of scope, {} wrong as written, {:.1} s\n",
         reports.len(),

@@ -10,6 +10,7 @@ mod architecture;
 mod cli;
 mod common;
 mod conditions;
+mod coq;
 mod diagnostics;
 mod eval;
 mod forward;

@@ -15,6 +15,7 @@ pub mod diagnostic;
 pub mod difftest;
 pub mod eval;
 pub mod fuzz;
+pub mod gate;
 pub mod gradbench;
 pub mod gradient;
 pub mod interchange;

@@ -379,6 +379,9 @@ pub struct DerivArgs {
     pub rules: RulesArg,
     #[command(flatten)]
     pub checkpoint: CheckpointArg,
+    /// With `--engine native`.
+    #[command(flatten)]
+    pub gate: GateArgs,
 }
 
 /// The program `compile` compiles.
@@ -446,6 +449,31 @@ pub struct CompileArgs {
     pub listing: Option<PathBuf>,
     #[command(flatten)]
     pub checkpoint: CheckpointArg,
+    /// The rules of `--mode fwd-opt`.
+    #[command(flatten)]
+    pub rules: RulesArg,
+    #[command(flatten)]
+    pub gate: GateArgs,
+}
+
+/// The validation gate before native code (spec/cli.md, "The validation
+/// gate"): on by default for `compile` and for derivatives run with
+/// `--engine native`.
+#[derive(Args, Debug, Default)]
+pub struct GateArgs {
+    /// Emit or run native code without the validation gate: no replay of
+    /// the optimiser's steps, no check of the derivative and of native code
+    /// on sample inputs.
+    #[arg(long)]
+    pub no_gate: bool,
+    /// An input at which the gate checks (JSON as for --input, or the path
+    /// of a file holding it); repeatable. The gate also generates inputs
+    /// from the parameter types.
+    #[arg(long = "sample-input", value_name = "JSON|FILE")]
+    pub sample_inputs: Vec<String>,
+    /// How many inputs the gate generates from the parameter types.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub gate_samples: usize,
 }
 
 #[derive(Args, Debug)]

@@ -7,9 +7,10 @@ use std::path::Path;
 use std::rc::Rc;
 use std::time::Instant;
 
-use super::args::{CheckpointArg, CompileArgs, CompileMode, DerivArgs, RulesArg};
+use super::args::{CheckpointArg, CompileArgs, CompileMode, DerivArgs, GateArgs, RulesArg};
 use super::{Failure, Sources, input_text, out, out_json, rule_files, stats_line, write};
 use crate::diagnostic::{Diagnostic, Span};
+use crate::eval::Value;
 use crate::gradient::{Mode, Plan};
 use crate::ir::Type;
 use crate::pipeline::{Engine, OptOptions, Session};
@@ -17,11 +18,15 @@ use crate::pipeline::{Engine, OptOptions, Session};
 /// The session of a command: the program loaded once, with the
 /// optimiser's options for `--mode fwd-opt` (`--rules DIR`;
 /// `FSMOOTH_OPT_CHECK=1` turns on `opt --check` for every optimisation,
-/// as the test suite does).
+/// as the test suite does, and so does the validation gate).
 pub(super) fn session(src: &Sources, rules: &RulesArg) -> Result<Session, Failure> {
+    checked_session(src, rules, false)
+}
+
+fn checked_session(src: &Sources, rules: &RulesArg, check: bool) -> Result<Session, Failure> {
     let opts = OptOptions {
         rules: rule_files(rules.dir.as_deref())?,
-        check: check_from_env(),
+        check: check || check_from_env(),
         ..OptOptions::default()
     };
     let s = Session::load(&src.main_src).map_err(|d| src.fail(&d))?;
@@ -31,6 +36,96 @@ pub(super) fn session(src: &Sources, rules: &RulesArg) -> Result<Session, Failur
 /// `FSMOOTH_OPT_CHECK=1`.
 pub(super) fn check_from_env() -> bool {
     std::env::var_os("FSMOOTH_OPT_CHECK").is_some_and(|v| v == "1")
+}
+
+/// The validation gate (`crate::gate`) for `entry` or its derivative, before
+/// native code is emitted (`what`: "emitted") or run: an error that names
+/// the inputs and values when it fails, a warning when no input could be
+/// checked.
+struct Gate<'a> {
+    src: &'a Sources,
+    session: &'a Session,
+    entry: &'a str,
+    checkpoint: &'a CheckpointArg,
+    args: &'a GateArgs,
+}
+
+impl Gate<'_> {
+    fn check(
+        &self,
+        derivative: Option<(Mode, &str)>,
+        input: Option<&[Value]>,
+        limits: crate::eval::Limits,
+        what: &str,
+    ) -> Result<(), Failure> {
+        let Gate {
+            src,
+            session,
+            entry,
+            checkpoint,
+            args,
+        } = *self;
+        let base = session.entry(entry).map_err(|d| src.fail(&d))?;
+        let mut samples = Vec::new();
+        // The command's own input, when it is small enough for the evaluator
+        // and finite differences to be cheap. Where it is ⊥, the command's run
+        // says so: no warning then.
+        let mut own_input = false;
+        if let Some(values) = input {
+            let mut xs = Vec::new();
+            for v in values {
+                crate::eval::flatten(v, &mut xs);
+            }
+            if xs.len() <= 256 {
+                samples.push(("the input".to_string(), values.to_vec()));
+                own_input = true;
+            }
+        }
+        for (k, s) in args.sample_inputs.iter().enumerate() {
+            let text = if s.trim_start().starts_with(['{', '[']) {
+                s.clone()
+            } else {
+                std::fs::read_to_string(s)
+                    .map_err(|e| Failure::Error(format!("error[io]: --sample-input {s}: {e}\n")))?
+            };
+            let values = base.read_input(Some(&text)).map_err(|d| src.fail(&d))?;
+            samples.push((format!("--sample-input {}", k + 1), values));
+        }
+        let subject = crate::gate::Subject {
+            session,
+            entry,
+            derivative,
+            checkpointing: checkpoint.policy,
+        };
+        let opts = crate::gate::Options {
+            samples,
+            generated: args.gate_samples,
+            // The gate's own budget: a sample the evaluator cannot finish in
+            // it is left unchecked, however much fuel the command has.
+            limits: crate::eval::Limits {
+                fuel: limits.fuel.min(crate::gate::Options::default().limits.fuel),
+                ..limits
+            },
+            ..crate::gate::Options::default()
+        };
+        match crate::gate::check(&subject, &opts) {
+            Err(why) => Err(Failure::Error(format!(
+                "error[gate-failed]: {why}\n  = note: native code was not {what}; the optimiser's steps were replayed and the derivative checked on sample inputs (README, \"The validation gate\"); --no-gate skips the gate\n"
+            ))),
+            Ok(p) => {
+                if p.checked == 0 && !own_input {
+                    let mut why = p.undefined.join("; ");
+                    if why.is_empty() {
+                        why = "no input could be generated for the parameter types".into();
+                    }
+                    eprintln!(
+                        "warning[gate-unchecked]: the validation gate compared nothing for `{entry}`: {why}; give inputs in its domain with --sample-input"
+                    );
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 /// `--engine native` with a mode that has no program is a usage error.
@@ -49,8 +144,9 @@ pub fn grad(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
     let src = Sources::read(&args.file)?;
     let fail = |d: &Diagnostic| src.fail(d);
     let input = input_text(&args.input)?;
-    let session = session(&src, &args.rules)?;
     let engine = args.engine.engine;
+    let gated = engine == Engine::Native && !args.gate.no_gate;
+    let session = checked_session(&src, &args.rules, gated)?;
     // Several independent variables (`--wrt a,b`): one plan each, the
     // derivatives printed as an object keyed by parameter.
     let names: Vec<&str> = args.wrt.split(',').map(str::trim).collect();
@@ -85,6 +181,23 @@ pub fn grad(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
         .read_input(input.as_deref())
         .map_err(|d| fail(&d))?;
     native_runs(args.mode, engine)?;
+    if gated {
+        let gate = Gate {
+            src: &src,
+            session: &session,
+            entry: &args.entry,
+            checkpoint: &args.checkpoint,
+            args: &args.gate,
+        };
+        for name in &names {
+            gate.check(
+                Some((args.mode, name)),
+                Some(&values),
+                args.engine.limits(),
+                "run",
+            )?;
+        }
+    }
     let start = Instant::now();
     let key = if jacobian { "jacobian" } else { "gradient" };
     let mut value = serde_json::Value::Null;
@@ -123,8 +236,9 @@ pub fn vjp(args: DerivArgs, cotangent: &str) -> Result<(), Failure> {
     let src = Sources::read(&args.file)?;
     let fail = |d: &Diagnostic| src.fail(d);
     let input = input_text(&args.input)?;
-    let session = session(&src, &args.rules)?;
     let engine = args.engine.engine;
+    let gated = engine == Engine::Native && !args.gate.no_gate;
+    let session = checked_session(&src, &args.rules, gated)?;
     let plan = Plan::new(
         &session,
         &args.entry,
@@ -139,6 +253,21 @@ pub fn vjp(args: DerivArgs, cotangent: &str) -> Result<(), Failure> {
         .read_input(input.as_deref())
         .map_err(|d| fail(&d))?;
     native_runs(args.mode, engine)?;
+    if gated {
+        let gate = Gate {
+            src: &src,
+            session: &session,
+            entry: &args.entry,
+            checkpoint: &args.checkpoint,
+            args: &args.gate,
+        };
+        gate.check(
+            Some((args.mode, &args.wrt)),
+            Some(&values),
+            args.engine.limits(),
+            "run",
+        )?;
+    }
     let w = serde_json::from_str::<serde_json::Value>(cotangent)
         .map_err(|e| {
             fail(&Diagnostic {
@@ -208,7 +337,7 @@ pub fn compile(args: CompileArgs) -> Result<(), Failure> {
             )));
         }
     };
-    let session = session(&src, &RulesArg { dir: None })?;
+    let session = checked_session(&src, &args.rules, !args.gate.no_gate)?;
     let base = session.entry(&args.entry).map_err(|d| fail(&d))?;
     let program = match args.mode.mode() {
         None => base.clone(),
@@ -259,6 +388,21 @@ pub fn compile(args: CompileArgs) -> Result<(), Failure> {
         origin,
         listing: args.listing.is_some(),
     };
+    if !args.gate.no_gate {
+        let gate = Gate {
+            src: &src,
+            session: &session,
+            entry: &args.entry,
+            checkpoint: &args.checkpoint,
+            args: &args.gate,
+        };
+        gate.check(
+            args.mode.mode().map(|m| (m, wrt)),
+            None,
+            crate::gate::Options::default().limits,
+            "emitted",
+        )?;
+    }
     let code = program
         .object(&params, &options)
         .map_err(|e| fail(&Diagnostic::from(&e)))?;

@@ -15,6 +15,7 @@ mod diagnostics;
 mod eval;
 mod forward;
 mod fuzz;
+mod gate;
 mod golden;
 mod gradbench;
 mod native;

@@ -48,10 +48,16 @@ fn every_command_parses_and_infers_its_program_once() {
     let hello = root().join("examples/hello.fsm").display().to_string();
     let h = hello.as_str();
     let input = r#"{"v1": [1, 2, 3], "v2": [4, 5, 6]}"#;
+    // Native runs without the validation gate, which builds the other
+    // modes' programs to compare with (its own test is below).
     let grad = |mode: &'static str, engine: &'static str| {
-        vec![
+        let mut args = vec![
             "grad", h, "--wrt", "v1", "--mode", mode, "--engine", engine, "--input", input,
-        ]
+        ];
+        if engine == "native" {
+            args.push("--no-gate");
+        }
+        args
     };
     let out = std::env::temp_dir().join(format!("fsmooth-passes-{}.o", std::process::id()));
     let o = out.display().to_string();
@@ -113,13 +119,31 @@ fn every_command_parses_and_infers_its_program_once() {
             "parse=1 infer=1 check=5 monomorphise=3 normalise=2 optimise=1",
         ),
         (
-            vec!["compile", h, "--mode", "rev", "--wrt", "v1", "-o", &o],
+            vec![
+                "compile",
+                h,
+                "--mode",
+                "rev",
+                "--wrt",
+                "v1",
+                "-o",
+                &o,
+                "--no-gate",
+            ],
             "parse=1 infer=1 check=3 monomorphise=2 normalise=2 reverse=1 compile=1",
         ),
     ];
     for (args, want) in plan {
         assert_eq!(passes(&args), counts(want), "fsmooth {}", args.join(" "));
     }
+    // The gate builds reverse mode and the optimised forward mode to compare
+    // with, in the same session: still one parse and one inference, and
+    // each program built once.
+    let gated = passes(&["compile", h, "--mode", "fwd", "--wrt", "v1", "-o", &o]);
+    assert_eq!(gated.get("parse"), Some(&1), "{gated:?}");
+    assert_eq!(gated.get("infer"), Some(&1), "{gated:?}");
+    assert_eq!(gated.get("reverse"), Some(&1), "{gated:?}");
+    assert_eq!(gated.get("optimise"), Some(&1), "{gated:?}");
 }
 
 /// `adbench` builds its programs once, however many observations it

@@ -1,0 +1,392 @@
+//! The validation gate before native code (README, "The validation
+//! gate"): before `fsmooth compile` emits an object, and before `grad`,
+//! `jacobian` and `vjp` run a derivative on `--engine native`, the
+//! derivative is checked on sample inputs — the user's (`--sample-input`)
+//! or generated from the parameter types — against reverse mode, the
+//! optimised forward mode and central finite differences (where the
+//! stencil is smooth), all on the reference evaluator, and native code is
+//! checked against the evaluator on the same inputs. The optimiser's
+//! steps are replayed too (`opt --check`): the caller's session has
+//! `OptOptions::check` on. A disagreement stops the emission with a report
+//! that names the inputs and the values.
+//!
+//! Note [What the gate catches]. The replay catches a step that is not an
+//! instance of its rule; the comparisons catch an unsound rule (its steps
+//! are valid instances: only the values show it), a wrong AD rule, and a
+//! lowering bug. The derivatives are compared with ρ ≤ 1e-9 among
+//! themselves (they compute the same reals in different orders) and with
+//! finite differences within ten times the stencil's own truncation
+//! estimate (|D(h) − D(h/2)|) plus 1e-6; native code with the evaluator
+//! within ρ ≤ 1e-12 (strict mode gives the same bits).
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use crate::diagnostic::Diagnose;
+use crate::eval::{Limits, Value, flatten, unflatten};
+use crate::gradient::{Columns, Mode, Plan};
+use crate::ir::Type;
+use crate::numeric::rho;
+use crate::pipeline::{Checkpointing, Engine, Entry, RunError, Session};
+
+/// What the gate checks: `entry` itself, or its derivative in `mode` with
+/// respect to `wrt`.
+pub struct Subject<'a> {
+    pub session: &'a Session,
+    pub entry: &'a str,
+    pub derivative: Option<(Mode, &'a str)>,
+    pub checkpointing: Checkpointing,
+}
+
+/// The gate's settings.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Inputs to check at, besides the generated ones, each with how a
+    /// report names it.
+    pub samples: Vec<(String, Vec<Value>)>,
+    /// How many inputs to generate from the parameter types.
+    pub generated: usize,
+    pub seed: u64,
+    pub limits: Limits,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            samples: Vec::new(),
+            generated: 3,
+            seed: 0x5eed,
+            limits: Limits {
+                fuel: 2_000_000,
+                elements: Limits::ELEMENTS,
+            },
+        }
+    }
+}
+
+/// A gate that let the code through: what it compared.
+#[derive(Debug, Default)]
+pub struct Passed {
+    /// Inputs at which everything was compared.
+    pub checked: usize,
+    /// Inputs at which the entry is ⊥ (on both engines, with one code):
+    /// nothing to differentiate there. With the reason.
+    pub undefined: Vec<String>,
+    /// Derivative comparisons made (mode against mode, against finite
+    /// differences, native against evaluator).
+    pub comparisons: usize,
+    pub elapsed: Duration,
+}
+
+/// Runs the gate.
+pub fn check(subject: &Subject<'_>, opts: &Options) -> Result<Passed, String> {
+    let start = Instant::now();
+    let base = subject
+        .session
+        .entry(subject.entry)
+        .map_err(|d| d.message)?;
+    let mut inputs: Vec<(String, Vec<Value>)> = opts.samples.clone();
+    let types = base.param_types();
+    if types.iter().all(generable) {
+        let mut state = opts.seed;
+        for k in 0..opts.generated {
+            // Every array of one sample has the same length, so that the
+            // shapes of matrix–vector programs agree.
+            let len = [3, 2, 4, 1][k % 4];
+            let args = types.iter().map(|t| sample(t, len, &mut state)).collect();
+            inputs.push((format!("generated sample {}", k + 1), args));
+        }
+    }
+    let mut passed = Passed::default();
+    for (what, args) in &inputs {
+        let at = || {
+            let shown: Vec<String> = base
+                .params
+                .iter()
+                .zip(args)
+                .map(|(p, v)| format!("{} = {v}", p.0))
+                .collect();
+            format!("{what} ({})", shown.join(", "))
+        };
+        // The entry on both engines.
+        let e = base.run_on(Engine::Eval, args.clone(), opts.limits);
+        if out_of_fuel(&e) {
+            // The evaluator is slower than native code: too long to check.
+            passed
+                .undefined
+                .push(format!("{}: the evaluator runs out of fuel", at()));
+            continue;
+        }
+        let n = base.run_on(Engine::Native, args.clone(), opts.limits);
+        match (&e, &n) {
+            (Ok((a, _)), Ok((b, _))) => {
+                if !native_agrees(a, b) {
+                    return Err(format!(
+                        "native code for `{}` disagrees with the evaluator at {}: the evaluator gives {a}, native code {b}",
+                        subject.entry,
+                        at()
+                    ));
+                }
+                passed.comparisons += 1;
+            }
+            (Err(a), Err(b)) if a.code() == b.code() => {
+                passed.undefined.push(format!("{}: ⊥ ({})", at(), a.code()));
+                continue;
+            }
+            _ => {
+                let show = |r: &Result<(Value, _), RunError>| match r {
+                    Ok((v, _)) => v.to_string(),
+                    Err(e) => format!("⊥ {} ({e})", e.code()),
+                };
+                return Err(format!(
+                    "native code for `{}` disagrees with the evaluator at {}: the evaluator gives {}, native code {}",
+                    subject.entry,
+                    at(),
+                    show(&e),
+                    show(&n)
+                ));
+            }
+        }
+        if let Some((mode, wrt)) = subject.derivative {
+            passed.comparisons += derivative(subject, &base, mode, wrt, args, opts.limits)
+                .map_err(|why| format!("{why} at {}", at()))?;
+        }
+        passed.checked += 1;
+    }
+    passed.elapsed = start.elapsed();
+    Ok(passed)
+}
+
+/// The derivative checks at one input: the mode on native code against
+/// the evaluator; the mode, reverse mode and the optimised forward mode
+/// against each other; and against finite differences where they are
+/// smooth. The number of comparisons made.
+fn derivative(
+    subject: &Subject<'_>,
+    base: &Rc<Entry>,
+    mode: Mode,
+    wrt: &str,
+    args: &[Value],
+    limits: Limits,
+) -> Result<usize, String> {
+    let plan = |m: Mode, engine: Engine| {
+        Plan::new(
+            subject.session,
+            subject.entry,
+            wrt,
+            m,
+            engine,
+            subject.checkpointing,
+        )
+    };
+    let run = |m: Mode, engine: Engine| -> Result<Option<Columns>, String> {
+        let p = match plan(m, engine) {
+            Ok(p) => p,
+            // This mode cannot differentiate with respect to this
+            // variable (a forward mode and a tuple): nothing to compare.
+            Err(_) if m != mode => return Ok(None),
+            Err(d) => return Err(d.message),
+        };
+        match p.columns(args.to_vec(), engine, limits) {
+            Ok(c) => Ok(Some(c)),
+            // Too long to check on the evaluator: no verdict.
+            Err(e) if e.code() == "out-of-fuel" => Ok(None),
+            Err(e) => Err(format!(
+                "{} on {} is ⊥ ({}: {e}) where the entry is defined",
+                m.name(),
+                if engine == Engine::Native {
+                    "native code"
+                } else {
+                    "the evaluator"
+                },
+                e.code()
+            )),
+        }
+    };
+    let mut count = 0;
+    let Some(ours) = run(mode, Engine::Eval)? else {
+        return Ok(0);
+    };
+    if mode.runs_natively()
+        && let Some(native) = run(mode, Engine::Native)?
+    {
+        if let Some(diff) = native_differs(&ours, &native) {
+            return Err(format!(
+                "native code for the {} derivative disagrees with the evaluator: {diff}",
+                mode.name()
+            ));
+        }
+        count += 1;
+    }
+    let mut others = Vec::new();
+    for m in [Mode::Rev, Mode::FwdOpt] {
+        if m != mode
+            && let Some(c) = run(m, Engine::Eval)?
+        {
+            others.push((m, c));
+        }
+    }
+    for (m, c) in &others {
+        if let Some((j, i, a, b)) = columns_disagree(&ours.columns, &c.columns, 1e-9) {
+            return Err(format!(
+                "the {} derivative disagrees with {}: ∂out[{i}]/∂{wrt}[{j}] is {a:?} in {}, {b:?} in {}{}",
+                mode.name(),
+                m.name(),
+                mode.name(),
+                m.name(),
+                fd_note(base, wrt, args, limits, j, i)
+            ));
+        }
+        count += 1;
+    }
+    // Finite differences, element by element, where the stencil is smooth.
+    let k = base
+        .params
+        .iter()
+        .position(|(n, _)| n == wrt)
+        .ok_or_else(|| format!("no parameter `{wrt}`"))?;
+    let fd = [1.0, 0.5].map(|s| central(base, k, args, limits, s));
+    if let [Some(d1), Some(d2)] = &fd {
+        for (j, col) in ours.columns.iter().enumerate() {
+            for (i, &x) in col.iter().enumerate() {
+                let (a, b) = (d1[j][i], d2[j][i]);
+                let trunc = (a - b).abs();
+                // Not smooth, or not converging: no verdict.
+                if !a.is_finite() || !b.is_finite() || trunc > 1e-3 * (1.0 + b.abs()) {
+                    continue;
+                }
+                if (x - b).abs() > 10.0 * trunc + 1e-6 * (1.0 + b.abs()) {
+                    return Err(format!(
+                        "the {} derivative disagrees with finite differences: ∂out[{i}]/∂{wrt}[{j}] is {x:?}, central differences give {b:?} (step h: {a:?})",
+                        mode.name()
+                    ));
+                }
+                count += 1;
+            }
+        }
+    }
+    Ok(count)
+}
+
+/// Central differences of the flattened result along each element of
+/// parameter `k`, with the step ε^(1/3)·max(1,|x|) scaled by `scale`;
+/// `None` where a run is ⊥ or changes the result's shape.
+fn central(
+    base: &Entry,
+    k: usize,
+    args: &[Value],
+    limits: Limits,
+    scale: f64,
+) -> Option<Vec<Vec<f64>>> {
+    let mut xs = Vec::new();
+    flatten(&args[k], &mut xs);
+    let mut columns = Vec::with_capacity(xs.len());
+    for j in 0..xs.len() {
+        let h = scale * f64::EPSILON.cbrt() * xs[j].abs().max(1.0);
+        let at = |delta: f64| -> Option<Vec<f64>> {
+            let mut p = xs.clone();
+            p[j] += delta;
+            let mut a = args.to_vec();
+            a[k] = unflatten(&args[k], &mut p.into_iter());
+            let (v, _) = base.run(a, limits, &mut |_, _| {}).ok()?;
+            let mut out = Vec::new();
+            flatten(&v, &mut out);
+            Some(out)
+        };
+        let (plus, minus) = (at(h)?, at(-h)?);
+        if plus.len() != minus.len() {
+            return None;
+        }
+        columns.push(
+            plus.iter()
+                .zip(&minus)
+                .map(|(a, b)| (a - b) / (2.0 * h))
+                .collect(),
+        );
+    }
+    Some(columns)
+}
+
+/// What finite differences say about one element, for a report.
+fn fd_note(base: &Entry, wrt: &str, args: &[Value], limits: Limits, j: usize, i: usize) -> String {
+    let Some(k) = base.params.iter().position(|(n, _)| n == wrt) else {
+        return String::new();
+    };
+    central(base, k, args, limits, 0.5)
+        .and_then(|d| d.get(j).and_then(|c| c.get(i)).copied())
+        .map_or_else(String::new, |d| {
+            format!(", central finite differences {d:?}")
+        })
+}
+
+/// The first element where two sets of columns differ by more than
+/// `tol` in ρ: (column, row, a, b).
+fn columns_disagree(a: &[Vec<f64>], b: &[Vec<f64>], tol: f64) -> Option<(usize, usize, f64, f64)> {
+    // A result with no Double has an empty Jacobian, however a mode lays
+    // out its (empty) columns.
+    if a.iter().all(Vec::is_empty) && b.iter().all(Vec::is_empty) {
+        return None;
+    }
+    if a.len() != b.len() {
+        return Some((a.len().min(b.len()), 0, f64::NAN, f64::NAN));
+    }
+    for (j, (c, d)) in a.iter().zip(b).enumerate() {
+        if c.len() != d.len() {
+            return Some((j, c.len().min(d.len()), f64::NAN, f64::NAN));
+        }
+        for (i, (&x, &y)) in c.iter().zip(d).enumerate() {
+            if !(x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()) || rho(x, y) <= tol) {
+                return Some((j, i, x, y));
+            }
+        }
+    }
+    None
+}
+
+fn out_of_fuel<T>(r: &Result<T, RunError>) -> bool {
+    matches!(r, Err(e) if e.code() == "out-of-fuel")
+}
+
+fn native_agrees(a: &Value, b: &Value) -> bool {
+    a.same(b) || a.max_rho(b).is_some_and(|r| r <= 1e-12)
+}
+
+fn native_differs(e: &Columns, n: &Columns) -> Option<String> {
+    if !native_agrees(&e.value, &n.value) {
+        return Some(format!(
+            "value: the evaluator gives {}, native code {}",
+            e.value, n.value
+        ));
+    }
+    columns_disagree(&e.columns, &n.columns, 1e-12).map(|(j, i, a, b)| {
+        format!("element [{i}] of column {j}: the evaluator gives {a:?}, native code {b:?}")
+    })
+}
+
+/// Whether the gate can make values of this type.
+fn generable(t: &Type) -> bool {
+    match t {
+        Type::Double | Type::Index | Type::Bool => true,
+        Type::Array(e) => generable(e),
+        Type::Pair(a, b) => generable(a) && generable(b),
+        Type::Fun(..) => false,
+    }
+}
+
+/// A value of type `t`: Doubles in ±[0.25, 1.25] (away from 0, where
+/// `sqrt`, `log` and division have their boundaries), Indices 1…len,
+/// arrays of `len` elements.
+fn sample(t: &Type, len: usize, state: &mut u64) -> Value {
+    match t {
+        Type::Double => {
+            let u = crate::difftest::next(state) as f64 / u64::MAX as f64;
+            let m = 0.25 + (2.0 * u).fract();
+            Value::Double(if u < 0.5 { m } else { -m })
+        }
+        Type::Index => Value::Index(1 + (crate::difftest::next(state) % len as u64) as i64),
+        Type::Bool => Value::Bool(crate::difftest::next(state).is_multiple_of(2)),
+        Type::Array(e) => Value::array((0..len).map(|_| sample(e, len, state)).collect()),
+        Type::Pair(a, b) => Value::pair(sample(a, len, state), sample(b, len, state)),
+        Type::Fun(..) => unreachable!("generable"),
+    }
+}

@@ -1,0 +1,162 @@
+//! The validation gate before native code (README, "The validation
+//! gate"; `src/gate.rs`): `compile` and `--engine native` check the
+//! derivative on sample inputs against reverse mode, optimised forward
+//! mode and finite differences, and native code against the evaluator,
+//! before anything is emitted or run.
+
+use std::path::PathBuf;
+
+use crate::common::{cli, root};
+
+/// A scratch file with `text`, named for the test.
+fn program(name: &str, text: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("gate");
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write");
+    p
+}
+
+fn broken_rules() -> String {
+    root().join("tests/data/gate-rules").display().to_string()
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// An unsound rule passed with `--rules` (`a * b ⇝ a`) breaks the
+/// optimised derivative; its steps are instances of the rule, so the
+/// replay accepts them, but the values do not: the gate stops `compile`
+/// before it writes the object, names the input and the three values, and
+/// `--no-gate` emits it anyway. The sound rule set passes.
+#[test]
+fn the_gate_stops_the_emission_of_a_derivative_broken_by_an_unsound_rule() {
+    let src = program(
+        "product.fsm",
+        "let main (x: Double) (y: Double) = x * y + sin x\n",
+    );
+    let out = program("product.o", "");
+    std::fs::remove_file(&out).expect("fresh");
+    let (file, obj) = (src.to_str().unwrap(), out.to_str().unwrap());
+    let base = [
+        "compile", file, "--mode", "fwd-opt", "--wrt", "x", "-o", obj,
+    ];
+    let rules = broken_rules();
+
+    let stopped = cli(&[&base[..], &["--rules", &rules]].concat());
+    assert_eq!(stopped.status.code(), Some(1), "{}", stderr(&stopped));
+    let err = stderr(&stopped);
+    assert!(err.contains("error[gate-failed]"), "{err}");
+    assert!(
+        err.contains("the fwd-opt derivative disagrees with rev"),
+        "{err}"
+    );
+    assert!(err.contains("central finite differences"), "{err}");
+    assert!(err.contains("generated sample 1 (x = "), "{err}");
+    assert!(err.contains("native code was not emitted"), "{err}");
+    assert!(!out.exists(), "the object must not be written");
+
+    let forced = cli(&[&base[..], &["--rules", &rules, "--no-gate"]].concat());
+    assert!(forced.status.success(), "{}", stderr(&forced));
+    assert!(out.exists(), "--no-gate emits the object");
+    std::fs::remove_file(&out).expect("remove");
+
+    let sound = cli(&base);
+    assert!(sound.status.success(), "{}", stderr(&sound));
+    assert!(stderr(&sound).is_empty(), "{}", stderr(&sound));
+    assert!(out.exists());
+}
+
+/// `grad --engine native` is gated the same way, and checks at the
+/// command's own input too; `--no-gate` runs the broken derivative.
+#[test]
+fn the_gate_stops_a_broken_derivative_before_native_code_runs_it() {
+    let src = program(
+        "product_grad.fsm",
+        "let main (x: Double) (y: Double) = x * y + sin x\n",
+    );
+    let file = src.to_str().unwrap();
+    let rules = broken_rules();
+    let base = [
+        "grad",
+        file,
+        "--wrt",
+        "x",
+        "--mode",
+        "fwd-opt",
+        "--engine",
+        "native",
+        "--input",
+        "[0.5, 2.0]",
+    ];
+    let stopped = cli(&[&base[..], &["--rules", &rules, "--gate-samples", "0"]].concat());
+    assert_eq!(stopped.status.code(), Some(1));
+    assert!(stopped.stdout.is_empty(), "nothing is printed");
+    let err = stderr(&stopped);
+    assert!(err.contains("at the input (x = 0.5, y = 2.0)"), "{err}");
+    assert!(err.contains("native code was not run"), "{err}");
+
+    let forced = cli(&[&base[..], &["--rules", &rules, "--no-gate"]].concat());
+    assert!(forced.status.success());
+    let sound = cli(&base);
+    assert!(sound.status.success(), "{}", stderr(&sound));
+    let j: serde_json::Value = serde_json::from_slice(&sound.stdout).expect("json");
+    let g = j["gradient"].as_f64().expect("gradient");
+    assert!((g - (2.0 + 0.5f64.cos())).abs() < 1e-12, "{g}");
+}
+
+/// Where no generated input is in the entry's domain the gate says so
+/// (`warning[gate-unchecked]`) and lets the code through; an input given
+/// with `--sample-input` (JSON, or a file) is checked, and stops the
+/// broken derivative.
+#[test]
+fn the_gate_checks_at_the_users_sample_inputs() {
+    let src = program("far.fsm", "let main (v: Vector) = v[5] * v[5]\n");
+    let sample = program("far.json", "[[1, 2, 3, 4, 5, 6.5]]");
+    let file = src.to_str().unwrap();
+    let out = program("far.o", "");
+    let obj = out.to_str().unwrap();
+    let rules = broken_rules();
+    let base = [
+        "compile", file, "--mode", "fwd-opt", "--wrt", "v", "-o", obj, "--rules", &rules,
+    ];
+
+    let unchecked = cli(&base);
+    assert!(unchecked.status.success(), "{}", stderr(&unchecked));
+    let err = stderr(&unchecked);
+    assert!(err.contains("warning[gate-unchecked]"), "{err}");
+    assert!(err.contains("index-out-of-bounds"), "{err}");
+
+    for given in ["[[1, 2, 3, 4, 5, 6.5]]", sample.to_str().unwrap()] {
+        let stopped = cli(&[&base[..], &["--sample-input", given]].concat());
+        assert_eq!(stopped.status.code(), Some(1), "{}", stderr(&stopped));
+        let err = stderr(&stopped);
+        assert!(
+            err.contains("at --sample-input 1 (v = [1.0, 2.0, 3.0, 4.0, 5.0, 6.5])"),
+            "{err}"
+        );
+    }
+}
+
+/// The objective and every derivative mode pass the gate with the default
+/// rules, on a program with a loop, a branch and a matrix.
+#[test]
+fn sound_programs_pass_the_gate_in_every_mode() {
+    let src = program(
+        "mixed.fsm",
+        "let main (m: Matrix) (v: Vector) =\n  vectorSum (build (length m) (fun i -> if v[i] > 0.0 then exp (v[i] * vectorSum m[i]) else v[i] * v[i]))\n",
+    );
+    let file = src.to_str().unwrap();
+    let out = program("mixed.o", "");
+    let obj = out.to_str().unwrap();
+    for mode in ["objective", "fwd", "fwd-opt", "fwd-vec", "fwd-rows", "rev"] {
+        let mut args = vec!["compile", file, "--mode", mode, "-o", obj];
+        if mode != "objective" {
+            args.extend(["--wrt", "v"]);
+        }
+        let o = cli(&args);
+        assert!(o.status.success(), "{mode}: {}", stderr(&o));
+        assert!(stderr(&o).is_empty(), "{mode}: {}", stderr(&o));
+    }
+}

@@ -221,6 +221,11 @@ pub enum RulesCmd {
         /// Print each rule's SMT-LIB queries instead of solving them.
         #[arg(long)]
         smt: bool,
+        /// Instances `rules check` tries on each rule out of scope for SMT,
+        /// to refute it with a counterexample replayed on the evaluator
+        /// (0: none). Proving such a rule is Coq's (`fsmooth rules coq`).
+        #[arg(long, default_value_t = 200)]
+        search: u64,
     },
     /// Write the structural rules (binders, loops, arrays, tuples,
     /// conditionals) as Coq propositions over proofs/coq/Semantics.v: the

@@ -60,7 +60,13 @@ pub fn rules(cmd: RulesCmd) -> Result<(), Failure> {
             families,
             timeout_ms,
             smt,
-        } => prove(rules.dir.as_deref(), (&only, &families), timeout_ms, smt),
+            search,
+        } => prove(
+            rules.dir.as_deref(),
+            (&only, &families),
+            (timeout_ms, search),
+            smt,
+        ),
     }
 }
 
@@ -100,7 +106,7 @@ fn selected(
 fn prove(
     dir: Option<&Path>,
     (only, families): (&[String], &[String]),
-    timeout_ms: u64,
+    (timeout_ms, search): (u64, u64),
     smt: bool,
 ) -> Result<(), Failure> {
     use crate::prove::smt::{Reading, query, typings};
@@ -135,6 +141,7 @@ fn prove(
     let start = Instant::now();
     let opts = crate::prove::Options {
         timeout_ms,
+        search,
         ..crate::prove::Options::default()
     };
     let reports = crate::prove::prove_rules(&rules, &opts);

@@ -36,6 +36,10 @@ pub struct Options {
     pub fuel: u64,
     /// Whether to decide the binary64 reading too (off: the reals only).
     pub ieee: bool,
+    /// Instances `rules check` tries on a rule out of scope for SMT, to
+    /// refute it (0: none). A structural rule's proof is Coq's
+    /// (spec/rules-format.md §15); the search only finds counterexamples.
+    pub search: u64,
 }
 
 impl Default for Options {
@@ -44,6 +48,7 @@ impl Default for Options {
             timeout_ms: 10_000,
             fuel: 200_000,
             ieee: true,
+            search: 200,
         }
     }
 }
@@ -93,7 +98,13 @@ pub fn prove_rules(rules: &[RuleDef], opts: &Options) -> Vec<Report> {
 /// Proves `rule` under both readings and judges its tags.
 pub fn prove_rule(rule: &RuleDef, opts: &Options) -> Report {
     let (reals, ieee) = match smt::typings(rule) {
-        Err(why) => (Verdict::OutOfScope(why.clone()), Verdict::OutOfScope(why)),
+        Err(why) => match search(rule, opts) {
+            // Found by search and confirmed on the evaluator, which is
+            // the binary64 reading; over the reals it stands for ⊥ against
+            // a value, or a capture, which no reading excuses.
+            Some(v) => (v.clone(), v),
+            None => (Verdict::OutOfScope(why.clone()), Verdict::OutOfScope(why)),
+        },
         Ok(typings) => (
             reading(rule, &typings, Reading::Reals, opts),
             if opts.ieee {
@@ -104,7 +115,12 @@ pub fn prove_rule(rule: &RuleDef, opts: &Options) -> Report {
         ),
     };
     let inexact = rule.has_tag("ieee-inexact");
+    let structural = smt::typings(rule).is_err();
     let error = match (&reals, &ieee) {
+        (Verdict::Counterexample { .. }, _) if structural => Some(
+            "the rule does not hold: `rules check`'s search found an instance the evaluator confirms (the rule is out of scope for SMT)"
+                .to_string(),
+        ),
         (Verdict::Counterexample { .. }, _) => {
             Some("the rule does not hold over the reals".to_string())
         }
@@ -123,6 +139,36 @@ pub fn prove_rule(rule: &RuleDef, opts: &Options) -> Report {
         ieee,
         error,
     }
+}
+
+/// A rule out of scope for SMT, refuted by `rules check`'s random
+/// instances: its shrunk counterexample, evaluated on both sides.
+fn search(rule: &RuleDef, opts: &Options) -> Option<Verdict> {
+    if opts.search == 0 {
+        return None;
+    }
+    let report = crate::rulecheck::check_rule(
+        rule,
+        &crate::rulecheck::Options {
+            cases: opts.search,
+            fuel: opts.fuel,
+            ..crate::rulecheck::Options::default()
+        },
+    );
+    let c = report.counterexample?;
+    Some(Verdict::Counterexample {
+        instance: c.bindings.clone(),
+        replay: Err(format!(
+            "confirmed (found by search): {}\n    left:  {}\n    right: {}",
+            c.why,
+            one_line(&c.lhs),
+            one_line(&c.rhs)
+        )),
+    })
+}
+
+fn one_line(program: &str) -> String {
+    program.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// One reading: every typing proved, or the first that is not.
@@ -308,6 +354,11 @@ impl fmt::Display for Report {
         }
         for (what, v) in [("reals", &self.reals), ("binary64", &self.ieee)] {
             match v {
+                // A counterexample found by search stands for both readings.
+                Verdict::Counterexample { replay, .. }
+                    if what == "binary64"
+                        && matches!(&self.reals, Verdict::Counterexample { replay: r, .. } if r == replay) =>
+                    {}
                 Verdict::Counterexample { instance, replay } => {
                     let inst: Vec<String> = instance
                         .iter()

@@ -8,47 +8,87 @@ Open Scope Z_scope.
 
 Theorem fission_fst_holds : fission_fst.
 Proof.
-  unfold fission_fst; intros; sem; intros v H.
-  destruct (z0 i_env a_env) as [x0 |]; [| discriminate].
-  destruct (z1 a_env) as [x1 |]; [| discriminate].
-  destruct (n i_env a_env) as [nv |]; [| discriminate].
-  simpl in *.
-  match type of H with context [ifold_sem ?g _ _] => set (G := g) in H end.
-  destruct (ifold_sem G (x0, x1) nv) as [p |] eqn:E; [| discriminate].
-  injection H as <-.
-  unfold ifold_sem in *; destruct (nv <? 0); [discriminate |].
-  destruct (loop_refine (fun (a : T1 * T2) (s : T1) => fst a = s) G
-              (fun s => Some (fun i => b0 i s)) (indices nv) (x0, x1) x0 eq_refl)
-    with (v := p) as (w & Hw & Hr).
-  - intros [s1 s2] t i s' Hst _ Hstep; subst G; simpl in *; subst.
-    destruct (b0 i t) as [y |]; [| discriminate].
-    destruct (b1 i (t, s2)); [| discriminate].
-    injection Hstep as <-; exists y; split; reflexivity.
-  - exact E.
-  - rewrite Hw, Hr; reflexivity.
+  unfold fission_fst; split.
+  - (* ?i = ?a: b0 reads nothing of the state *)
+    intros; sem; intros v H.
+    destruct (z0 a_env) as [x0 |]; [| discriminate].
+    destruct z1 as [x1 |]; [| discriminate].
+    destruct (n a_env) as [nv |]; [| discriminate].
+    simpl in *.
+    match type of H with context [ifold_sem ?g _ _] => set (G := g) in H end.
+    destruct (ifold_sem G (x0, x1) nv) as [p |] eqn:E; [| discriminate].
+    injection H as <-.
+    unfold ifold_sem in *; destruct (nv <? 0); [discriminate |].
+    destruct (loop_refine (fun (a : T1 * T2) (s : T1) => fst a = s) G
+                (fun s => Some (fun i => b0)) (indices nv) (x0, x1) x0 eq_refl)
+      with (v := p) as (w & Hw & Hr).
+    + intros [s1 s2] t i s' Hst _ Hstep; subst G; simpl in *; subst.
+      destruct b0 as [y |]; [| discriminate].
+      destruct (b1 i); [| discriminate].
+      injection Hstep as <-; exists y; split; reflexivity.
+    + exact E.
+    + rewrite Hw, Hr; reflexivity.
+  - intros; sem; intros v H.
+    destruct (z0 i_env a_env) as [x0 |]; [| discriminate].
+    destruct (z1 a_env) as [x1 |]; [| discriminate].
+    destruct (n i_env a_env) as [nv |]; [| discriminate].
+    simpl in *.
+    match type of H with context [ifold_sem ?g _ _] => set (G := g) in H end.
+    destruct (ifold_sem G (x0, x1) nv) as [p |] eqn:E; [| discriminate].
+    injection H as <-.
+    unfold ifold_sem in *; destruct (nv <? 0); [discriminate |].
+    destruct (loop_refine (fun (a : T1 * T2) (s : T1) => fst a = s) G
+                (fun s => Some (fun i => b0 i s)) (indices nv) (x0, x1) x0 eq_refl)
+      with (v := p) as (w & Hw & Hr).
+    + intros [s1 s2] t i s' Hst _ Hstep; subst G; simpl in *; subst.
+      destruct (b0 i t) as [y |]; [| discriminate].
+      destruct (b1 i (t, s2)); [| discriminate].
+      injection Hstep as <-; exists y; split; reflexivity.
+    + exact E.
+    + rewrite Hw, Hr; reflexivity.
 Qed.
 
 
 Theorem fission_snd_holds : fission_snd.
 Proof.
-  unfold fission_snd; intros; sem; intros v H.
-  destruct (z0 a_env) as [x0 |]; [| discriminate].
-  destruct (z1 i_env a_env) as [x1 |]; [| discriminate].
-  destruct (n i_env a_env) as [nv |]; [| discriminate].
-  simpl in *.
-  match type of H with context [ifold_sem ?g _ _] => set (G := g) in H end.
-  destruct (ifold_sem G (x0, x1) nv) as [p |] eqn:E; [| discriminate].
-  injection H as <-.
-  unfold ifold_sem in *; destruct (nv <? 0); [discriminate |].
-  destruct (loop_refine (fun (a : T1 * T2) (s : T2) => snd a = s) G
-              (fun s => Some (fun i => b1 i s)) (indices nv) (x0, x1) x1 eq_refl)
-    with (v := p) as (w & Hw & Hr).
-  - intros [s1 s2] t i s' Hst _ Hstep; subst G; simpl in *; subst.
-    destruct (b0 i (s1, t)); [| discriminate].
-    destruct (b1 i t) as [y |]; [| discriminate].
-    injection Hstep as <-; exists y; split; reflexivity.
-  - exact E.
-  - rewrite Hw, Hr; reflexivity.
+  unfold fission_snd; split.
+  - (* ?i = ?a: b1 reads nothing of the state *)
+    intros; sem; intros v H.
+    destruct z0 as [x0 |]; [| discriminate].
+    destruct (z1 a_env) as [x1 |]; [| discriminate].
+    destruct (n a_env) as [nv |]; [| discriminate].
+    simpl in *.
+    match type of H with context [ifold_sem ?g _ _] => set (G := g) in H end.
+    destruct (ifold_sem G (x0, x1) nv) as [p |] eqn:E; [| discriminate].
+    injection H as <-.
+    unfold ifold_sem in *; destruct (nv <? 0); [discriminate |].
+    destruct (loop_refine (fun (a : T1 * T2) (s : T2) => snd a = s) G
+                (fun s => Some (fun i => b1)) (indices nv) (x0, x1) x1 eq_refl)
+      with (v := p) as (w & Hw & Hr).
+    + intros [s1 s2] t i s' Hst _ Hstep; subst G; simpl in *; subst.
+      destruct (b0 i); [| discriminate].
+      destruct b1 as [y |]; [| discriminate].
+      injection Hstep as <-; exists y; split; reflexivity.
+    + exact E.
+    + rewrite Hw, Hr; reflexivity.
+  - intros; sem; intros v H.
+    destruct (z0 a_env) as [x0 |]; [| discriminate].
+    destruct (z1 i_env a_env) as [x1 |]; [| discriminate].
+    destruct (n i_env a_env) as [nv |]; [| discriminate].
+    simpl in *.
+    match type of H with context [ifold_sem ?g _ _] => set (G := g) in H end.
+    destruct (ifold_sem G (x0, x1) nv) as [p |] eqn:E; [| discriminate].
+    injection H as <-.
+    unfold ifold_sem in *; destruct (nv <? 0); [discriminate |].
+    destruct (loop_refine (fun (a : T1 * T2) (s : T2) => snd a = s) G
+                (fun s => Some (fun i => b1 i s)) (indices nv) (x0, x1) x1 eq_refl)
+      with (v := p) as (w & Hw & Hr).
+    + intros [s1 s2] t i s' Hst _ Hstep; subst G; simpl in *; subst.
+      destruct (b0 i (s1, t)); [| discriminate].
+      destruct (b1 i t) as [y |]; [| discriminate].
+      injection Hstep as <-; exists y; split; reflexivity.
+    + exact E.
+    + rewrite Hw, Hr; reflexivity.
 Qed.
 
 

@@ -666,20 +666,30 @@ Definition while_false : Prop :=
 (** [fission-fst] (fission.rules:8)
     fst (ifold (fun a i -> (b0, b1)) (z0, z1) n) = ifold (fun a' i -> b0[a := (a', z1)]) z0 n   (b0 reads only fst a) *)
 Definition fission_fst : Prop :=
+  (* case ?i = ?a *)
+  (forall (T1 T2 T3 : Type) (a_env : T3) (b0 : M T1) (b1 : Z -> M T2) (z0 : T3 -> M T1) (z1 : M T2) (n : T3 -> M Z),
+     refines
+       (fst_ (ifold_ (lam_ (fun (a_1 : (T1 * T2)%type) => (lam_ (fun (a_2 : Z) => (pair_ b0 (b1 a_2)))))) (pair_ (z0 a_env) z1) (n a_env)))
+       (ifold_ (lam_ (fun (s_3 : T1) => (lam_ (fun (a_4 : Z) => (let_ (pair_ (ret s_3) z1) (fun (a_5 : (T1 * T2)%type) => b0)))))) (z0 a_env) (n a_env))
+     (* the `only-fst`/`only-snd` terms read nothing of their names here *)) /\
   (forall (T1 T2 T3 T4 : Type) (i_env : T3) (a_env : T4) (b0 : Z -> T1 -> M T1) (b1 : Z -> (T1 * T2)%type -> M T2) (z0 : T3 -> T4 -> M T1) (z1 : T4 -> M T2) (n : T3 -> T4 -> M Z),
      refines
        (fst_ (ifold_ (lam_ (fun (a_1 : (T1 * T2)%type) => (lam_ (fun (i_2 : Z) => (pair_ (b0 i_2 (fst a_1)) (b1 i_2 a_1)))))) (pair_ (z0 i_env a_env) (z1 a_env)) (n i_env a_env)))
        (ifold_ (lam_ (fun (s_3 : T1) => (lam_ (fun (i_4 : Z) => (let_ (pair_ (ret s_3) (z1 a_env)) (fun (a_5 : (T1 * T2)%type) => (b0 i_4 (fst a_5)))))))) (z0 i_env a_env) (n i_env a_env))).
-(* case ?i = ?a: no well-typed instance (Pair(0, 11) against Index) *)
 
 (** [fission-snd] (fission.rules:15)
     snd (ifold (fun a i -> (b0, b1)) (z0, z1) n) = ifold (fun a' i -> b1[a := (z0, a')]) z1 n   (b1 reads only snd a) *)
 Definition fission_snd : Prop :=
+  (* case ?i = ?a *)
+  (forall (T1 T2 T3 : Type) (a_env : T3) (b0 : Z -> M T1) (b1 : M T2) (z0 : M T1) (z1 : T3 -> M T2) (n : T3 -> M Z),
+     refines
+       (snd_ (ifold_ (lam_ (fun (a_1 : (T1 * T2)%type) => (lam_ (fun (a_2 : Z) => (pair_ (b0 a_2) b1))))) (pair_ z0 (z1 a_env)) (n a_env)))
+       (ifold_ (lam_ (fun (s_3 : T2) => (lam_ (fun (a_4 : Z) => (let_ (pair_ z0 (ret s_3)) (fun (a_5 : (T1 * T2)%type) => b1)))))) (z1 a_env) (n a_env))
+     (* the `only-fst`/`only-snd` terms read nothing of their names here *)) /\
   (forall (T1 T2 T3 T4 : Type) (i_env : T4) (a_env : T3) (b0 : Z -> (T1 * T2)%type -> M T1) (b1 : Z -> T2 -> M T2) (z0 : T3 -> M T1) (z1 : T4 -> T3 -> M T2) (n : T4 -> T3 -> M Z),
      refines
        (snd_ (ifold_ (lam_ (fun (a_1 : (T1 * T2)%type) => (lam_ (fun (i_2 : Z) => (pair_ (b0 i_2 a_1) (b1 i_2 (snd a_1))))))) (pair_ (z0 a_env) (z1 i_env a_env)) (n i_env a_env)))
        (ifold_ (lam_ (fun (s_3 : T2) => (lam_ (fun (i_4 : Z) => (let_ (pair_ (z0 a_env) (ret s_3)) (fun (a_5 : (T1 * T2)%type) => (b1 i_4 (snd a_5)))))))) (z1 i_env a_env) (n i_env a_env))).
-(* case ?i = ?a: no well-typed instance (Pair(11, 2) against Index) *)
 
 (** [ifold-onehot] (fission.rules:29)
     snd (ifold (fun s j -> if c then (a, [k = i]) else s) (a0, [k0 = i]) n) = let m = snd (ifold (fun s j -> if c then (a, k) else s) (a0, k0) n) in [m = i],  [k = i] = if k = i then 1.0 else 0.0   (c, a, k read only fst s; i outside the loop) *)
@@ -688,4 +698,4 @@ Definition ifold_onehot : Prop :=
      equiv
        (snd_ (ifold_ (lam_ (fun (s_1 : (T2 * Dbl)%type) => (lam_ (fun (j_2 : Z) => (if_ (c (fst s_1) j_2) (pair_ (a (fst s_1) j_2) (if_ (cmp eq1 (k (fst s_1) j_2) i) (ret lit1) (ret lit2))) (ret s_1)))))) (pair_ (a0 s_env j_env) (if_ (cmp eq1 (k0 s_env j_env) i) (ret lit1) (ret lit2))) (n s_env j_env)))
        (let_ (snd_ (ifold_ (lam_ (fun (s_3 : (T2 * T1)%type) => (lam_ (fun (j_4 : Z) => (if_ (c (fst s_3) j_4) (pair_ (a (fst s_3) j_4) (k (fst s_3) j_4)) (ret s_3)))))) (pair_ (a0 s_env j_env) (k0 s_env j_env)) (n s_env j_env))) (fun (m_5 : T1) => (if_ (cmp eq1 (ret m_5) i) (ret lit1) (ret lit2))))).
-(* case ?s = ?j: no well-typed instance (Pair(4, 20) against Index) *)
+(* case ?s = ?j: no well-typed instance (a pair against Index) *)

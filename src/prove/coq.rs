@@ -138,7 +138,19 @@ fn statement(rule: &RuleDef) -> Result<String, String> {
             })
             .collect::<Vec<_>>()
             .join(", ");
-        match Case::new(rule, &class, part.len(), &fresh).and_then(|c| c.render(rule)) {
+        let build = |absent: bool| {
+            Case::new(rule, &class, part.len(), &fresh, absent).and_then(|c| c.render(rule))
+        };
+        // `only-fst ?x ?e` also holds when `?e` does not read `x` at all
+        // (spec/rules-format.md §6: "absent or 1"); where reading `fst x`
+        // cannot be typed (x is an Index in this case), that is the only
+        // way, and the case is stated with the term reading nothing of `x`.
+        match build(false).or_else(|e| match e {
+            Mismatch::IllTyped(_) if projects(rule) => build(true).map(|t| {
+                format!("{t}\n     (* the `only-fst`/`only-snd` terms read nothing of their names here *)")
+            }),
+            e => Err(e),
+        }) {
             Ok(text) => cases.push((label, Some(text))),
             Err(Mismatch::IllTyped(why)) => {
                 cases.push((format!("{label}: no well-typed instance ({why})"), None))
@@ -177,6 +189,13 @@ fn statement(rule: &RuleDef) -> Result<String, String> {
         }
     }
     Ok(s)
+}
+
+/// Whether the rule has an `only-fst` or `only-snd` condition.
+fn projects(rule: &RuleDef) -> bool {
+    rule.conds
+        .iter()
+        .any(|c| matches!(c, Cond::OnlyFst(..) | Cond::OnlySnd(..)))
 }
 
 /// The metavariables that stand for names (under `var`, or bound by `lam`
@@ -256,6 +275,20 @@ enum Ty {
     Fun(usize, usize),
 }
 
+impl Ty {
+    fn kind(self) -> &'static str {
+        match self {
+            Ty::Open => "a type",
+            Ty::Index => "Index",
+            Ty::Double => "Double",
+            Ty::Bool => "Bool",
+            Ty::Pair(..) => "a pair",
+            Ty::Array(_) => "an array",
+            Ty::Fun(..) => "a function",
+        }
+    }
+}
+
 #[derive(Default)]
 struct Types {
     ty: Vec<Ty>,
@@ -318,7 +351,7 @@ impl Types {
                 self.parent[a] = b;
                 Ok(())
             }
-            (x, y) => Err(format!("{x:?} against {y:?}")),
+            (x, y) => Err(format!("{} against {}", x.kind(), y.kind())),
         }
     }
     fn known(&mut self, t: usize, k: Ty) -> Result<(), String> {
@@ -374,6 +407,8 @@ struct Op {
 
 /// One case of a rule: a way of identifying its names.
 struct Case {
+    /// The classes of `fresh` names: never read from the environment.
+    fresh: BTreeSet<usize>,
     types: Types,
     metas: Vec<(Var, Meta)>,
     /// Environment variables: class → (Coq name, type).
@@ -397,6 +432,7 @@ impl Case {
         class: &HashMap<Var, usize>,
         classes: usize,
         fresh: &BTreeSet<Var>,
+        absent: bool,
     ) -> Result<Case, Mismatch> {
         let mut class_names = vec![String::new(); classes];
         for (v, k) in class {
@@ -408,6 +444,7 @@ impl Case {
         let fresh_classes: BTreeSet<usize> =
             fresh.iter().filter_map(|v| class.get(v).copied()).collect();
         let mut case = Case {
+            fresh: fresh_classes.clone(),
             types: Types::default(),
             metas: Vec::new(),
             env: BTreeMap::new(),
@@ -468,6 +505,9 @@ impl Case {
                     } else {
                         Proj::Whole
                     };
+                    if absent && proj != Proj::Whole {
+                        continue;
+                    }
                     let t = case.types.open();
                     deps.push((k, proj, t));
                 }
@@ -518,18 +558,25 @@ impl Case {
         format!("{}_{}", self.class_names[k], self.binders)
     }
 
-    /// The value of name class `k` here, and its type.
-    fn resolve(&mut self, k: usize, scope: &Scope) -> (String, usize) {
+    /// The value of name class `k` here, and its type. A `fresh` name
+    /// read outside its binder is a rule error (it names nothing).
+    fn resolve(&mut self, k: usize, scope: &Scope) -> Result<(String, usize), Mismatch> {
         if let Some((_, n, t)) = scope.iter().rev().find(|(c, _, _)| *c == k) {
-            return (n.clone(), *t);
+            return Ok((n.clone(), *t));
+        }
+        if self.fresh.contains(&k) {
+            return Err(Mismatch::Unsupported(format!(
+                "the fresh name ?{} is read outside its binder",
+                self.class_names[k]
+            )));
         }
         if let Some((n, t)) = self.env.get(&k) {
-            return (n.clone(), *t);
+            return Ok((n.clone(), *t));
         }
         let t = self.types.open();
         let n = format!("{}_env", self.class_names[k]);
         self.env.insert(k, (n.clone(), t));
-        (n, t)
+        Ok((n, t))
     }
 
     fn op(&mut self, symbol: &'static str, args: Vec<usize>, result: usize, total: bool) -> String {
@@ -569,7 +616,7 @@ impl Case {
         let ty = |s: &mut Case, k: Ty| s.types.add(k);
         Ok(match node {
             Fsm::Var(x) => {
-                let (n, t) = self.resolve(name_class(*x)?, scope);
+                let (n, t) = self.resolve(name_class(*x)?, scope)?;
                 (format!("(ret {n})"), t)
             }
             Fsm::Lam([x, b]) => {
@@ -823,7 +870,7 @@ impl Case {
         }
         let mut args = Vec::new();
         for (k, proj, t) in deps {
-            let (n, nt) = self.resolve(k, scope);
+            let (n, nt) = self.resolve(k, scope)?;
             match proj {
                 Proj::Whole => {
                     self.types.unify(t, nt)?;

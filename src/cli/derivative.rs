@@ -50,7 +50,18 @@ struct Gate<'a> {
     args: &'a GateArgs,
 }
 
-impl Gate<'_> {
+impl<'a> Gate<'a> {
+    /// The gate of a derivative command (`grad`, `jacobian`, `vjp`).
+    fn of(src: &'a Sources, session: &'a Session, args: &'a DerivArgs) -> Gate<'a> {
+        Gate {
+            src,
+            session,
+            entry: &args.entry,
+            checkpoint: &args.checkpoint,
+            args: &args.gate,
+        }
+    }
+
     fn check(
         &self,
         derivative: Option<(Mode, &str)>,
@@ -182,13 +193,7 @@ pub fn grad(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
         .map_err(|d| fail(&d))?;
     native_runs(args.mode, engine)?;
     if gated {
-        let gate = Gate {
-            src: &src,
-            session: &session,
-            entry: &args.entry,
-            checkpoint: &args.checkpoint,
-            args: &args.gate,
-        };
+        let gate = Gate::of(&src, &session, &args);
         for name in &names {
             gate.check(
                 Some((args.mode, name)),
@@ -254,14 +259,7 @@ pub fn vjp(args: DerivArgs, cotangent: &str) -> Result<(), Failure> {
         .map_err(|d| fail(&d))?;
     native_runs(args.mode, engine)?;
     if gated {
-        let gate = Gate {
-            src: &src,
-            session: &session,
-            entry: &args.entry,
-            checkpoint: &args.checkpoint,
-            args: &args.gate,
-        };
-        gate.check(
+        Gate::of(&src, &session, &args).check(
             Some((args.mode, &args.wrt)),
             Some(&values),
             args.engine.limits(),

@@ -799,13 +799,13 @@ pub fn check_native(src: &str, limits: Limits) -> Result<Counts, String> {
 }
 
 fn out_of_fuel<T>(r: &Result<T, crate::pipeline::RunError>) -> bool {
-    matches!(r, Err(e) if e.code() == "out-of-fuel")
+    matches!(r, Err(e) if e.is_out_of_fuel())
 }
 
-/// Whether two values agree for the `native` property: the same shape,
-/// equal Index and Bool parts, and Doubles equal bit for bit or within
-/// ρ ≤ 1e-12.
-fn values_agree(a: &Value, b: &Value) -> bool {
+/// Whether two values agree for the `native` property (and the validation
+/// gate): the same shape, equal Index and Bool parts, and Doubles equal bit
+/// for bit or within ρ ≤ 1e-12.
+pub fn values_agree(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Double(x), Value::Double(y)) => doubles_agree(*x, *y),
         (Value::Pair(p), Value::Pair(q)) => values_agree(&p.0, &q.0) && values_agree(&p.1, &q.1),

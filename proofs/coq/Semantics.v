@@ -352,6 +352,19 @@ Proof.
     intros; eapply Hstep; simpl; eauto.
 Qed.
 
+(* An `ifold` refines another when each of its steps does (loop_refine
+   over the indices). *)
+Lemma ifold_refine {A B} (R : A -> B -> Prop) (g : A -> M (Z -> M A)) (h : B -> M (Z -> M B))
+    (z : A) (t : B) (n : Z) :
+  R z t ->
+  (forall s t i s', R s t -> bind (g s) (fun k => k i) = Some s' ->
+     exists t', bind (h t) (fun k => k i) = Some t' /\ R s' t') ->
+  forall v, ifold_sem g z n = Some v -> exists w, ifold_sem h t n = Some w /\ R v w.
+Proof.
+  intros Hz Hstep v; unfold ifold_sem; destruct (n <? 0); [discriminate |].
+  apply (loop_refine R g h _ z t Hz); intros; eapply Hstep; eauto.
+Qed.
+
 (* Unfolds the definitions and splits every outcome into ⊥ and a value. *)
 Ltac sem :=
   unfold equiv, refines, let_, lam_, app_, if_, pair_, fst_, snd_, array_, build_,

@@ -16,12 +16,24 @@ pub fn finite_differences(
     args: Vec<Value>,
     limits: Limits,
 ) -> Result<Columns, EvalError> {
+    finite_differences_scaled(base, wrt, args, limits, 1.0)
+}
+
+/// [`finite_differences`] with the step h scaled by `scale` (the
+/// validation gate compares h with h/2 to judge the stencil's smoothness).
+pub fn finite_differences_scaled(
+    base: &Entry,
+    wrt: usize,
+    args: Vec<Value>,
+    limits: Limits,
+    scale: f64,
+) -> Result<Columns, EvalError> {
     let (value, mut stats) = base.run(args.clone(), limits, &mut |_, _| {})?;
     let mut xs = Vec::new();
     flatten(&args[wrt], &mut xs);
     let mut columns = Vec::with_capacity(xs.len());
     for j in 0..xs.len() {
-        let h = f64::EPSILON.cbrt() * xs[j].abs().max(1.0);
+        let h = scale * f64::EPSILON.cbrt() * xs[j].abs().max(1.0);
         let mut eval_at = |delta: f64| -> Result<Vec<f64>, EvalError> {
             let mut p = xs.clone();
             p[j] += delta;

@@ -52,6 +52,11 @@ impl Diagnose for RunError {
 }
 
 impl RunError {
+    /// The run spent its fuel (E-Fuel): no verdict on the program.
+    pub fn is_out_of_fuel(&self) -> bool {
+        self.code() == "out-of-fuel"
+    }
+
     /// The evaluator's error back from a run on [`Engine::Eval`].
     pub fn into_eval(self) -> EvalError {
         match self {

@@ -289,6 +289,14 @@ impl Ty {
     }
 }
 
+/// What printing a statement's types has met: its open type variables, in
+/// order, and whether Double (the abstract `Dbl`) occurs.
+#[derive(Default)]
+struct Printed {
+    open: Vec<usize>,
+    double: bool,
+}
+
 #[derive(Default)]
 struct Types {
     ty: Vec<Ty>,
@@ -359,18 +367,21 @@ impl Types {
         self.unify(t, k)
     }
     /// The Coq type; open variables named `T1`, `T2`, … in `open`.
-    fn show(&mut self, t: usize, open: &mut Vec<usize>) -> String {
+    fn show(&mut self, t: usize, open: &mut Printed) -> String {
         let t = self.find(t);
         match self.ty[t] {
             Ty::Open => {
-                let k = open.iter().position(|&o| o == t).unwrap_or_else(|| {
-                    open.push(t);
-                    open.len() - 1
+                let k = open.open.iter().position(|&o| o == t).unwrap_or_else(|| {
+                    open.open.push(t);
+                    open.open.len() - 1
                 });
                 format!("T{}", k + 1)
             }
             Ty::Index => "Z".into(),
-            Ty::Double => "Dbl".into(),
+            Ty::Double => {
+                open.double = true;
+                "Dbl".into()
+            }
             Ty::Bool => "bool".into(),
             Ty::Pair(a, b) => format!("({} * {})%type", self.show(a, open), self.show(b, open)),
             Ty::Array(a) => format!("(list {})", self.show(a, open)),
@@ -999,25 +1010,22 @@ impl Case {
 
     /// The proposition, with every placeholder resolved.
     fn render(mut self, rule: &RuleDef) -> Result<String, Mismatch> {
-        let mut open = Vec::new();
+        let mut open = Printed::default();
         let mut binders: Vec<String> = Vec::new();
-        // Operations: one per symbol and (printed) type.
+        // Operations: one per symbol and (printed) signature, named
+        // `add1`, `add2`, … per symbol; comparisons at Index are Coq's.
         let mut op_names: Vec<String> = Vec::new();
-        let mut seen: Vec<(String, String)> = Vec::new();
-        let mut ops_out: Vec<String> = Vec::new();
-        for k in 0..self.ops.len() {
-            let (symbol, args, result, total) = {
-                let o = &self.ops[k];
-                (o.symbol, o.args.clone(), o.result, o.total)
-            };
-            let arg_tys: Vec<String> = args
+        let mut quantified: Vec<(&'static str, String, String)> = Vec::new();
+        for o in &self.ops {
+            let arg_tys: Vec<String> = o
+                .args
                 .iter()
                 .map(|a| self.types.show(*a, &mut open))
                 .collect();
-            let res = self.types.show(result, &mut open);
-            if total && arg_tys[0] == "Z" {
+            let res = self.types.show(o.result, &mut open);
+            if o.total && arg_tys[0] == "Z" {
                 op_names.push(
-                    match symbol {
+                    match o.symbol {
                         "lt" => "Z.ltb",
                         "gt" => "Z.gtb",
                         "le" => "Z.leb",
@@ -1029,32 +1037,29 @@ impl Case {
                 );
                 continue;
             }
-            let sig = if total {
+            let sig = if o.total {
                 format!("{} -> {} -> bool", arg_tys[0], arg_tys[1])
             } else {
                 format!("{} -> M {res}", arg_tys.join(" -> "))
             };
-            let key = (symbol.to_string(), sig.clone());
-            let idx = match seen.iter().position(|s| *s == key) {
-                Some(i) => i,
+            let name = match quantified
+                .iter()
+                .find(|(s, g, _)| *s == o.symbol && *g == sig)
+            {
+                Some((_, _, n)) => n.clone(),
                 None => {
-                    seen.push(key);
-                    let n = format!(
-                        "{symbol}{}",
-                        seen.iter().filter(|(s, _)| s == symbol).count()
-                    );
-                    ops_out.push(format!("({n} : {sig})"));
-                    seen.len() - 1
+                    let k = quantified.iter().filter(|(s, _, _)| *s == o.symbol).count();
+                    let n = format!("{}{}", o.symbol, k + 1);
+                    quantified.push((o.symbol, sig, n.clone()));
+                    n
                 }
             };
-            let n = ops_out[idx]
-                .trim_start_matches('(')
-                .split(' ')
-                .next()
-                .unwrap()
-                .to_string();
-            op_names.push(n);
+            op_names.push(name);
         }
+        let ops_out: Vec<String> = quantified
+            .iter()
+            .map(|(_, sig, n)| format!("({n} : {sig})"))
+            .collect();
         let mut metas_out = Vec::new();
         for (v, m) in &self.metas {
             let mut t = String::new();
@@ -1082,7 +1087,7 @@ impl Case {
                 self.types.show(*t, &mut open)
             ));
         }
-        let fill = |s: &str, types: &mut Types, open: &mut Vec<usize>| -> String {
+        let fill = |s: &str, types: &mut Types, open: &mut Printed| -> String {
             let mut out = String::new();
             let mut parts = s.split('\u{1}');
             out.push_str(parts.next().unwrap_or(""));
@@ -1103,18 +1108,8 @@ impl Case {
             .iter()
             .map(|h| fill(h, &mut self.types, &mut open))
             .collect();
-        let uses_double = [&lhs, &rhs]
-            .iter()
-            .chain(hyps.iter().collect::<Vec<_>>().iter())
-            .any(|s| s.contains("Dbl"))
-            || metas_out
-                .iter()
-                .chain(&ops_out)
-                .chain(&env_out)
-                .chain(&lits_out)
-                .any(|s| s.contains("Dbl"));
-        let mut tys: Vec<String> = (1..=open.len()).map(|k| format!("T{k}")).collect();
-        if uses_double {
+        let mut tys: Vec<String> = (1..=open.open.len()).map(|k| format!("T{k}")).collect();
+        if open.double {
             tys.push("Dbl".into());
         }
         if !tys.is_empty() {

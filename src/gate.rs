@@ -17,7 +17,8 @@
 //! themselves (they compute the same reals in different orders) and with
 //! finite differences within ten times the stencil's own truncation
 //! estimate (|D(h) − D(h/2)|) plus 1e-6; native code with the evaluator
-//! within ρ ≤ 1e-12 (strict mode gives the same bits).
+//! within ρ ≤ 1e-12 (strict mode gives the same bits; 1e-9 under the
+//! relaxed contract, spec/semantics.md §7).
 
 use std::rc::Rc;
 
@@ -48,6 +49,11 @@ pub struct Options {
     pub generated: usize,
     pub seed: u64,
     pub limits: Limits,
+    /// How far native results may be from the evaluator's (ρ): 1e-12
+    /// under the strict floating-point contract, which gives the same
+    /// bits; the relaxed contract's reassociated sums need more
+    /// (spec/semantics.md §7).
+    pub native_rho: f64,
 }
 
 impl Default for Options {
@@ -60,6 +66,7 @@ impl Default for Options {
                 fuel: 2_000_000,
                 elements: Limits::ELEMENTS,
             },
+            native_rho: 1e-12,
         }
     }
 }
@@ -123,7 +130,7 @@ pub fn check(subject: &Subject<'_>, opts: &Options) -> Result<Passed, String> {
         };
         match (&e, &n) {
             (Ok((a, _)), Ok((b, _))) => {
-                if !values_agree(a, b) {
+                if !agree(a, b, opts.native_rho) {
                     return Err(format!(
                         "native code for `{}` disagrees with the evaluator at {}: the evaluator gives {a}, native code {b}",
                         subject.entry,
@@ -150,7 +157,7 @@ pub fn check(subject: &Subject<'_>, opts: &Options) -> Result<Passed, String> {
             }
         }
         if let Some((mode, wrt)) = subject.derivative {
-            derivative(subject, &base, mode, wrt, args, opts.limits)
+            derivative(subject, &base, mode, wrt, args, opts)
                 .map_err(|why| format!("{why} at {}", at()))?;
         }
         passed.checked += 1;
@@ -167,8 +174,9 @@ fn derivative(
     mode: Mode,
     wrt: &str,
     args: &[Value],
-    limits: Limits,
+    opts: &Options,
 ) -> Result<(), String> {
+    let limits = opts.limits;
     let run = |m: Mode, engine: Engine| -> Result<Option<Columns>, String> {
         let plan = Plan::new(
             subject.session,
@@ -206,7 +214,7 @@ fn derivative(
     };
     if mode.runs_natively()
         && let Some(native) = run(mode, Engine::Native)?
-        && let Some(diff) = native_differs(&ours, &native)
+        && let Some(diff) = native_differs(&ours, &native, opts.native_rho)
     {
         return Err(format!(
             "native code for the {} derivative disagrees with the evaluator: {diff}",
@@ -301,14 +309,20 @@ fn columns_disagree(a: &[Vec<f64>], b: &[Vec<f64>], tol: f64) -> Option<(usize, 
     None
 }
 
-fn native_differs(e: &Columns, n: &Columns) -> Option<String> {
-    if !values_agree(&e.value, &n.value) {
+/// Whether `a` and `b` have one shape and their Doubles are within ρ ≤
+/// `tol` (or the same bits, or both NaN).
+fn agree(a: &Value, b: &Value, tol: f64) -> bool {
+    values_agree(a, b) || a.max_rho(b).is_some_and(|r| r <= tol)
+}
+
+fn native_differs(e: &Columns, n: &Columns, tol: f64) -> Option<String> {
+    if !agree(&e.value, &n.value, tol) {
         return Some(format!(
             "value: the evaluator gives {}, native code {}",
             e.value, n.value
         ));
     }
-    columns_disagree(&e.columns, &n.columns, 1e-12).map(|(j, i, a, b)| {
+    columns_disagree(&e.columns, &n.columns, tol).map(|(j, i, a, b)| {
         format!("element [{i}] of column {j}: the evaluator gives {a:?}, native code {b:?}")
     })
 }

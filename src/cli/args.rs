@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::ad::Checkpointing;
+use crate::codegen::{FpContract, NativeOptions};
 use crate::difftest::Property;
 use crate::eval::Limits;
 use crate::fuzz::Target;
@@ -317,6 +318,17 @@ pub struct EngineArgs {
     /// fwd-rows and rev have derivative programs it can compile).
     #[arg(long, value_enum, default_value_t)]
     pub engine: Engine,
+    /// Native code's floating-point contract (spec/semantics.md §7):
+    /// `strict` returns the evaluator's bits; `relaxed` may reassociate
+    /// sums (the folds run on several threads), within the bound §3
+    /// states.
+    #[arg(long, value_enum, default_value_t)]
+    pub fp: FpContract,
+    /// The threads native code may run a fold on (Note [Parallel folds];
+    /// more than 1 needs `--fp relaxed`). Results are deterministic for a
+    /// given N.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: u16,
 }
 
 impl EngineArgs {
@@ -325,6 +337,21 @@ impl EngineArgs {
             fuel: self.fuel,
             elements: self.max_elements,
         }
+    }
+
+    /// How native code is compiled, or why the options do not go
+    /// together.
+    pub fn native(&self) -> Result<NativeOptions, String> {
+        if self.threads > 1 && self.fp == FpContract::Strict {
+            return Err(format!(
+                "--threads {} needs --fp relaxed: the strict contract keeps the evaluator's order of every sum, so a fold cannot be split between threads",
+                self.threads
+            ));
+        }
+        Ok(NativeOptions {
+            fp: self.fp,
+            threads: usize::from(self.threads),
+        })
     }
 }
 

@@ -117,6 +117,10 @@ impl<'a> Gate<'a> {
                 fuel: limits.fuel.min(crate::gate::Options::default().limits.fuel),
                 ..limits
             },
+            native_rho: match session.native_options().fp {
+                crate::codegen::FpContract::Strict => crate::gate::Options::default().native_rho,
+                crate::codegen::FpContract::Relaxed => 1e-9,
+            },
             ..crate::gate::Options::default()
         };
         match crate::gate::check(&subject, &opts) {
@@ -152,12 +156,13 @@ pub(super) fn native_runs(mode: Mode, engine: Engine) -> Result<(), Failure> {
 
 /// `grad` (`jacobian`: the whole Jacobian).
 pub fn grad(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
+    let native = args.engine.native().map_err(Failure::usage)?;
     let src = Sources::read(&args.file)?;
     let fail = |d: &Diagnostic| src.fail(d);
     let input = input_text(&args.input)?;
     let engine = args.engine.engine;
     let gated = engine == Engine::Native && !args.gate.no_gate;
-    let session = checked_session(&src, &args.rules, gated)?;
+    let session = checked_session(&src, &args.rules, gated)?.with_native(native);
     // Several independent variables (`--wrt a,b`): one plan each, the
     // derivatives printed as an object keyed by parameter.
     let names: Vec<&str> = args.wrt.split(',').map(str::trim).collect();
@@ -238,12 +243,13 @@ pub fn grad(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
 
 /// `vjp`: wᵀJ for the cotangent `w` given as JSON.
 pub fn vjp(args: DerivArgs, cotangent: &str) -> Result<(), Failure> {
+    let native = args.engine.native().map_err(Failure::usage)?;
     let src = Sources::read(&args.file)?;
     let fail = |d: &Diagnostic| src.fail(d);
     let input = input_text(&args.input)?;
     let engine = args.engine.engine;
     let gated = engine == Engine::Native && !args.gate.no_gate;
-    let session = checked_session(&src, &args.rules, gated)?;
+    let session = checked_session(&src, &args.rules, gated)?.with_native(native);
     let plan = Plan::new(
         &session,
         &args.entry,

@@ -37,10 +37,13 @@ pub fn print(file: &Path) -> Result<(), Failure> {
 
 /// `run`: the entry's value.
 pub fn run(args: RunArgs) -> Result<(), Failure> {
+    let native = args.engine.native().map_err(Failure::usage)?;
     let src = Sources::read(&args.file)?;
     let fail = |d: &Diagnostic| src.fail(d);
     let input = input_text(&args.input)?;
-    let session = Session::load(&src.main_src).map_err(|d| fail(&d))?;
+    let session = Session::load(&src.main_src)
+        .map_err(|d| fail(&d))?
+        .with_native(native);
     let entry = session.entry(&args.entry).map_err(|d| fail(&d))?;
     let values = entry.read_input(input.as_deref()).map_err(|d| fail(&d))?;
     if args.engine.engine == Engine::Native {

@@ -95,9 +95,13 @@ impl Workload {
         self.fail(&Diagnostic::from(e))
     }
 
-    /// The session of the workload's source (with `FSMOOTH_OPT_CHECK`).
-    fn session(&self) -> Result<Session, Failure> {
-        let s = Session::load(self.src).map_err(|d| self.fail(&d))?;
+    /// The session of the workload's source (with `FSMOOTH_OPT_CHECK`),
+    /// its native code compiled as `run` says.
+    fn session(&self, run: &WorkloadArgs) -> Result<Session, Failure> {
+        let native = run.engine.native().map_err(Failure::usage)?;
+        let s = Session::load(self.src)
+            .map_err(|d| self.fail(&d))?
+            .with_native(native);
         Ok(s.with_options(crate::pipeline::OptOptions {
             check: super::derivative::check_from_env(),
             ..Default::default()
@@ -213,7 +217,7 @@ fn scalar(
     run: &WorkloadArgs,
 ) -> Result<(), Failure> {
     let w = Workload { label, src };
-    let session = w.session()?;
+    let session = w.session(run)?;
     let plan = plan(&w, &session, entry, "theta", run)?;
     let (cols, elapsed, timings) = timed_columns(&w, &plan, &args, run, "gradient")?;
     #[derive(Serialize)]
@@ -243,7 +247,7 @@ fn bundle(input: &ba::BaInput, run: &WorkloadArgs) -> Result<(), Failure> {
     };
     let (engine, limits) = (run.engine.engine, run.engine.limits());
     native_runs(run.mode, engine)?;
-    let session = w.session()?;
+    let session = w.session(run)?;
     let d = ba::BaDerivative::new(&session, run.mode, engine, run.checkpoint.policy)
         .map_err(|e| w.fail(&e))?;
     let jacobian = || {
@@ -310,7 +314,7 @@ fn hand_tracking(
         label: "examples/adbench/hand.fsm",
         src: hand::HAND_SOURCE,
     };
-    let session = w.session()?;
+    let session = w.session(run)?;
     let plan = plan(&w, &session, input.entry(), input.wrt(), run)?;
     let args = input.args(model);
     let (cols, elapsed, timings) = timed_columns(&w, &plan, &args, run, "jacobian")?;

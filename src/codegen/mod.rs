@@ -129,7 +129,7 @@ use crate::diagnostic::{Diagnose, Span};
 
 pub use backend::aot::{AotOptions, ObjectCode, compile_object, default_symbol};
 pub use backend::c_signature::c_identifier;
-pub use backend::jit::{Arg, Native, NativeLimits, Out, Outputs, Rows};
+pub use backend::jit::{Arg, FpContract, Native, NativeLimits, NativeOptions, Out, Outputs, Rows};
 
 /// Why native compilation or a native call failed. The run-time variants
 /// carry the same stable codes as `eval::EvalError`.

@@ -37,6 +37,8 @@ pub struct Entry {
     pub span: Span,
     normal: OnceCell<Result<Rc<Normal>, AnfError>>,
     native: OnceCell<Result<Rc<Native>, CodegenError>>,
+    /// How [`Entry::native`] compiles: its session's options.
+    native_options: std::cell::Cell<crate::codegen::NativeOptions>,
 }
 
 impl Entry {
@@ -86,6 +88,7 @@ impl Entry {
             span,
             normal: OnceCell::new(),
             native: OnceCell::new(),
+            native_options: Default::default(),
         })
     }
 
@@ -234,12 +237,19 @@ impl Entry {
             .clone()
     }
 
+    /// Sets how [`Entry::native`] compiles (its session does, before the
+    /// first compilation).
+    pub fn set_native_options(&self, options: crate::codegen::NativeOptions) {
+        self.native_options.set(options);
+    }
+
     /// The entry compiled to native code (JIT), once.
     pub fn native(&self) -> Result<Rc<Native>, CodegenError> {
         self.native
             .get_or_init(|| {
                 let normal = self.normal().map_err(normalisation_error)?;
-                timed(Pass::Compile, || Native::compile(&normal)).map(Rc::new)
+                let options = self.native_options.get();
+                timed(Pass::Compile, || Native::compile_with(&normal, options)).map(Rc::new)
             })
             .clone()
     }

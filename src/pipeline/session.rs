@@ -25,6 +25,9 @@ pub struct Session {
     typing: Typing,
     /// How `Artefact::Optimised` optimises.
     opt: OptOptions,
+    /// How every entry is compiled for the JIT (the floating-point
+    /// contract, the threads).
+    native: crate::codegen::NativeOptions,
     rules: OnceCell<Result<Rc<Vec<RuleDef>>, Diagnostic>>,
     built: RefCell<HashMap<Artefact, Rc<Entry>>>,
     optimised: RefCell<HashMap<Artefact, Rc<Optimised>>>,
@@ -45,6 +48,7 @@ impl Session {
             program,
             typing,
             opt: OptOptions::default(),
+            native: Default::default(),
             rules: OnceCell::new(),
             built: RefCell::new(HashMap::new()),
             optimised: RefCell::new(HashMap::new()),
@@ -58,6 +62,18 @@ impl Session {
         self.rules = OnceCell::new();
         self.optimised.borrow_mut().clear();
         self
+    }
+
+    /// This session with native code compiled under `native` (before any
+    /// entry is built).
+    pub fn with_native(mut self, native: crate::codegen::NativeOptions) -> Session {
+        self.native = native;
+        self
+    }
+
+    /// How entries are compiled for the JIT.
+    pub fn native_options(&self) -> crate::codegen::NativeOptions {
+        self.native
     }
 
     /// The parsed program, prelude first.
@@ -103,6 +119,7 @@ impl Session {
             return Ok(e.clone());
         }
         let e = self.build(a)?;
+        e.set_native_options(self.native);
         self.built.borrow_mut().insert(a.clone(), e.clone());
         Ok(e)
     }
@@ -128,6 +145,7 @@ impl Session {
             &rules,
             &self.opt,
         )?);
+        o.entry.set_native_options(self.native);
         self.optimised.borrow_mut().insert(key, o.clone());
         Ok(o)
     }

@@ -161,7 +161,11 @@ pub fn compile_object(
         normal,
         &helpers,
         listing.as_mut(),
-        false,
+        crate::codegen::lower::LowerOptions {
+            limits: false,
+            threads: 1,
+            first_site: 0,
+        },
     )?;
     let cps = c_params(&params)?;
     let crs = c_results(&result)?;

@@ -9,19 +9,60 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use cranelift_codegen::ir::types::I64;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 
 use super::module::{HELPERS, define_entry, host_isa, signature};
-use super::runtime::{self, Arena, Ctx};
+use super::runtime::{self, Arena, Ctx, EntryFn};
 use crate::anf::Normal;
 use crate::codegen::layout::{Leaf, SLOT, leaves, slots};
+use crate::codegen::lower::LowerOptions;
 use crate::codegen::{CodegenError, compile_error};
 use crate::diagnostic::Span;
 use crate::eval::Value;
 use crate::ir::Type;
 
-type EntryFn = unsafe extern "C" fn(*mut Ctx, *const u64, *mut u64) -> i64;
+/// The floating-point contract of native code (spec/semantics.md §7).
+#[derive(clap::ValueEnum, Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FpContract {
+    /// Every operation the evaluator's, in its order: native results are
+    /// the evaluator's bits.
+    #[default]
+    Strict,
+    /// Sums may be reassociated (today: the folds that run on several
+    /// threads, Note [Parallel folds]); results agree with the
+    /// evaluator's within the bound of spec/semantics.md §7.
+    Relaxed,
+}
+
+/// How an entry is compiled for the JIT.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct NativeOptions {
+    pub fp: FpContract,
+    /// The threads a fold may run on (Note [Parallel folds]); more than
+    /// one needs [`FpContract::Relaxed`].
+    pub threads: usize,
+}
+
+impl Default for NativeOptions {
+    fn default() -> NativeOptions {
+        NativeOptions {
+            fp: FpContract::Strict,
+            threads: 1,
+        }
+    }
+}
+
+impl NativeOptions {
+    /// The threads folds actually run on: one under the strict contract.
+    pub fn fold_threads(&self) -> usize {
+        match self.fp {
+            FpContract::Strict => 1,
+            FpContract::Relaxed => self.threads.max(1),
+        }
+    }
+}
 
 /// Resource limits of a native call (Note [Native limits] in
 /// `codegen/lower/loops.rs`).
@@ -63,6 +104,10 @@ pub struct Native {
     /// Owns the code `func` points into; freed on drop.
     module: Option<JITModule>,
     func: EntryFn,
+    /// The chunk functions of its parallel folds (Note [Parallel folds]).
+    chunks: Vec<EntryFn>,
+    /// The other threads' arenas and the threads, kept between calls.
+    workers: Mutex<runtime::Parallel>,
     /// The source span of each failure site (Note [Failure sites]).
     sites: Vec<Span>,
     params: Vec<Type>,
@@ -123,13 +168,14 @@ fn address(name: &str) -> Result<*const u8, CodegenError> {
         "fsmooth_log" => runtime::fsmooth_log as *const u8,
         "fsmooth_exp" => runtime::fsmooth_exp as *const u8,
         "fsmooth_pow" => runtime::fsmooth_pow as *const u8,
+        "fsmooth_parallel" => runtime::fsmooth_parallel as *const u8,
         other => return Err(compile_error(format!("no JIT symbol for helper `{other}`"))),
     })
 }
 
 fn new_module() -> Result<JITModule, CodegenError> {
     let mut jb = JITBuilder::with_isa(host_isa(false)?, default_libcall_names());
-    for h in &HELPERS {
+    for h in HELPERS.iter().chain(&JIT_HELPERS) {
         jb.symbol(h.name, address(h.name)?);
     }
     Ok(JITModule::new(jb))
@@ -137,7 +183,7 @@ fn new_module() -> Result<JITModule, CodegenError> {
 
 fn declare_helpers(module: &mut JITModule) -> Result<Vec<(&'static str, FuncId)>, CodegenError> {
     let mut out = Vec::new();
-    for h in &HELPERS {
+    for h in HELPERS.iter().chain(&JIT_HELPERS) {
         let sig = signature(module, h.params, h.results);
         let id = module
             .declare_function(h.name, Linkage::Import, &sig)
@@ -147,15 +193,30 @@ fn declare_helpers(module: &mut JITModule) -> Result<Vec<(&'static str, FuncId)>
     Ok(out)
 }
 
+/// The helpers only JIT code calls: the threads of parallel folds (object
+/// files run single-threaded, Note [Parallel folds]).
+const JIT_HELPERS: [super::module::Helper; 1] = [super::module::Helper {
+    name: "fsmooth_parallel",
+    params: &[I64, I64, I64, I64, I64, I64, I64],
+    results: &[I64],
+}];
+
 impl Native {
-    /// Compiles a first-order normal form.
+    /// Compiles a first-order normal form (strict, one thread).
     pub fn compile(normal: &Normal) -> Result<Native, CodegenError> {
+        Native::compile_with(normal, NativeOptions::default())
+    }
+
+    /// Compiles a first-order normal form under `options`.
+    pub fn compile_with(normal: &Normal, options: NativeOptions) -> Result<Native, CodegenError> {
         let start = Instant::now();
         let mut module = new_module()?;
-        match Native::define(&mut module, normal) {
-            Ok((func, sites)) => Ok(Native {
+        match Native::define(&mut module, normal, options) {
+            Ok((func, chunks, sites)) => Ok(Native {
                 module: Some(module),
                 func,
+                chunks,
+                workers: Mutex::new(runtime::Parallel::default()),
                 sites,
                 params: normal.params.iter().map(|(_, t)| t.clone()).collect(),
                 result: normal.body.result.ty().clone(),
@@ -174,26 +235,48 @@ impl Native {
     fn define(
         module: &mut JITModule,
         normal: &Normal,
-    ) -> Result<(EntryFn, Vec<Span>), CodegenError> {
+        options: NativeOptions,
+    ) -> Result<(EntryFn, Vec<EntryFn>, Vec<Span>), CodegenError> {
         let helpers = declare_helpers(module)?;
-        let (id, sites) = define_entry(
+        let lower = |threads, first_site| LowerOptions {
+            limits: true,
+            threads,
+            first_site,
+        };
+        let (id, defined) = define_entry(
             module,
             "fsmooth_entry",
             Linkage::Export,
             normal,
             &helpers,
             None,
-            true,
+            lower(options.fold_threads(), 0),
         )?;
+        let mut sites = defined.sites;
+        // The chunk functions, one thread each, their failure sites
+        // numbered after the entry's.
+        let mut chunk_ids = Vec::new();
+        for (k, chunk) in defined.chunks.iter().enumerate() {
+            let (cid, d) = define_entry(
+                module,
+                &format!("fsmooth_chunk{k}"),
+                Linkage::Local,
+                chunk,
+                &helpers,
+                None,
+                lower(1, sites.len()),
+            )?;
+            sites.extend(d.sites);
+            chunk_ids.push(cid);
+        }
         module.finalize_definitions().map_err(compile_error)?;
-        let code = module.get_finalized_function(id);
-        // SAFETY: the function was compiled with exactly this signature
+        // SAFETY: each function was compiled with exactly this signature
         // (three pointer-sized arguments, one i64 result, the host's
         // default calling convention, which is the C one).
-        Ok((
-            unsafe { std::mem::transmute::<*const u8, EntryFn>(code) },
-            sites,
-        ))
+        let entry = |id| unsafe {
+            std::mem::transmute::<*const u8, EntryFn>(module.get_finalized_function(id))
+        };
+        Ok((entry(id), chunk_ids.into_iter().map(entry).collect(), sites))
     }
 
     /// The parameter types, in order.
@@ -204,6 +287,11 @@ impl Native {
     /// The result type.
     pub fn result(&self) -> &Type {
         &self.result
+    }
+
+    /// How many folds run on several threads (Note [Parallel folds]).
+    pub fn parallel_folds(&self) -> usize {
+        self.chunks.len()
     }
 
     /// Time from the normal form (or the entry) to callable code.
@@ -479,9 +567,29 @@ impl Native {
         limits: &NativeLimits,
     ) -> Result<(), CodegenError> {
         let mut ctx = Ctx::new(arena, limits.fuel, limits.elements);
+        // The chunk functions and the other threads' arenas (Note
+        // [Parallel folds]).
+        let mut par = runtime::Parallel::default();
+        if !self.chunks.is_empty() {
+            if let Ok(mut w) = self.workers.lock() {
+                par = std::mem::take(&mut *w);
+            }
+            par.chunks = self.chunks.clone();
+            ctx.parallel = &mut par;
+        }
         // SAFETY: `func` lives as long as `self.module`; the caller
         // guarantees the buffers; the arena outlives the call.
         let status = unsafe { (self.func)(&mut ctx, input.as_ptr(), out.as_mut_ptr()) };
+        if !self.chunks.is_empty()
+            && let Ok(mut w) = self.workers.lock()
+        {
+            // Nothing compiled code returns lives in the arenas (the folds
+            // copied their results out).
+            for a in &mut par.arenas {
+                a.reset();
+            }
+            *w = par;
+        }
         match runtime::status_error(status, &ctx) {
             // Note [Failure sites]: the span of the test that failed.
             Some(e) => Err(

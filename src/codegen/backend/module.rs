@@ -18,7 +18,7 @@ use cranelift_frontend::FunctionBuilderContext;
 use cranelift_module::{FuncId, Linkage, Module};
 
 use crate::anf::Normal;
-use crate::codegen::lower::{Imports, lower_function};
+use crate::codegen::lower::{Imports, LowerOptions, lower_function};
 use crate::codegen::{CodegenError, compile_error, unsupported};
 
 /// A helper the lowering calls by name: its parameter and result types.
@@ -127,8 +127,8 @@ pub fn define_entry<M: Module>(
     normal: &Normal,
     helpers: &[(&'static str, FuncId)],
     listing: Option<&mut String>,
-    limits: bool,
-) -> Result<(FuncId, Vec<crate::diagnostic::Span>), CodegenError> {
+    options: LowerOptions,
+) -> Result<(FuncId, Defined), CodegenError> {
     let sig = entry_signature(module);
     let id = module
         .declare_function(name, linkage, &sig)
@@ -142,7 +142,7 @@ pub fn define_entry<M: Module>(
         imports.insert(helper, module.declare_func_in_func(*hid, &mut ctx.func));
     }
     let target = module.target_config();
-    let lowered = lower_function(&mut ctx.func, &mut fctx, normal, &imports, target, limits)?;
+    let lowered = lower_function(&mut ctx.func, &mut fctx, normal, &imports, target, options)?;
     let ir = listing.is_some().then(|| ctx.func.display().to_string());
     if ir.is_some() {
         ctx.set_disasm(true);
@@ -217,5 +217,21 @@ pub fn define_entry<M: Module>(
         ));
     }
     module.clear_context(&mut ctx);
-    Ok((id, lowered.sites))
+    Ok((
+        id,
+        Defined {
+            sites: lowered.sites,
+            chunks: lowered.chunks,
+        },
+    ))
+}
+
+/// What [`define_entry`] tells its caller beyond the function's id.
+pub struct Defined {
+    /// The source span of each failure site, from the options'
+    /// `first_site` on (Note [Failure sites]).
+    pub sites: Vec<crate::diagnostic::Span>,
+    /// The chunk functions the entry's parallel folds call, by number
+    /// (Note [Parallel folds]), still to be defined.
+    pub chunks: Vec<Normal>,
 }

@@ -13,6 +13,7 @@
 use std::alloc::{Layout, alloc, dealloc};
 use std::ptr::NonNull;
 
+use super::pool::{Job, Pool};
 use crate::codegen::CodegenError;
 use crate::codegen::abi::{
     DIVISION_BY_ZERO, DOMAIN, DOMAIN_IPOW, DOMAIN_OPS, DOMAIN_POW, INDEX_OUT_OF_BOUNDS,
@@ -49,6 +50,111 @@ pub struct Ctx {
     pub elements: i64,
     /// The failure site of a non-zero status (`abi::CTX_SITE`).
     pub site: i64,
+    /// The chunk functions and the other threads' arenas of the call's
+    /// parallel folds (Note [Parallel folds]); null when it has none.
+    /// Compiled code never reads it: only `fsmooth_parallel` does.
+    pub parallel: *mut Parallel,
+}
+
+/// A compiled entry or chunk function: `(ctx, args, out) -> status`.
+pub type EntryFn = unsafe extern "C" fn(*mut Ctx, *const u64, *mut u64) -> i64;
+
+/// What a call's parallel folds need (Note [Parallel folds] in
+/// `codegen/passes/parallel.rs`): the chunk functions, by number, an
+/// arena per thread beyond the calling one, and the threads. A fold's
+/// combination copies everything out of the other threads' arenas before
+/// the next fold starts, so each fold resets and reuses them.
+#[derive(Default)]
+pub struct Parallel {
+    pub chunks: Vec<EntryFn>,
+    /// Pushed to only between folds: no context points into the vector
+    /// when it grows.
+    pub arenas: Vec<Arena>,
+    pub pool: Pool,
+}
+
+/// `fsmooth_parallel(ctx, k, args, arg_bytes, outs, out_bytes, threads)`:
+/// runs chunk function `k` on `threads` threads, thread t on the
+/// arguments at `args + t · arg_bytes` writing to `outs + t · out_bytes`,
+/// thread 0 the calling one with the call's context (Note [Parallel
+/// folds]). The status is that of the first chunk that failed, its
+/// details and site copied into `ctx`; then `out-of-fuel` if the threads
+/// together overdrew the call's fuel.
+pub extern "C" fn fsmooth_parallel(
+    ctx: *mut Ctx,
+    k: i64,
+    args: *const u64,
+    arg_bytes: i64,
+    outs: *mut u64,
+    out_bytes: i64,
+    threads: i64,
+) -> i64 {
+    // SAFETY: compiled code passes the call's context.
+    let ctx = unsafe { &mut *ctx };
+    // SAFETY: set by the JIT's wrapper for the whole call when the entry
+    // has chunk functions, and compiled code calls this only then.
+    let Some(par) = (unsafe { ctx.parallel.as_mut() }) else {
+        return OUT_OF_MEMORY;
+    };
+    let (Some(&f), Ok(threads), Ok(ab), Ok(ob)) = (
+        usize::try_from(k).ok().and_then(|k| par.chunks.get(k)),
+        usize::try_from(threads),
+        usize::try_from(arg_bytes),
+        usize::try_from(out_bytes),
+    ) else {
+        return OUT_OF_MEMORY;
+    };
+    // SAFETY: the call's arena outlives the call.
+    let limit = unsafe { (*ctx.arena).limit() };
+    while par.arenas.len() + 1 < threads {
+        par.arenas.push(Arena::new(limit));
+    }
+    let fuel = ctx.fuel;
+    let mut ctxs: Vec<Ctx> = par.arenas[..threads - 1]
+        .iter_mut()
+        .map(|a| {
+            a.reset();
+            a.set_limit(limit);
+            let mut c = Ctx::new(a, 0, 0);
+            c.fuel = fuel;
+            c.elements = ctx.elements;
+            c
+        })
+        .collect();
+    let jobs: Vec<Job> = ctxs
+        .iter_mut()
+        .enumerate()
+        .map(|(t, c)| Job {
+            f,
+            ctx: c,
+            // SAFETY: the caller allocated `threads` chunks' buffers.
+            args: unsafe { args.byte_add((t + 1) * ab) },
+            out: unsafe { outs.byte_add((t + 1) * ob) },
+        })
+        .collect();
+    let first = Job {
+        f,
+        ctx,
+        args,
+        out: outs,
+    };
+    let statuses = par.pool.run(first, &jobs);
+    let spent: i64 = ctxs.iter().map(|c| fuel - c.fuel).sum();
+    if let Some(t) = statuses.iter().position(|&s| s != OK) {
+        if t > 0 {
+            let c = &ctxs[t - 1];
+            (ctx.a, ctx.b, ctx.site, ctx.scratch) = (c.a, c.b, c.site, c.scratch);
+        }
+        return statuses[t];
+    }
+    let left = ctx.fuel;
+    ctx.fuel = left.saturating_sub(spent);
+    if ctx.fuel < 0 {
+        (ctx.a, ctx.b, ctx.site) = (spent, left, -1);
+        ctx.fuel = 0;
+        return OUT_OF_FUEL;
+    }
+    OK
 }
 
 impl Ctx {
@@ -65,6 +171,7 @@ impl Ctx {
             fuel: clamp(fuel),
             elements: clamp(elements),
             site: -1,
+            parallel: std::ptr::null_mut(),
         }
     }
 }

@@ -33,7 +33,8 @@
 //! - `horizontal.rs`: sibling `build`s of one count as one loop;
 //! - `fused.rs`: arrays that are never built, and reads of them;
 //! - `prim.rs`: primitive applications;
-//! - `accum.rs`: `accum`.
+//! - `accum.rs`: `accum`;
+//! - `parallel.rs`: folds run on several threads (Note [Parallel folds]).
 //!
 //! A child's methods are `pub(super)` so that its siblings can call them;
 //! `Lower`'s fields are private to this module, which already makes them
@@ -48,6 +49,7 @@ mod lanes;
 mod loop_interchange;
 mod loops;
 mod memory;
+mod parallel;
 mod prim;
 
 use fused::Live;
@@ -93,17 +95,34 @@ impl Imports {
     }
 }
 
+/// How a function is lowered.
+#[derive(Clone, Copy, Debug)]
+pub struct LowerOptions {
+    /// Whether the call context holds the JIT's limits and failure site
+    /// (Note [Native limits] in `loops.rs`, Note [Failure sites]).
+    pub limits: bool,
+    /// The threads a fold may run on (Note [Parallel folds]); 1 for
+    /// object files and for the chunk functions themselves.
+    pub threads: usize,
+    /// The number of this function's first failure site: the sites of a
+    /// JIT module's functions are numbered in one sequence.
+    pub first_site: usize,
+}
+
 /// Lowers `normal` into `func`, whose signature is
-/// `(ctx, args, out) -> status`. Returns where its arrays live and the
-/// normal form as lowered (after fusion, unrolling and hoisting).
+/// `(ctx, args, out) -> status`. Returns where its arrays live, the
+/// normal form as lowered (after fusion, unrolling and hoisting), and the
+/// chunk functions its parallel folds call (Note [Parallel folds]), to be
+/// compiled in the same module.
 pub fn lower_function(
     func: &mut Function,
     fctx: &mut FunctionBuilderContext,
     normal: &Normal,
     imports: &Imports,
     target: TargetFrontendConfig,
-    limits: bool,
+    options: LowerOptions,
 ) -> R<Lowered> {
+    let limits = options.limits;
     // Projections of pairs forwarded, so that fusion sees through tuples.
     let mut body = normal.body.clone();
     fuse::forward_projections(&mut body);
@@ -147,10 +166,26 @@ pub fn lower_function(
     b.set_cold_block(fail);
     // The accumulators that update in place (Note [In-place updates]).
     let updates = inplace::updates(&normal.body, &speculative);
-    let plan = fuse::plan(normal);
+    // Folds on several threads (Note [Parallel folds]), whose free
+    // variables are then built, not fused: a chunk is passed values.
+    let mut parallel = if options.threads > 1 {
+        passes::parallel::plan(normal)
+    } else {
+        HashMap::default()
+    };
+    let built: HashSet<Name> = parallel
+        .values()
+        .flat_map(|p| p.free.iter().map(|(x, _)| x.clone()))
+        .collect();
+    let plan = fuse::plan(normal, &built);
     let fused_names: HashSet<Name> = plan.fused.keys().cloned().collect();
+    parallel.retain(|_, p| !p.free.iter().any(|(x, _)| fused_names.contains(x)));
     let mut l = Lower {
         limits,
+        threads: options.threads,
+        parallel,
+        chunks: Vec::new(),
+        first_site: options.first_site,
         spans: normal.spans.clone(),
         here: Span::generated(),
         sites: Vec::new(),
@@ -209,6 +244,7 @@ pub fn lower_function(
     let scratch = l.scratch;
     Ok(Lowered {
         sites: l.sites,
+        chunks: l.chunks,
         scratch,
         body: lowered.body,
         updates: l.updates,
@@ -225,8 +261,12 @@ pub fn lower_function(
 /// What the lowering decided, for the listing (`fsmooth compile
 /// --listing`).
 pub struct Lowered {
-    /// The source span of each failure site (Note [Failure sites]).
+    /// The source span of each failure site (Note [Failure sites]), from
+    /// [`LowerOptions::first_site`] on.
     pub sites: Vec<Span>,
+    /// The chunk functions of the parallel folds, by number (Note
+    /// [Parallel folds]).
+    pub chunks: Vec<Normal>,
     /// The scratch arrays (Note [Scratch arrays]).
     pub scratch: scratch::Scratch,
     /// The normal form as lowered (after fusion, unrolling and hoisting).
@@ -266,6 +306,14 @@ struct Lower<'a, 'f> {
     /// Whether the call context holds the JIT's limits (Note [Native
     /// limits] in `loops.rs`) and failure site (Note [Failure sites]).
     limits: bool,
+    /// See [`LowerOptions::threads`].
+    threads: usize,
+    /// The folds that run on several threads, by the name they bind ...
+    parallel: HashMap<Name, passes::parallel::Parallel>,
+    /// ... and their chunk functions, by number.
+    chunks: Vec<Normal>,
+    /// See [`LowerOptions::first_site`].
+    first_site: usize,
     /// The source spans of the normal form's bindings.
     spans: std::collections::HashMap<Name, Span>,
     /// The span of the binding being lowered.
@@ -400,7 +448,7 @@ impl Lower<'_, '_> {
         let (code, a, b) = details(self);
         if self.limits {
             // Note [Failure sites]
-            let site = self.iconst(self.sites.len() as i64);
+            let site = self.iconst((self.first_site + self.sites.len()) as i64);
             self.sites.push(self.here);
             let flags = MemFlagsData::trusted();
             self.b.ins().store(flags, site, self.ctx, abi::CTX_SITE);
@@ -641,7 +689,17 @@ impl Lower<'_, '_> {
                     }
                     (LoopKind::IFold, Some((z, s, st))) => {
                         let guard = self.guard_plan(&bind.name, index, Some(s), body);
-                        self.ifold(n, (z, s, st), index, body, guard.as_ref())
+                        let serial =
+                            |l: &mut Self| l.ifold(n, (z, s, st), index, body, guard.as_ref());
+                        match self.parallel.remove(&bind.name) {
+                            Some(plan) => {
+                                let k = self.chunks.len() as i64;
+                                let r = self.parallel_fold((n, z, st), &plan, k, serial);
+                                self.chunks.push(plan.chunk);
+                                r
+                            }
+                            None => serial(self),
+                        }
                     }
                     (LoopKind::IScan, Some((z, s, st))) => self.iscan(n, z, s, st, index, body),
                     _ => Err(compile_error("a loop without its state")),

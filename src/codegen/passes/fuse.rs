@@ -89,7 +89,7 @@
 //! What is not fused: reverse mode's tapes keep every array they bind
 //! (condition 1), and a `build` whose elements are loops (condition 2).
 
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::hoist::prim_can_fail;
 use crate::anf::{Atom, Block, LoopKind, Normal, Rhs};
@@ -329,8 +329,10 @@ impl Walk {
     }
 }
 
-/// Decides which bindings of `normal` are fused (Note [Fusion]).
-pub fn plan(normal: &Normal) -> Plan {
+/// Decides which bindings of `normal` are fused (Note [Fusion]); the
+/// arrays in `built` are not (a parallel fold's chunks are passed them,
+/// Note [Parallel folds]).
+pub fn plan(normal: &Normal, built: &HashSet<Name>) -> Plan {
     let mut w = Walk::default();
     for (p, _) in &normal.params {
         w.depth_of.insert(p.clone(), 0);
@@ -344,6 +346,7 @@ pub fn plan(normal: &Normal) -> Plan {
     // A `concat` whose only consumers are `accum`s is never joined: the
     // accumulation reads its parts (Note [Fusion], "accumulations").
     let mut concats: HashMap<Name, bool> = HashMap::default();
+    w.candidates.retain(|x| !built.contains(x));
     for x in &w.candidates {
         if let Candidate::Concat { arrays } = &w.bodies[x]
             && w.uses

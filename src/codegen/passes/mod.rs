@@ -28,6 +28,10 @@
 //! (`loop_interchange.rs`), bounds guards (`guard.rs`), jamming
 //! (`jam.rs`), skipping folds (`skip.rs`), folds two iterations per trip
 //! (`twice.rs`), and horizontal fusion (`horizontal.rs`).
+//!
+//! With more than one thread, `parallel.rs` decides which folds of the
+//! function's own block run on several (Note [Parallel folds]) and makes
+//! their chunk functions, which the backend compiles beside the entry.
 
 pub(super) mod fuse;
 pub(super) mod guard;
@@ -36,6 +40,7 @@ pub(super) mod horizontal;
 pub(super) mod inplace;
 pub(super) mod jam;
 pub(super) mod loop_interchange;
+pub(super) mod parallel;
 pub(super) mod scratch;
 pub(super) mod skip;
 pub(super) mod twice;

@@ -1,0 +1,189 @@
+//! Lowering of a fold that runs on several threads (Note [Parallel folds]
+//! in `codegen/passes/parallel.rs`): when its count is at least the
+//! number of threads, the chunks' arguments are written to the arena, the
+//! runtime's `fsmooth_parallel` runs the chunk function once per thread,
+//! and the chunks' results are added to the initial state in chunk
+//! order; with fewer iterations, the fold runs as written.
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
+
+use super::{Lower, R, Vals, args_of};
+use crate::anf::Atom;
+use crate::codegen::abi::{self, CTX_A, CTX_B};
+use crate::codegen::layout::{SLOT, slots};
+use crate::codegen::passes::parallel::{Leaf, Parallel};
+use crate::ir::Type;
+
+impl Lower<'_, '_> {
+    /// The fold `ifold … z n` planned as `plan`, chunk function number
+    /// `chunk`; `serial` lowers it as written.
+    pub(super) fn parallel_fold(
+        &mut self,
+        (n, z, st): (&Atom, &Atom, &Type),
+        plan: &Parallel,
+        chunk: i64,
+        serial: impl FnOnce(&mut Self) -> R<Vals>,
+    ) -> R<Vals> {
+        let threads = self.threads as i64;
+        let count = self.scalar(n)?;
+        let tys: Vec<types::Type> = {
+            let z = self.atom(z)?;
+            z.iter().map(|v| self.b.func.dfg.value_type(*v)).collect()
+        };
+        // Too few iterations (a negative count among them, whose ⊥ the
+        // fold reports): as written (Note [Parallel folds], cost).
+        let least = threads.max(plan.min_count);
+        let few = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, count, least);
+        let (ser, par, join) = self.diamond(few, &tys);
+        self.b.switch_to_block(ser);
+        let v = serial(self)?;
+        self.b.ins().jump(join, &args_of(&v));
+        self.b.switch_to_block(par);
+        let v = self.chunks_run((count, z, st), plan, chunk)?;
+        self.b.ins().jump(join, &args_of(&v));
+        self.b.switch_to_block(join);
+        Ok(self.b.block_params(join).to_vec())
+    }
+
+    fn chunks_run(
+        &mut self,
+        (count, z, st): (Value, &Atom, &Type),
+        plan: &Parallel,
+        chunk: i64,
+    ) -> R<Vals> {
+        let threads = self.threads as i64;
+        let z = self.atom(z)?;
+        // The slots of each leaf of z, in order.
+        let mut leaf_vals: Vec<&[Value]> = Vec::new();
+        let mut at = 0;
+        for (_, ty) in &plan.leaves {
+            let k = slots(ty)?;
+            leaf_vals.push(&z[at..at + k]);
+            at += k;
+        }
+        // One chunk's arguments: lo, count, per leaf a length or an
+        // initial value, the free variables.
+        let mut arg_tys = vec![Type::Index, Type::Index];
+        for (leaf, ty) in &plan.leaves {
+            match leaf {
+                Leaf::Sum => {}
+                Leaf::SumArray => arg_tys.push(Type::Index),
+                Leaf::Keep | Leaf::Last => arg_tys.push(ty.clone()),
+            }
+        }
+        arg_tys.extend(plan.free.iter().map(|(_, t)| t.clone()));
+        let arg_words: usize = arg_tys.iter().map(slots).sum::<R<usize>>()?;
+        let out_words = slots(st)?;
+        let (arg_bytes, out_bytes) = (arg_words as i64 * SLOT, out_words as i64 * SLOT);
+        let n_args = self.iconst(threads * arg_words as i64);
+        let args = self.alloc(n_args, SLOT)?;
+        let n_outs = self.iconst(threads * out_words.max(1) as i64);
+        let outs = self.alloc(n_outs, SLOT)?;
+        let mut shared = Vec::new();
+        for (j, (leaf, _)) in plan.leaves.iter().enumerate() {
+            match leaf {
+                Leaf::Sum => {}
+                // The length slot of the array.
+                Leaf::SumArray => shared.push(leaf_vals[j][1]),
+                Leaf::Keep | Leaf::Last => shared.extend_from_slice(leaf_vals[j]),
+            }
+        }
+        for (x, t) in &plan.free {
+            let v = self.atom(&Atom::Var(x.clone(), t.clone()))?;
+            shared.extend(v);
+        }
+        // Chunk t: lo_t = q t + min(t, r), count_t = q + [t < r], where
+        // count = q T + r (count ≥ T > 0).
+        let q = self.b.ins().sdiv_imm_s(count, threads);
+        let qt = self.b.ins().imul_imm_s(q, threads);
+        let r = self.b.ins().isub(count, qt);
+        let flags = MemFlagsData::trusted();
+        for t in 0..threads {
+            let base = self.b.ins().iadd_imm_s(args, t * arg_bytes);
+            let tc = self.iconst(t);
+            let before = self.b.ins().smin(tc, r);
+            let qt = self.b.ins().imul_imm_s(q, t);
+            let lo = self.b.ins().iadd(qt, before);
+            let longer = self.b.ins().icmp(IntCC::SignedLessThan, tc, r);
+            let longer = self.b.ins().uextend(types::I64, longer);
+            let cnt = self.b.ins().iadd(q, longer);
+            self.b.ins().store(flags, lo, base, 0);
+            self.b.ins().store(flags, cnt, base, SLOT as i32);
+            let rest: Vec<Type> = arg_tys[2..].to_vec();
+            let tuple = rest
+                .into_iter()
+                .rev()
+                .reduce(|acc, t| Type::Pair(t.into(), acc.into()));
+            if let Some(tuple) = tuple {
+                self.store(&tuple, &shared, base, 2 * SLOT as i32)?;
+            }
+        }
+        let k = self.iconst(chunk);
+        let (ab, ob, tn) = (
+            self.iconst(arg_bytes),
+            self.iconst(out_bytes),
+            self.iconst(threads),
+        );
+        let status = self.call1("fsmooth_parallel", &[self.ctx, k, args, ab, outs, ob, tn])?;
+        // The first failing chunk's ⊥, its details and site already in
+        // the context.
+        let failed = self.b.ins().icmp_imm_s(IntCC::NotEqual, status, abi::OK);
+        let (cont, cold) = (self.b.create_block(), self.b.create_block());
+        self.b.set_cold_block(cold);
+        self.b.ins().brif(failed, cold, &[], cont, &[]);
+        self.b.switch_to_block(cold);
+        let a = self.b.ins().load(types::I64, flags, self.ctx, CTX_A);
+        let bb = self.b.ins().load(types::I64, flags, self.ctx, CTX_B);
+        let fail = self.fail;
+        self.b.ins().jump(fail, &args_of(&[status, a, bb]));
+        self.b.switch_to_block(cont);
+        // z plus the chunks' results, leaf by leaf, in chunk order.
+        let mut results: Vec<Vals> = Vec::new();
+        for t in 0..threads {
+            results.push(self.load(st, outs, (t * out_bytes) as i32)?);
+        }
+        let mut out = Vec::new();
+        let mut at = 0;
+        for (j, (leaf, ty)) in plan.leaves.iter().enumerate() {
+            let width = slots(ty)?;
+            let of = |t: usize| &results[t][at..at + width];
+            match leaf {
+                Leaf::Sum => {
+                    let mut acc = leaf_vals[j][0];
+                    for t in 0..threads as usize {
+                        acc = self.b.ins().fadd(acc, of(t)[0]);
+                    }
+                    out.push(acc);
+                }
+                Leaf::SumArray => {
+                    let len = leaf_vals[j][1];
+                    let p = self.alloc(len, 8)?;
+                    let srcs: Vec<Value> = std::iter::once(leaf_vals[j][0])
+                        .chain((0..threads as usize).map(|t| of(t)[0]))
+                        .collect();
+                    self.counted_loop(len, &[], |l, i, _| {
+                        let mut acc = None;
+                        for src in &srcs {
+                            let at = l.element(*src, i, 8);
+                            let x = l.b.ins().load(types::F64, flags, at, 0);
+                            acc = Some(match acc {
+                                None => x,
+                                Some(a) => l.b.ins().fadd(a, x),
+                            });
+                        }
+                        let at = l.element(p, i, 8);
+                        let v = acc.expect("at least z");
+                        l.b.ins().store(flags, v, at, 0);
+                        Ok(Vec::new())
+                    })?;
+                    out.extend([p, len]);
+                }
+                Leaf::Keep => out.extend_from_slice(leaf_vals[j]),
+                Leaf::Last => out.extend_from_slice(of(threads as usize - 1)),
+            }
+            at += width;
+        }
+        Ok(out)
+    }
+}

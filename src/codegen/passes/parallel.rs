@@ -1,0 +1,472 @@
+//! Which folds run on several threads (Note [Parallel folds]), and the
+//! chunk function each one runs per thread.
+//!
+//! # Note [Parallel folds]
+//!
+//! With `--threads T` (T > 1), which needs the relaxed floating-point
+//! contract (spec/semantics.md §7), a fold of the function's own block
+//!
+//! ```text
+//! x = ifold (fun s i -> body) z n
+//! ```
+//!
+//! whose body adds to its state and does nothing else with it — every
+//! leaf of the body's result is either the same leaf of `s` plus terms
+//! that do not depend on `s`, or a scalar that does not depend on `s` at
+//! all — runs as T chunks of consecutive iterations, chunk t over
+//! `lo_t .. lo_t + count_t` (the counts differ by at most one, the first
+//! `n mod T` chunks one longer), chunk 0 on the calling thread and each
+//! other on a thread of its own. Every chunk starts from zero (0.0, or an
+//! array of zeroes as long as `z`'s, which the chunk allocates and so
+//! updates in place); the result is `z` plus the chunks' results, added
+//! leaf by leaf in chunk order; a scalar that does not depend on `s` is
+//! the last chunk's, one the body passes on unchanged `z`'s. Each chunk is a function of its own (the chunk
+//! function below: the fold over `count` iterations, its index `lo + k`),
+//! lowered like any entry, called through the runtime's
+//! `fsmooth_parallel` with a context and an arena per thread.
+//!
+//! What adds to the state, tracked per leaf of every value (a value
+//! *carries* leaf k of `s` when it is that leaf plus terms independent of
+//! `s`):
+//!
+//! - projections and pairs of carried values carry what they take;
+//! - `addAt a j c` and Double `a + c` carry what `a` carries when `j` and
+//!   `c` are independent of `s`;
+//! - `length a` is independent of `s`: `addAt` keeps lengths, and chunk
+//!   t's zero arrays have `z`'s;
+//! - an inner fold whose initial state carries leaves carries them when
+//!   its body returns each carried leaf of its state in the same place
+//!   (and keeps its independent leaves independent);
+//! - a conditional on an independent test carries what both branches
+//!   return, when they carry the same leaves;
+//! - any other use of a carried value (reading an element, multiplying,
+//!   a test, storing it in an array, a `while`) keeps the fold serial.
+//!
+//! So the body maps `s` to `s + δ(i)` with δ independent of `s`, and
+//! over the reals the fold is `z + Σᵢ δ(i)` in any grouping: the chunked
+//! fold is exact over the reals and reassociates IEEE additions only
+//! (the relaxed contract's bound, spec/semantics.md §7). Results are
+//! deterministic for a given T: the chunks are fixed by `n` and T, and
+//! their sums are added in chunk order whatever the threads' timing.
+//!
+//! Cost. Handing a chunk to a thread and waiting for it costs a few
+//! microseconds (`codegen/backend/pool.rs`), so a fold runs on several
+//! threads only when it has at least [`MIN_LOOPS`] iterations and its
+//! body runs a loop, or [`MIN_SCALAR`] iterations of straight-line code,
+//! and at least one per thread; otherwise it runs as written. GMM's fold
+//! over its points qualifies, its folds over a few components do not.
+//!
+//! ⊥: a chunk that fails stops its own thread only; the failure reported
+//! is that of the first failing chunk in order, which holds the first
+//! failing iteration, so the code and details are the evaluator's first
+//! ⊥ (every iteration before it succeeds in either order).
+//!
+//! Fuel and memory: each thread's context has the call's remaining fuel
+//! and its own arena with the call's memory limit; the fuel the other
+//! threads spent is taken from the call's when they finish, and a call
+//! that overdraws it ends with `out-of-fuel`.
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+
+use crate::anf::{Atom, Binding, Block, LoopKind, Normal, Rhs};
+use crate::ir::{Name, Prim, Type};
+
+/// How the chunks' results of one state leaf combine.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Leaf {
+    /// A Double that the body adds to: the chunks' sum, in order.
+    Sum,
+    /// An array of Doubles that the body adds into (`addAt`): the chunks'
+    /// element-wise sum, in order.
+    SumArray,
+    /// A scalar the body passes on unchanged: chunk 0's (the initial one).
+    Keep,
+    /// A scalar independent of the state: the last chunk's.
+    Last,
+}
+
+/// A fold to run on several threads.
+pub struct Parallel {
+    /// The state's leaves, in slot order, and how each combines.
+    pub leaves: Vec<(Leaf, Type)>,
+    /// The chunk function: parameters `lo`, `count`, per leaf of the
+    /// state its length (`SumArray`) or its initial value (`Keep`,
+    /// `Last`), then the fold's free variables (in [`Parallel::free`]'s
+    /// order). It returns the fold's state from zero.
+    pub chunk: Normal,
+    /// The fold's free variables, passed to every chunk.
+    pub free: Vec<(Name, Type)>,
+    /// The fewest iterations worth a thread's hand-over (Note [Parallel
+    /// folds], cost).
+    pub min_count: i64,
+}
+
+/// The fewest iterations of a fold whose body runs a loop, and of one
+/// whose body does not, that run on several threads (Note [Parallel
+/// folds], cost).
+pub const MIN_LOOPS: i64 = 64;
+pub const MIN_SCALAR: i64 = 1 << 14;
+
+/// The folds of `normal`'s own block that run on several threads, by the
+/// name they bind. The lowering builds every array they read (a chunk
+/// function is passed values, Note [Fusion] cannot reach into it).
+pub fn plan(normal: &Normal) -> HashMap<Name, Parallel> {
+    let mut out = HashMap::default();
+    for bind in &normal.body.binds {
+        if let Some(p) = parallel(bind, normal) {
+            out.insert(bind.name.clone(), p);
+        }
+    }
+    out
+}
+
+fn parallel(bind: &Binding, normal: &Normal) -> Option<Parallel> {
+    let Rhs::Loop {
+        kind: LoopKind::IFold,
+        n: _,
+        state: Some((_, s, st)),
+        index,
+        body,
+    } = &bind.rhs
+    else {
+        return None;
+    };
+    // The body's result, leaf by leaf, against the state's.
+    let mut tys = Vec::new();
+    leaf_types(st, &mut tys);
+    let mut next = 0;
+    let carried = of_state(st, &mut next);
+    let mut env: HashMap<Name, Carry> = HashMap::default();
+    env.insert(s.clone(), carried);
+    let result = walk(body, &mut env)?;
+    let mut got = Vec::new();
+    result.flatten(st, &mut got);
+    let mut leaves = Vec::new();
+    for (k, (c, ty)) in got.into_iter().zip(&tys).enumerate() {
+        let leaf = match c {
+            Some(j) if j != k => return None,
+            Some(_) => match ty {
+                Type::Double => Leaf::Sum,
+                Type::Array(e) if **e == Type::Double => Leaf::SumArray,
+                t if t.has_array() => return None,
+                _ => Leaf::Keep,
+            },
+            None if ty.has_array() => return None,
+            None => Leaf::Last,
+        };
+        leaves.push((leaf, ty.clone()));
+    }
+    // A fold that adds nothing has nothing to split.
+    if !leaves
+        .iter()
+        .any(|(l, _)| matches!(l, Leaf::Sum | Leaf::SumArray))
+    {
+        return None;
+    }
+    let free = free_vars(&bind.rhs);
+    let chunk = chunk(bind, (s, st, index, body), &leaves, &free, normal);
+    let loops = body.binds.iter().any(|b| has_loop(&b.rhs));
+    Some(Parallel {
+        leaves,
+        chunk,
+        free,
+        min_count: if loops { MIN_LOOPS } else { MIN_SCALAR },
+    })
+}
+
+/// The chunk function of `bind` (Note [Parallel folds]): parameters
+/// `lo`, `count`, per state leaf its length (`SumArray`) or its initial
+/// value (`Keep`, `Last`; a `Sum` starts at 0.0), then the free
+/// variables; the body `ifold (fun s k -> let i = lo + k in body) zero
+/// count`, where `zero` is the state with every leaf the body adds to at
+/// zero (fresh arrays, which the fold then owns and updates in place, Note
+/// [In-place updates]).
+fn chunk(
+    bind: &Binding,
+    (s, st, index, body): (&Name, &Type, &Name, &Block),
+    leaves: &[(Leaf, Type)],
+    free: &[(Name, Type)],
+    normal: &Normal,
+) -> Normal {
+    let name = |what: &str| Name::from(format!("{what}'par"));
+    let (lo, count, k) = (name("lo"), name("count"), name("k"));
+    let var = |x: &Name, t: Type| Atom::Var(x.clone(), t);
+    let mut params = vec![(lo.clone(), Type::Index), (count.clone(), Type::Index)];
+    let mut binds = Vec::new();
+    let mut atoms = Vec::new();
+    for (j, (leaf, ty)) in leaves.iter().enumerate() {
+        let atom = match leaf {
+            Leaf::Sum => Atom::Lit(crate::ir::Lit::Double(0.0), Type::Double),
+            Leaf::SumArray => {
+                let len = name(&format!("len{j}"));
+                let zero = name(&format!("zero{j}"));
+                params.push((len.clone(), Type::Index));
+                binds.push(Binding {
+                    name: zero.clone(),
+                    ty: ty.clone(),
+                    rhs: Rhs::Loop {
+                        kind: LoopKind::Build,
+                        n: var(&len, Type::Index),
+                        state: None,
+                        index: name(&format!("j{j}")),
+                        body: Block {
+                            binds: Vec::new(),
+                            result: Atom::Lit(crate::ir::Lit::Double(0.0), Type::Double),
+                        },
+                    },
+                });
+                var(&zero, ty.clone())
+            }
+            Leaf::Keep | Leaf::Last => {
+                let init = name(&format!("init{j}"));
+                params.push((init.clone(), ty.clone()));
+                var(&init, ty.clone())
+            }
+        };
+        atoms.push(atom);
+    }
+    let mut next = 0;
+    let zero = pair_up(st, &mut atoms.into_iter(), &mut binds, &mut next);
+    params.extend(free.iter().cloned());
+    let mut inner = vec![Binding {
+        name: index.clone(),
+        ty: Type::Index,
+        rhs: Rhs::Prim(Prim::Add, vec![var(&lo, Type::Index), var(&k, Type::Index)]),
+    }];
+    inner.extend(body.binds.iter().cloned());
+    binds.push(Binding {
+        name: bind.name.clone(),
+        ty: bind.ty.clone(),
+        rhs: Rhs::Loop {
+            kind: LoopKind::IFold,
+            n: var(&count, Type::Index),
+            state: Some((zero, s.clone(), st.clone())),
+            index: k,
+            body: Block {
+                binds: inner,
+                result: body.result.clone(),
+            },
+        },
+    });
+    Normal {
+        params,
+        body: Block {
+            binds,
+            result: var(&bind.name, bind.ty.clone()),
+        },
+        spans: normal.spans.clone(),
+    }
+}
+
+/// The value of type `t` whose leaves are `atoms`, in order, its pairs
+/// bound in `binds`.
+fn pair_up(
+    t: &Type,
+    atoms: &mut impl Iterator<Item = Atom>,
+    binds: &mut Vec<Binding>,
+    next: &mut usize,
+) -> Atom {
+    match t {
+        Type::Pair(a, b) => {
+            let a = pair_up(a, atoms, binds, next);
+            let b = pair_up(b, atoms, binds, next);
+            let x = Name::from(format!("pair{next}'par"));
+            *next += 1;
+            binds.push(Binding {
+                name: x.clone(),
+                ty: t.clone(),
+                rhs: Rhs::Prim(Prim::Pair, vec![a, b]),
+            });
+            Atom::Var(x, t.clone())
+        }
+        _ => atoms.next().expect("one atom per leaf"),
+    }
+}
+
+/// What a value carries of the fold's state, leaf by leaf.
+#[derive(Clone, Debug, PartialEq)]
+enum Carry {
+    /// Independent of the state, or (for a leaf) state leaf k plus terms
+    /// independent of it.
+    Leaf(Option<usize>),
+    Pair(Box<Carry>, Box<Carry>),
+}
+
+const FREE: Carry = Carry::Leaf(None);
+
+impl Carry {
+    fn is_free(&self) -> bool {
+        match self {
+            Carry::Leaf(c) => c.is_none(),
+            Carry::Pair(a, b) => a.is_free() && b.is_free(),
+        }
+    }
+
+    /// The carried leaf of each leaf of a value of type `t`.
+    fn flatten(&self, t: &Type, out: &mut Vec<Option<usize>>) {
+        match (self, t) {
+            (Carry::Pair(a, b), Type::Pair(ta, tb)) => {
+                a.flatten(ta, out);
+                b.flatten(tb, out);
+            }
+            (Carry::Leaf(c), t) => {
+                let mut n = Vec::new();
+                leaf_types(t, &mut n);
+                out.extend(n.iter().map(|_| *c));
+            }
+            (Carry::Pair(..), _) => out.push(None),
+        }
+    }
+
+    fn fst(&self) -> Carry {
+        match self {
+            Carry::Pair(a, _) => (**a).clone(),
+            Carry::Leaf(_) => FREE,
+        }
+    }
+
+    fn snd(&self) -> Carry {
+        match self {
+            Carry::Pair(_, b) => (**b).clone(),
+            Carry::Leaf(_) => FREE,
+        }
+    }
+}
+
+/// State leaf numbers for a state of type `t`, from `next`.
+fn of_state(t: &Type, next: &mut usize) -> Carry {
+    match t {
+        Type::Pair(a, b) => {
+            let a = of_state(a, next);
+            Carry::Pair(Box::new(a), Box::new(of_state(b, next)))
+        }
+        _ => {
+            *next += 1;
+            Carry::Leaf(Some(*next - 1))
+        }
+    }
+}
+
+fn leaf_types(t: &Type, out: &mut Vec<Type>) {
+    match t {
+        Type::Pair(a, b) => {
+            leaf_types(a, out);
+            leaf_types(b, out);
+        }
+        t => out.push(t.clone()),
+    }
+}
+
+fn carry(env: &HashMap<Name, Carry>, a: &Atom) -> Carry {
+    a.var().and_then(|x| env.get(x)).cloned().unwrap_or(FREE)
+}
+
+/// What `b`'s result carries, or None if `b` uses a carried value in a
+/// way that is not an addition to it.
+fn walk(b: &Block, env: &mut HashMap<Name, Carry>) -> Option<Carry> {
+    for bind in &b.binds {
+        let c = binding(&bind.rhs, &bind.ty, env)?;
+        if !c.is_free() {
+            env.insert(bind.name.clone(), c);
+        }
+    }
+    Some(carry(env, &b.result))
+}
+
+fn binding(rhs: &Rhs, ty: &Type, env: &mut HashMap<Name, Carry>) -> Option<Carry> {
+    let uses_carried = |rhs: &Rhs, env: &HashMap<Name, Carry>| {
+        let mut found = false;
+        rhs.for_each_atom(&mut |a| found |= !carry(env, a).is_free());
+        found
+    };
+    match rhs {
+        Rhs::Prim(op, args) => {
+            let cs: Vec<Carry> = args.iter().map(|a| carry(env, a)).collect();
+            if cs.iter().all(Carry::is_free) {
+                return Some(FREE);
+            }
+            match (op, cs.as_slice()) {
+                (Prim::Fst, [c]) => Some(c.fst()),
+                (Prim::Snd, [c]) => Some(c.snd()),
+                (Prim::Pair, [a, b]) => Some(Carry::Pair(Box::new(a.clone()), Box::new(b.clone()))),
+                (Prim::Length, _) => Some(FREE),
+                (Prim::AddAt, [a @ Carry::Leaf(Some(_)), j, c]) if j.is_free() && c.is_free() => {
+                    Some(a.clone())
+                }
+                (Prim::Add, [a @ Carry::Leaf(Some(_)), c] | [c, a @ Carry::Leaf(Some(_))])
+                    if *ty == Type::Double && c.is_free() =>
+                {
+                    Some(a.clone())
+                }
+                _ => None,
+            }
+        }
+        Rhs::Array(_) | Rhs::While { .. } => (!uses_carried(rhs, env)).then_some(FREE),
+        Rhs::If(c, t, e) => {
+            if !carry(env, c).is_free() {
+                return None;
+            }
+            let t = walk(t, env)?;
+            let e = walk(e, env)?;
+            (t == e).then_some(t)
+        }
+        Rhs::Loop {
+            kind,
+            n,
+            state,
+            body,
+            ..
+        } => {
+            if !carry(env, n).is_free() {
+                return None;
+            }
+            match (kind, state) {
+                (LoopKind::IFold, Some((z, s, _))) => {
+                    let cz = carry(env, z);
+                    env.insert(s.clone(), cz.clone());
+                    let cb = walk(body, env)?;
+                    (cb == cz).then_some(cz)
+                }
+                _ => {
+                    // A build's elements and a scan's states are stored:
+                    // nothing carried may reach them.
+                    if let Some((z, _, _)) = state
+                        && !carry(env, z).is_free()
+                    {
+                        return None;
+                    }
+                    walk(body, env)?.is_free().then_some(FREE)
+                }
+            }
+        }
+    }
+}
+
+fn has_loop(rhs: &Rhs) -> bool {
+    match rhs {
+        Rhs::Loop { .. } | Rhs::While { .. } => true,
+        Rhs::If(_, t, e) => t.binds.iter().chain(&e.binds).any(|b| has_loop(&b.rhs)),
+        Rhs::Prim(..) | Rhs::Array(_) => false,
+    }
+}
+
+/// The variables `rhs` reads that it does not bind, in order of first
+/// use, with their types.
+fn free_vars(rhs: &Rhs) -> Vec<(Name, Type)> {
+    let mut bound: HashSet<Name> = HashSet::default();
+    let mut copy = rhs.clone();
+    copy.for_each_binder_mut(&mut |x| {
+        bound.insert(x.clone());
+    });
+    let mut seen: HashSet<Name> = HashSet::default();
+    let mut out = Vec::new();
+    rhs.for_each_atom(&mut |a| {
+        if let Atom::Var(x, t) = a
+            && !bound.contains(x)
+            && seen.insert(x.clone())
+        {
+            out.push((x.clone(), t.clone()));
+        }
+    });
+    out
+}

@@ -1,0 +1,273 @@
+//! Folds on several threads under the relaxed floating-point contract
+//! (Note [Parallel folds] in `codegen/passes/parallel.rs`; spec/semantics.md
+//! §7, "Native code's contract"): which folds split, the contract's bound
+//! on random inputs, determinism, the first ⊥, fuel, and the command line.
+
+use fsmooth::codegen::{FpContract, Native, NativeOptions};
+use fsmooth::diagnostic::Diagnose;
+use fsmooth::eval::{Limits, Value};
+use fsmooth::numeric::rho;
+use fsmooth::pipeline::{Entry, Session};
+use proptest::prelude::*;
+
+use super::{FUEL, load_entry, vector};
+
+fn relaxed(threads: usize) -> NativeOptions {
+    NativeOptions {
+        fp: FpContract::Relaxed,
+        threads,
+    }
+}
+
+fn compile_with(entry: &Entry, options: NativeOptions) -> Native {
+    Native::compile_with(&entry.normal().expect("normalises"), options)
+        .unwrap_or_else(|e| panic!("native compile of {}: {e}", entry.name))
+}
+
+fn evaluate(entry: &Entry, args: &[Value]) -> Value {
+    entry
+        .run(args.to_vec(), FUEL, &mut |_, _| {})
+        .expect("evaluates")
+        .0
+}
+
+const SUM: &str = "let main (xs: Vector) (w: Double) =\n  ifold (fun acc i -> acc + w * xs[i]) 0.25 (length xs)\n";
+
+/// γ_m = m u / (1 − m u), u = 2⁻⁵³ (Higham §3.1).
+fn gamma(m: usize) -> f64 {
+    let mu = m as f64 * f64::EPSILON / 2.0;
+    mu / (1.0 - mu)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The bound of spec/semantics.md §7: a sum of m addends on T threads
+    /// is within 2 γ_m Σ|t| of the evaluator's, and the same bits on every
+    /// call.
+    #[test]
+    fn a_sum_on_threads_is_within_the_relaxed_bound(
+        xs in proptest::collection::vec(
+            prop_oneof![-1e6f64..1e6, -1.0f64..1.0, Just(1e300), Just(-1e300)],
+            0..3000,
+        ),
+        w in -4.0f64..4.0,
+        threads in 2usize..5,
+    ) {
+        let e = load_entry(SUM, "main");
+        let native = compile_with(&e, relaxed(threads));
+        prop_assert_eq!(native.parallel_folds(), 1);
+        let args = [vector(&xs), Value::Double(w)];
+        let want = evaluate(&e, &args).as_f64().expect("a Double");
+        let got = native.call(&args).expect("runs").as_f64().expect("a Double");
+        let again = native.call(&args).expect("runs").as_f64().expect("a Double");
+        prop_assert_eq!(got.to_bits(), again.to_bits(), "deterministic");
+        let terms: f64 = 0.25 + xs.iter().map(|x| (w * x).abs()).sum::<f64>();
+        if terms.is_finite() && want.is_finite() {
+            let bound = 2.0 * gamma(xs.len() + 1) * terms;
+            prop_assert!((got - want).abs() <= bound, "{} vs {} (bound {})", got, want, bound);
+        }
+    }
+}
+
+/// Reverse mode's shape: accumulators threaded through inner folds by
+/// `addAt`, a Double sum, a scalar the body passes on, one it replaces, and
+/// `length` of an accumulator. Every leaf combines as the Note says; the
+/// results are within ρ ≤ 1e-12 of the evaluator's at every thread count,
+/// below the threshold the fold runs as written (the evaluator's bits).
+#[test]
+fn accumulators_through_inner_folds_run_on_threads() {
+    let src = "let main (xs: Vector) (k: Index) =
+  let n = length xs
+  ifold (fun st i ->
+      let a = fst st
+      let b = fst (snd st)
+      let s = fst (snd (snd st))
+      let keep = fst (snd (snd (snd st)))
+      let a2 = ifold (fun acc j -> addAt acc (i + j - (length acc) * ((i + j) / (length acc))) (xs[i] * toDouble j)) a 3
+      let b2 = if xs[i] > 0.0 then addAt b 0 xs[i] else addAt b 1 xs[i]
+      (a2, (b2, (s + xs[i] * xs[i], (keep, i * k)))))
+    (build k (fun j -> toDouble j), (build 2 (fun j -> 0.0), (1.5, (true, 0)))) n
+";
+    let e = load_entry(src, "main");
+    for threads in [2, 3, 4] {
+        let native = compile_with(&e, relaxed(threads));
+        assert_eq!(native.parallel_folds(), 1, "{threads} threads");
+        for n in [0usize, 3, 63, 64, 65, 200, 1001] {
+            let xs: Vec<f64> = (0..n)
+                .map(|i| ((i * 37 % 101) as f64 - 50.0) / 7.0)
+                .collect();
+            let args = [vector(&xs), Value::Index(5)];
+            let want = evaluate(&e, &args);
+            let got = native.call(&args).expect("runs");
+            let r = want.max_rho(&got).expect("same shape");
+            assert!(r <= 1e-12, "{threads} threads, n = {n}: {want} vs {got}");
+            if n < 64 {
+                assert!(want.same(&got), "below the threshold: as written");
+            }
+        }
+    }
+}
+
+/// A fold that reads its state (a product, a test, an element) is not a
+/// sum: it runs as written, and relaxed native code returns the
+/// evaluator's bits.
+#[test]
+fn folds_that_read_their_state_stay_serial() {
+    let src = "let product (xs: Vector) = ifold (fun acc i -> acc * 1.0001 + xs[i]) 0.0 (length xs)
+let test (xs: Vector) = ifold (fun acc i -> if acc > 10.0 then acc else acc + xs[i]) 0.0 (length xs)
+let element (xs: Vector) = ifold (fun a i -> addAt a 0 (a[1] + xs[i])) (build 2 (fun j -> 1.0)) (length xs)
+let stored (xs: Vector) = ifold (fun st i -> (fst st + xs[i], build 1 (fun j -> fst st))) (0.0, build 1 (fun j -> 0.0)) (length xs)
+";
+    let xs: Vec<f64> = (0..500).map(|i| (i as f64).sin()).collect();
+    for f in ["product", "test", "element", "stored"] {
+        let e = load_entry(src, f);
+        let native = compile_with(&e, relaxed(2));
+        assert_eq!(native.parallel_folds(), 0, "{f}");
+        let args = [vector(&xs)];
+        assert!(
+            evaluate(&e, &args).same(&native.call(&args).expect("runs")),
+            "{f}"
+        );
+    }
+}
+
+/// The ⊥ a parallel fold reports is the evaluator's first, with its code,
+/// details and source span, whichever chunk holds it and whichever chunks
+/// fail after it.
+#[test]
+fn the_first_failing_chunk_reports_the_evaluators_first_bottom() {
+    let src = "let logs (xs: Vector) = ifold (fun acc i -> acc + log xs[i]) 0.0 (length xs)
+let reads (xs: Vector) (k: Index) = ifold (fun acc i -> acc + xs[i * k]) 0.0 (length xs)
+";
+    let run = |f: &str, args: &[Value], threads: usize| {
+        let session = Session::load(src).expect("loads");
+        let e = session.entry(f).expect("entry");
+        let native = compile_with(&e, relaxed(threads));
+        assert_eq!(native.parallel_folds(), 1, "{f}");
+        let want = e.run(args.to_vec(), FUEL, &mut |_, _| {}).expect_err("⊥");
+        let got = native.call(args).expect_err("⊥");
+        assert_eq!(want.code(), got.code(), "{f}");
+        assert_eq!(want.to_string(), got.unlocated().to_string(), "{f}");
+        let got = native.call(args).expect_err("⊥");
+        assert_eq!(want.span(), got.span(), "{f}: the evaluator's site");
+    };
+    for threads in [2, 3, 4] {
+        for bad in [[5, 900], [100, 150], [999, 300], [0, 998]] {
+            let xs: Vec<f64> = (0..1000)
+                .map(|i| {
+                    if bad.contains(&i) {
+                        -(i as f64) - 1.0
+                    } else {
+                        1.0 + i as f64
+                    }
+                })
+                .collect();
+            run("logs", &[vector(&xs)], threads);
+        }
+        let xs: Vec<f64> = (0..1000).map(|i| i as f64).collect();
+        run("reads", &[vector(&xs), Value::Index(2)], threads);
+    }
+}
+
+/// Fuel spent on the other threads counts against the call's: a parallel
+/// fold whose iterations, all threads together, overdraw the fuel ends
+/// with `out-of-fuel`, one within it runs.
+#[test]
+fn fuel_spent_on_every_thread_counts() {
+    let src = "let main (xs: Vector) = ifold (fun acc i -> acc + ifold (fun t j -> t + xs[j] * toDouble i) 0.0 (length xs)) 0.0 (length xs)\n";
+    let e = load_entry(src, "main");
+    let native = compile_with(&e, relaxed(2));
+    assert_eq!(native.parallel_folds(), 1);
+    let args = [vector(&vec![1.0; 300])];
+    let limits = |fuel| fsmooth::codegen::NativeLimits::of(Limits::with_fuel(fuel));
+    // 300 outer iterations of 300: 90 300 iterations in all.
+    let ok = native
+        .call_with(&args, limits(91_000))
+        .expect("within the fuel");
+    assert_eq!(ok.as_f64(), Some(300.0 * 44_850.0));
+    let err = native
+        .call_with(&args, limits(60_000))
+        .expect_err("overdrawn");
+    assert_eq!(err.code(), "out-of-fuel", "{err}");
+}
+
+/// The command line: `--threads N` needs `--fp relaxed`; GMM's objective
+/// and reverse-mode gradient on two threads stay within ρ ≤ 1e-12 of the
+/// strict (evaluator's) results on ADBench's d2_K5 file (1000 points), the
+/// parallel folds reassociating some of them; and the ADBench golden holds
+/// under the relaxed contract.
+#[test]
+fn gmm_on_two_threads_from_the_command_line() {
+    let refused = crate::common::cli(&[
+        "run",
+        crate::common::root()
+            .join("examples/adbench/gmm.fsm")
+            .to_str()
+            .unwrap(),
+        "--engine",
+        "native",
+        "--threads",
+        "2",
+    ]);
+    assert_eq!(refused.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("--threads 2 needs --fp relaxed"), "{err}");
+
+    let root = crate::common::root();
+    let run = |file: &str, extra: &[&str]| -> Vec<f64> {
+        let path = root.join("tests/data/adbench/data/gmm").join(file);
+        let o = crate::common::cli(
+            &[
+                &[
+                    "adbench",
+                    "gmm",
+                    path.to_str().unwrap(),
+                    "--mode",
+                    "rev",
+                    "--engine",
+                    "native",
+                ][..],
+                extra,
+            ]
+            .concat(),
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let out: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        let mut all = vec![out["objective"].as_f64().expect("objective")];
+        fn numbers(j: &serde_json::Value, out: &mut Vec<f64>) {
+            match j {
+                serde_json::Value::Array(items) => items.iter().for_each(|x| numbers(x, out)),
+                other => out.push(other.as_f64().expect("a number")),
+            }
+        }
+        numbers(&out["gradient"], &mut all);
+        all
+    };
+    let relaxed = ["--fp", "relaxed", "--threads", "2"];
+    let strict = run("1k/gmm_d2_K5.txt", &[]);
+    let two = run("1k/gmm_d2_K5.txt", &relaxed);
+    assert_eq!(strict.len(), two.len());
+    for (i, (a, b)) in strict.iter().zip(&two).enumerate() {
+        assert!(rho(*a, *b) <= 1e-12, "[{i}]: strict {a}, two threads {b}");
+    }
+    assert!(
+        strict
+            .iter()
+            .zip(&two)
+            .any(|(a, b)| a.to_bits() != b.to_bits()),
+        "the points' fold ran on two threads (some sum regrouped)"
+    );
+    assert_eq!(two, run("1k/gmm_d2_K5.txt", &relaxed), "deterministic");
+    let golden: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("tests/data/adbench/goldens/gmm_test.json"))
+            .expect("golden"),
+    )
+    .expect("json");
+    let test = run("test.txt", &relaxed);
+    assert!(rho(test[0], golden["objective"].as_f64().unwrap()) <= 1e-8);
+    let want = golden["gradient"].as_array().expect("gradient");
+    for (a, b) in test[1..].iter().zip(want) {
+        assert!(rho(*a, b.as_f64().unwrap()) <= 1e-8);
+    }
+}

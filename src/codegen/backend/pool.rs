@@ -8,37 +8,17 @@
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
 
-use super::runtime::{Ctx, EntryFn};
 use crate::codegen::abi::OUT_OF_MEMORY;
 
 /// The stack of a thread that runs chunks (compiled code keeps little on
 /// the stack; its arrays are in the arena).
 const STACK: usize = 16 << 20;
 
-/// One chunk's call.
-#[derive(Clone, Copy)]
-pub struct Job {
-    pub f: EntryFn,
-    pub ctx: *mut Ctx,
-    pub args: *const u64,
-    pub out: *mut u64,
-}
-
-// SAFETY: a job's context, arguments and output are used by the thread
-// that runs it only, until its status is sent back; the arguments are
-// read-only and outlive the job.
-unsafe impl Send for Job {}
-
-impl Job {
-    pub fn run(self) -> i64 {
-        // SAFETY: `fsmooth_parallel`'s caller passes buffers of the chunk
-        // function's layout; the context and its arena are this job's.
-        unsafe { (self.f)(self.ctx, self.args, self.out) }
-    }
-}
+/// One chunk's call, returning its status.
+pub type Task = Box<dyn FnOnce() -> i64 + Send>;
 
 struct Worker {
-    jobs: Sender<Job>,
+    jobs: Sender<Task>,
     statuses: Receiver<i64>,
     thread: Option<JoinHandle<()>>,
 }
@@ -51,43 +31,45 @@ pub struct Pool {
 
 impl Pool {
     /// Runs `first` on the calling thread and `rest[t]` on worker t,
-    /// returning every status in order. A job with no thread to be had
+    /// returning every status in order. A task with no thread to be had
     /// (the system refused one) runs on the calling thread afterwards.
-    pub fn run(&mut self, first: Job, rest: &[Job]) -> Vec<i64> {
+    pub fn run(&mut self, first: Task, rest: Vec<Task>) -> Vec<i64> {
         while self.workers.len() < rest.len() {
             match spawn() {
                 Some(w) => self.workers.push(w),
                 None => break,
             }
         }
-        let sent: Vec<bool> = rest
-            .iter()
-            .zip(&self.workers)
-            .map(|(job, w)| w.jobs.send(*job).is_ok())
-            .collect();
-        let mut statuses = vec![first.run()];
-        for (t, job) in rest.iter().enumerate() {
-            let status = match (sent.get(t), self.workers.get(t)) {
+        // Sent, or kept to run here.
+        let mut pending: Vec<Result<usize, Task>> = Vec::new();
+        for (t, task) in rest.into_iter().enumerate() {
+            pending.push(match self.workers.get(t) {
+                Some(w) => w.jobs.send(task).map(|()| t).map_err(|e| e.0),
+                None => Err(task),
+            });
+        }
+        let mut statuses = vec![first()];
+        for p in pending {
+            statuses.push(match p {
                 // A worker that died (it cannot: compiled code and the
-                // helpers never panic) reports an internal failure.
-                (Some(true), Some(w)) => w.statuses.recv().unwrap_or(OUT_OF_MEMORY),
-                _ => job.run(),
-            };
-            statuses.push(status);
+                // helpers never panic) reports a failure.
+                Ok(t) => self.workers[t].statuses.recv().unwrap_or(OUT_OF_MEMORY),
+                Err(task) => task(),
+            });
         }
         statuses
     }
 }
 
 fn spawn() -> Option<Worker> {
-    let (jobs, job_rx) = channel::<Job>();
+    let (jobs, job_rx) = channel::<Task>();
     let (status_tx, statuses) = channel::<i64>();
     let thread = std::thread::Builder::new()
         .name("fsmooth-chunk".into())
         .stack_size(STACK)
         .spawn(move || {
-            while let Ok(job) = job_rx.recv() {
-                if status_tx.send(job.run()).is_err() {
+            while let Ok(task) = job_rx.recv() {
+                if status_tx.send(task()).is_err() {
                     break;
                 }
             }

@@ -13,7 +13,7 @@
 use std::alloc::{Layout, alloc, dealloc};
 use std::ptr::NonNull;
 
-use super::pool::{Job, Pool};
+use super::pool::{Pool, Task};
 use crate::codegen::CodegenError;
 use crate::codegen::abi::{
     DIVISION_BY_ZERO, DOMAIN, DOMAIN_IPOW, DOMAIN_OPS, DOMAIN_POW, INDEX_OUT_OF_BOUNDS,
@@ -71,6 +71,34 @@ pub struct Parallel {
     /// when it grows.
     pub arenas: Vec<Arena>,
     pub pool: Pool,
+}
+
+/// One chunk's call.
+#[derive(Clone, Copy)]
+struct Job {
+    f: EntryFn,
+    ctx: *mut Ctx,
+    args: *const u64,
+    out: *mut u64,
+}
+
+// SAFETY: a job's context, arguments and output are used by the thread
+// that runs it only, until its status is back; the arguments are
+// read-only and outlive the job.
+unsafe impl Send for Job {}
+
+impl Job {
+    fn run(self) -> i64 {
+        // SAFETY: `fsmooth_parallel`'s caller passes buffers of the chunk
+        // function's layout; the context and its arena are this job's.
+        unsafe { (self.f)(self.ctx, self.args, self.out) }
+    }
+
+    fn task(self) -> Task {
+        // The whole job moves to the thread (a method call captures it
+        // whole, not its fields).
+        Box::new(move || self.run())
+    }
 }
 
 /// `fsmooth_parallel(ctx, k, args, arg_bytes, outs, out_bytes, threads)`:
@@ -138,7 +166,9 @@ pub extern "C" fn fsmooth_parallel(
         args,
         out: outs,
     };
-    let statuses = par.pool.run(first, &jobs);
+    let statuses = par
+        .pool
+        .run(first.task(), jobs.into_iter().map(Job::task).collect());
     let spent: i64 = ctxs.iter().map(|c| fuel - c.fuel).sum();
     if let Some(t) = statuses.iter().position(|&s| s != OK) {
         if t > 0 {

@@ -319,14 +319,14 @@ pub struct EngineArgs {
     #[arg(long, value_enum, default_value_t)]
     pub engine: Engine,
     /// Native code's floating-point contract (spec/semantics.md §7):
-    /// `strict` returns the evaluator's bits; `relaxed` may reassociate
-    /// sums (the folds run on several threads), within the bound §3
-    /// states.
+    /// `strict` returns the evaluator's bits; `relaxed` may regroup sums
+    /// (with --threads, folds that only add to their state run on several
+    /// threads), within the bound §7 states.
     #[arg(long, value_enum, default_value_t)]
     pub fp: FpContract,
-    /// The threads native code may run a fold on (Note [Parallel folds];
-    /// more than 1 needs `--fp relaxed`). Results are deterministic for a
-    /// given N.
+    /// The threads native code may run a loop of the entry's own block on
+    /// (Note [Parallel loops]): its `build`s under either contract, its
+    /// folds under `--fp relaxed`. Results are deterministic for a given N.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: u16,
 }
@@ -339,19 +339,12 @@ impl EngineArgs {
         }
     }
 
-    /// How native code is compiled, or why the options do not go
-    /// together.
-    pub fn native(&self) -> Result<NativeOptions, String> {
-        if self.threads > 1 && self.fp == FpContract::Strict {
-            return Err(format!(
-                "--threads {} needs --fp relaxed: the strict contract keeps the evaluator's order of every sum, so a fold cannot be split between threads",
-                self.threads
-            ));
-        }
-        Ok(NativeOptions {
+    /// How native code is compiled.
+    pub fn native(&self) -> NativeOptions {
+        NativeOptions {
             fp: self.fp,
             threads: usize::from(self.threads),
-        })
+        }
     }
 }
 

@@ -156,7 +156,7 @@ pub(super) fn native_runs(mode: Mode, engine: Engine) -> Result<(), Failure> {
 
 /// `grad` (`jacobian`: the whole Jacobian).
 pub fn grad(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
-    let native = args.engine.native().map_err(Failure::usage)?;
+    let native = args.engine.native();
     let src = Sources::read(&args.file)?;
     let fail = |d: &Diagnostic| src.fail(d);
     let input = input_text(&args.input)?;
@@ -243,7 +243,7 @@ pub fn grad(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
 
 /// `vjp`: wᵀJ for the cotangent `w` given as JSON.
 pub fn vjp(args: DerivArgs, cotangent: &str) -> Result<(), Failure> {
-    let native = args.engine.native().map_err(Failure::usage)?;
+    let native = args.engine.native();
     let src = Sources::read(&args.file)?;
     let fail = |d: &Diagnostic| src.fail(d);
     let input = input_text(&args.input)?;

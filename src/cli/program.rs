@@ -37,7 +37,7 @@ pub fn print(file: &Path) -> Result<(), Failure> {
 
 /// `run`: the entry's value.
 pub fn run(args: RunArgs) -> Result<(), Failure> {
-    let native = args.engine.native().map_err(Failure::usage)?;
+    let native = args.engine.native();
     let src = Sources::read(&args.file)?;
     let fail = |d: &Diagnostic| src.fail(d);
     let input = input_text(&args.input)?;

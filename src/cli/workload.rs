@@ -98,7 +98,7 @@ impl Workload {
     /// The session of the workload's source (with `FSMOOTH_OPT_CHECK`),
     /// its native code compiled as `run` says.
     fn session(&self, run: &WorkloadArgs) -> Result<Session, Failure> {
-        let native = run.engine.native().map_err(Failure::usage)?;
+        let native = run.engine.native();
         let s = Session::load(self.src)
             .map_err(|d| self.fail(&d))?
             .with_native(native);

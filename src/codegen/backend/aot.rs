@@ -164,6 +164,7 @@ pub fn compile_object(
         crate::codegen::lower::LowerOptions {
             limits: false,
             threads: 1,
+            folds: false,
             first_site: 0,
         },
     )?;

@@ -31,7 +31,7 @@ pub enum FpContract {
     #[default]
     Strict,
     /// Sums may be reassociated (today: the folds that run on several
-    /// threads, Note [Parallel folds]); results agree with the
+    /// threads, Note [Parallel loops]); results agree with the
     /// evaluator's within the bound of spec/semantics.md §7.
     Relaxed,
 }
@@ -40,8 +40,8 @@ pub enum FpContract {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct NativeOptions {
     pub fp: FpContract,
-    /// The threads a fold may run on (Note [Parallel folds]); more than
-    /// one needs [`FpContract::Relaxed`].
+    /// The threads a loop may run on (Note [Parallel loops]): `build`s
+    /// under either contract, folds under the relaxed one.
     pub threads: usize,
 }
 
@@ -55,12 +55,9 @@ impl Default for NativeOptions {
 }
 
 impl NativeOptions {
-    /// The threads folds actually run on: one under the strict contract.
-    pub fn fold_threads(&self) -> usize {
-        match self.fp {
-            FpContract::Strict => 1,
-            FpContract::Relaxed => self.threads.max(1),
-        }
+    /// Whether folds may run on several threads (their sums regrouped).
+    pub fn folds(&self) -> bool {
+        self.fp == FpContract::Relaxed
     }
 }
 
@@ -104,7 +101,7 @@ pub struct Native {
     /// Owns the code `func` points into; freed on drop.
     module: Option<JITModule>,
     func: EntryFn,
-    /// The chunk functions of its parallel folds (Note [Parallel folds]).
+    /// The chunk functions of its parallel folds (Note [Parallel loops]).
     chunks: Vec<EntryFn>,
     /// The other threads' arenas and the threads, kept between calls.
     workers: Mutex<runtime::Parallel>,
@@ -120,8 +117,9 @@ pub struct Native {
     pool: ArenaPool,
 }
 
-/// At most this many idle arenas are kept.
-const POOL: usize = 2;
+/// At most this many idle arenas are kept (a call's own, and those of
+/// the other threads of its parallel loops that held rows of its result).
+const POOL: usize = 8;
 
 #[derive(Clone, Default)]
 struct ArenaPool(Arc<Mutex<Vec<Arena>>>);
@@ -194,10 +192,10 @@ fn declare_helpers(module: &mut JITModule) -> Result<Vec<(&'static str, FuncId)>
 }
 
 /// The helpers only JIT code calls: the threads of parallel folds (object
-/// files run single-threaded, Note [Parallel folds]).
+/// files run single-threaded, Note [Parallel loops]).
 const JIT_HELPERS: [super::module::Helper; 1] = [super::module::Helper {
     name: "fsmooth_parallel",
-    params: &[I64, I64, I64, I64, I64, I64, I64],
+    params: &[I64, I64, I64, I64, I64, I64, I64, I64],
     results: &[I64],
 }];
 
@@ -241,6 +239,7 @@ impl Native {
         let lower = |threads, first_site| LowerOptions {
             limits: true,
             threads,
+            folds: options.folds(),
             first_site,
         };
         let (id, defined) = define_entry(
@@ -250,7 +249,7 @@ impl Native {
             normal,
             &helpers,
             None,
-            lower(options.fold_threads(), 0),
+            lower(options.threads.max(1), 0),
         )?;
         let mut sites = defined.sites;
         // The chunk functions, one thread each, their failure sites
@@ -289,8 +288,8 @@ impl Native {
         &self.result
     }
 
-    /// How many folds run on several threads (Note [Parallel folds]).
-    pub fn parallel_folds(&self) -> usize {
+    /// How many loops run on several threads (Note [Parallel loops]).
+    pub fn parallel_loops(&self) -> usize {
         self.chunks.len()
     }
 
@@ -336,10 +335,15 @@ impl Native {
         }
         let mut out = vec![0u64; slots(&self.result)?];
         // SAFETY: the buffers have the sizes the compiled code assumes.
-        unsafe { self.invoke(arena, &input, &mut out, limits)? };
+        let kept = unsafe { self.invoke(arena, &input, &mut out, limits)? };
         // SAFETY: on success compiled code wrote a value of the result type
-        // whose arrays live in `arena` or `input`'s arrays, both alive.
-        unsafe { runtime::read_value(&self.result, out.as_ptr()) }
+        // whose arrays live in `arena`, `kept` or `input`'s arrays, all
+        // alive.
+        let v = unsafe { runtime::read_value(&self.result, out.as_ptr()) };
+        for a in kept {
+            self.pool.give(a);
+        }
+        v
     }
 }
 
@@ -423,6 +427,9 @@ impl std::fmt::Debug for Rows<'_> {
 pub struct Outputs<'a> {
     /// Always `Some` until dropped, when it goes back to `pool`.
     arena: Option<Box<Arena>>,
+    /// The other threads' arenas that hold rows of the result (Note
+    /// [Parallel loops]), back to `pool` too.
+    kept: Vec<Arena>,
     pool: ArenaPool,
     /// The row descriptors of matrix arguments, which a result may share.
     _rows: Vec<Vec<[u64; 2]>>,
@@ -434,6 +441,9 @@ pub struct Outputs<'a> {
 impl Drop for Outputs<'_> {
     fn drop(&mut self) {
         // The result's slices borrow `self`, so none outlives this.
+        for a in self.kept.drain(..) {
+            self.pool.give(a);
+        }
         if let Some(a) = self.arena.take() {
             self.pool.give(*a);
         }
@@ -565,10 +575,10 @@ impl Native {
         input: &[u64],
         out: &mut [u64],
         limits: &NativeLimits,
-    ) -> Result<(), CodegenError> {
+    ) -> Result<Vec<Arena>, CodegenError> {
         let mut ctx = Ctx::new(arena, limits.fuel, limits.elements);
         // The chunk functions and the other threads' arenas (Note
-        // [Parallel folds]).
+        // [Parallel loops]).
         let mut par = runtime::Parallel::default();
         if !self.chunks.is_empty() {
             if let Ok(mut w) = self.workers.lock() {
@@ -580,11 +590,13 @@ impl Native {
         // SAFETY: `func` lives as long as `self.module`; the caller
         // guarantees the buffers; the arena outlives the call.
         let status = unsafe { (self.func)(&mut ctx, input.as_ptr(), out.as_mut_ptr()) };
+        // The arenas the result's rows may live in, held as long as it.
+        let kept = std::mem::take(&mut par.kept);
         if !self.chunks.is_empty()
             && let Ok(mut w) = self.workers.lock()
         {
-            // Nothing compiled code returns lives in the arenas (the folds
-            // copied their results out).
+            // Nothing compiled code returns lives in the others (the
+            // folds copied their results out).
             for a in &mut par.arenas {
                 a.reset();
             }
@@ -604,7 +616,7 @@ impl Native {
                     _ => e,
                 },
             ),
-            None => Ok(()),
+            None => Ok(kept),
         }
     }
 
@@ -660,12 +672,16 @@ impl Native {
         let mut out = vec![0u64; slots(&self.result)?.max(1)];
         // SAFETY: as in `call`; the argument slices are only read and
         // outlive the call (and the returned `Outputs`, through `'a`).
-        if let Err(e) = unsafe { self.invoke(&mut arena, &input, &mut out, &limits) } {
-            self.pool.give(*arena);
-            return Err(e);
-        }
+        let kept = match unsafe { self.invoke(&mut arena, &input, &mut out, &limits) } {
+            Ok(kept) => kept,
+            Err(e) => {
+                self.pool.give(*arena);
+                return Err(e);
+            }
+        };
         Ok(Outputs {
             arena: Some(arena),
+            kept,
             pool: self.pool.clone(),
             _rows: rows,
             out,

@@ -232,6 +232,6 @@ pub struct Defined {
     /// `first_site` on (Note [Failure sites]).
     pub sites: Vec<crate::diagnostic::Span>,
     /// The chunk functions the entry's parallel folds call, by number
-    /// (Note [Parallel folds]), still to be defined.
+    /// (Note [Parallel loops]), still to be defined.
     pub chunks: Vec<Normal>,
 }

@@ -51,7 +51,7 @@ pub struct Ctx {
     /// The failure site of a non-zero status (`abi::CTX_SITE`).
     pub site: i64,
     /// The chunk functions and the other threads' arenas of the call's
-    /// parallel folds (Note [Parallel folds]); null when it has none.
+    /// parallel folds (Note [Parallel loops]); null when it has none.
     /// Compiled code never reads it: only `fsmooth_parallel` does.
     pub parallel: *mut Parallel,
 }
@@ -59,7 +59,7 @@ pub struct Ctx {
 /// A compiled entry or chunk function: `(ctx, args, out) -> status`.
 pub type EntryFn = unsafe extern "C" fn(*mut Ctx, *const u64, *mut u64) -> i64;
 
-/// What a call's parallel folds need (Note [Parallel folds] in
+/// What a call's parallel folds need (Note [Parallel loops] in
 /// `codegen/passes/parallel.rs`): the chunk functions, by number, an
 /// arena per thread beyond the calling one, and the threads. A fold's
 /// combination copies everything out of the other threads' arenas before
@@ -67,9 +67,13 @@ pub type EntryFn = unsafe extern "C" fn(*mut Ctx, *const u64, *mut u64) -> i64;
 #[derive(Default)]
 pub struct Parallel {
     pub chunks: Vec<EntryFn>,
-    /// Pushed to only between folds: no context points into the vector
+    /// Pushed to only between loops: no context points into the vector
     /// when it grows.
     pub arenas: Vec<Arena>,
+    /// The arenas of the other threads of builds whose elements hold
+    /// arrays: the result's rows live there until the call's result is
+    /// dropped.
+    pub kept: Vec<Arena>,
     pub pool: Pool,
 }
 
@@ -101,13 +105,16 @@ impl Job {
     }
 }
 
-/// `fsmooth_parallel(ctx, k, args, arg_bytes, outs, out_bytes, threads)`:
+/// `fsmooth_parallel(ctx, k, args, arg_bytes, outs, out_bytes, threads,
+/// keep)`:
 /// runs chunk function `k` on `threads` threads, thread t on the
 /// arguments at `args + t · arg_bytes` writing to `outs + t · out_bytes`,
 /// thread 0 the calling one with the call's context (Note [Parallel
 /// folds]). The status is that of the first chunk that failed, its
 /// details and site copied into `ctx`; then `out-of-fuel` if the threads
-/// together overdrew the call's fuel.
+/// together overdrew the call's fuel. With `keep`, the other threads'
+/// arenas hold the chunks' results for the rest of the call (a build's
+/// rows); otherwise the next loop reuses them.
 pub extern "C" fn fsmooth_parallel(
     ctx: *mut Ctx,
     k: i64,
@@ -116,6 +123,7 @@ pub extern "C" fn fsmooth_parallel(
     outs: *mut u64,
     out_bytes: i64,
     threads: i64,
+    keep: i64,
 ) -> i64 {
     // SAFETY: compiled code passes the call's context.
     let ctx = unsafe { &mut *ctx };
@@ -170,10 +178,19 @@ pub extern "C" fn fsmooth_parallel(
         .pool
         .run(first.task(), jobs.into_iter().map(Job::task).collect());
     let spent: i64 = ctxs.iter().map(|c| fuel - c.fuel).sum();
+    let details: Vec<(i64, i64, i64, i64)> =
+        ctxs.iter().map(|c| (c.a, c.b, c.site, c.scratch)).collect();
+    drop(ctxs);
+    if keep != 0 {
+        // The chunks' rows stay where they are; the next loop takes
+        // fresh arenas.
+        let used: Vec<Arena> = par.arenas.drain(..threads - 1).collect();
+        par.kept.extend(used);
+    }
     if let Some(t) = statuses.iter().position(|&s| s != OK) {
         if t > 0 {
-            let c = &ctxs[t - 1];
-            (ctx.a, ctx.b, ctx.site, ctx.scratch) = (c.a, c.b, c.site, c.scratch);
+            let c = &details[t - 1];
+            (ctx.a, ctx.b, ctx.site, ctx.scratch) = *c;
         }
         return statuses[t];
     }

@@ -34,7 +34,7 @@
 //! - `fused.rs`: arrays that are never built, and reads of them;
 //! - `prim.rs`: primitive applications;
 //! - `accum.rs`: `accum`;
-//! - `parallel.rs`: folds run on several threads (Note [Parallel folds]).
+//! - `parallel.rs`: folds run on several threads (Note [Parallel loops]).
 //!
 //! A child's methods are `pub(super)` so that its siblings can call them;
 //! `Lower`'s fields are private to this module, which already makes them
@@ -101,9 +101,11 @@ pub struct LowerOptions {
     /// Whether the call context holds the JIT's limits and failure site
     /// (Note [Native limits] in `loops.rs`, Note [Failure sites]).
     pub limits: bool,
-    /// The threads a fold may run on (Note [Parallel folds]); 1 for
+    /// The threads a loop may run on (Note [Parallel loops]); 1 for
     /// object files and for the chunk functions themselves.
     pub threads: usize,
+    /// Whether folds may too (the relaxed contract), not only `build`s.
+    pub folds: bool,
     /// The number of this function's first failure site: the sites of a
     /// JIT module's functions are numbered in one sequence.
     pub first_site: usize,
@@ -112,7 +114,7 @@ pub struct LowerOptions {
 /// Lowers `normal` into `func`, whose signature is
 /// `(ctx, args, out) -> status`. Returns where its arrays live, the
 /// normal form as lowered (after fusion, unrolling and hoisting), and the
-/// chunk functions its parallel folds call (Note [Parallel folds]), to be
+/// chunk functions its parallel folds call (Note [Parallel loops]), to be
 /// compiled in the same module.
 pub fn lower_function(
     func: &mut Function,
@@ -166,10 +168,10 @@ pub fn lower_function(
     b.set_cold_block(fail);
     // The accumulators that update in place (Note [In-place updates]).
     let updates = inplace::updates(&normal.body, &speculative);
-    // Folds on several threads (Note [Parallel folds]), whose free
+    // Folds on several threads (Note [Parallel loops]), whose free
     // variables are then built, not fused: a chunk is passed values.
     let mut parallel = if options.threads > 1 {
-        passes::parallel::plan(normal)
+        passes::parallel::plan(normal, options.folds)
     } else {
         HashMap::default()
     };
@@ -265,7 +267,7 @@ pub struct Lowered {
     /// [`LowerOptions::first_site`] on.
     pub sites: Vec<Span>,
     /// The chunk functions of the parallel folds, by number (Note
-    /// [Parallel folds]).
+    /// [Parallel loops]).
     pub chunks: Vec<Normal>,
     /// The scratch arrays (Note [Scratch arrays]).
     pub scratch: scratch::Scratch,
@@ -655,36 +657,49 @@ impl Lower<'_, '_> {
                     .is_some();
                 let r = match (kind, state) {
                     (LoopKind::Build, None) => {
-                        let built = |a: &Name| !self.fused.contains_key(a);
-                        let rows_built = |reads: &[passes::loop_interchange::Read]| {
-                            reads.iter().all(|r| match r {
-                                passes::loop_interchange::Read::Row(row) => built(&row.array),
-                                _ => true,
-                            })
+                        let serial = |this: &mut Self| -> R<Vals> {
+                            let built = |a: &Name| !this.fused.contains_key(a);
+                            let rows_built = |reads: &[passes::loop_interchange::Read]| {
+                                reads.iter().all(|r| match r {
+                                    passes::loop_interchange::Read::Row(row) => built(&row.array),
+                                    _ => true,
+                                })
+                            };
+                            let nest = (n, index, body, &bind.ty);
+                            if let Some(plan) =
+                                passes::loop_interchange::plan(index, body, &bind.ty)
+                                && rows_built(&plan.reads)
+                            {
+                                // E-Build-Bot, then E-IFold-Bot of the first
+                                // element's sum.
+                                this.interchanged.push(bind.name.clone());
+                                let code = abi::NEGATIVE_COUNT;
+                                this.nest(nest, plan.m, code, &plan.reads, |this, n, m| {
+                                    this.sums_i_major(n, m, index, &plan)
+                                })
+                            } else if let Some(plan) =
+                                passes::loop_interchange::transpose(index, body)
+                                && rows_built(&plan.reads)
+                            {
+                                // E-Build-Bot of the nest, then of its first row.
+                                this.interchanged.push(bind.name.clone());
+                                let code = abi::NEGATIVE_SIZE;
+                                this.nest(nest, plan.m, code, &plan.reads, |this, n, m| {
+                                    this.rows_i_major(n, m, index, &plan, &bind.ty)
+                                })
+                            } else {
+                                let guard = this.guard_plan(&bind.name, index, None, body);
+                                this.build(n, index, body, &bind.ty, guard.as_ref())
+                            }
                         };
-                        let nest = (n, index, body, &bind.ty);
-                        if let Some(plan) = passes::loop_interchange::plan(index, body, &bind.ty)
-                            && rows_built(&plan.reads)
-                        {
-                            // E-Build-Bot, then E-IFold-Bot of the first
-                            // element's sum.
-                            self.interchanged.push(bind.name.clone());
-                            let code = abi::NEGATIVE_COUNT;
-                            self.nest(nest, plan.m, code, &plan.reads, |this, n, m| {
-                                this.sums_i_major(n, m, index, &plan)
-                            })
-                        } else if let Some(plan) = passes::loop_interchange::transpose(index, body)
-                            && rows_built(&plan.reads)
-                        {
-                            // E-Build-Bot of the nest, then of its first row.
-                            self.interchanged.push(bind.name.clone());
-                            let code = abi::NEGATIVE_SIZE;
-                            self.nest(nest, plan.m, code, &plan.reads, |this, n, m| {
-                                this.rows_i_major(n, m, index, &plan, &bind.ty)
-                            })
-                        } else {
-                            let guard = self.guard_plan(&bind.name, index, None, body);
-                            self.build(n, index, body, &bind.ty, guard.as_ref())
+                        match self.parallel.remove(&bind.name) {
+                            Some(plan) => {
+                                let k = self.chunks.len() as i64;
+                                let r = self.parallel_build(n, &plan, k, serial);
+                                self.chunks.push(plan.chunk);
+                                r
+                            }
+                            None => serial(self),
                         }
                     }
                     (LoopKind::IFold, Some((z, s, st))) => {

@@ -1,9 +1,10 @@
-//! Lowering of a fold that runs on several threads (Note [Parallel folds]
-//! in `codegen/passes/parallel.rs`): when its count is at least the
-//! number of threads, the chunks' arguments are written to the arena, the
-//! runtime's `fsmooth_parallel` runs the chunk function once per thread,
-//! and the chunks' results are added to the initial state in chunk
-//! order; with fewer iterations, the fold runs as written.
+//! Lowering of a loop that runs on several threads (Note [Parallel loops]
+//! in `codegen/passes/parallel.rs`): when its count is large enough, the
+//! chunks' arguments are written to the arena, the runtime's
+//! `fsmooth_parallel` runs the chunk function once per thread, and the
+//! chunks' results are added to a fold's initial state in chunk order, or
+//! a build's elements copied side by side; with fewer iterations, the
+//! loop runs as written.
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
@@ -12,7 +13,7 @@ use super::{Lower, R, Vals, args_of};
 use crate::anf::Atom;
 use crate::codegen::abi::{self, CTX_A, CTX_B};
 use crate::codegen::layout::{SLOT, slots};
-use crate::codegen::passes::parallel::{Leaf, Parallel};
+use crate::codegen::passes::parallel::{Kind, Leaf, Parallel};
 use crate::ir::Type;
 
 impl Lower<'_, '_> {
@@ -32,7 +33,7 @@ impl Lower<'_, '_> {
             z.iter().map(|v| self.b.func.dfg.value_type(*v)).collect()
         };
         // Too few iterations (a negative count among them, whose ⊥ the
-        // fold reports): as written (Note [Parallel folds], cost).
+        // fold reports): as written (Note [Parallel loops], cost).
         let least = threads.max(plan.min_count);
         let few = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, count, least);
         let (ser, par, join) = self.diamond(few, &tys);
@@ -46,59 +47,92 @@ impl Lower<'_, '_> {
         Ok(self.b.block_params(join).to_vec())
     }
 
-    fn chunks_run(
+    /// `build n …` planned as `plan`, chunk function number `chunk`;
+    /// `serial` lowers it as written.
+    pub(super) fn parallel_build(
         &mut self,
-        (count, z, st): (Value, &Atom, &Type),
+        n: &Atom,
         plan: &Parallel,
         chunk: i64,
+        serial: impl FnOnce(&mut Self) -> R<Vals>,
     ) -> R<Vals> {
+        let Kind::Build(elem) = &plan.kind else {
+            return serial(self);
+        };
         let threads = self.threads as i64;
-        let z = self.atom(z)?;
-        // The slots of each leaf of z, in order.
-        let mut leaf_vals: Vec<&[Value]> = Vec::new();
-        let mut at = 0;
-        for (_, ty) in &plan.leaves {
-            let k = slots(ty)?;
-            leaf_vals.push(&z[at..at + k]);
-            at += k;
+        let count = self.scalar(n)?;
+        let least = threads.max(plan.min_count);
+        let few = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, count, least);
+        let tys = [types::I64, types::I64];
+        let (ser, par, join) = self.diamond(few, &tys);
+        self.b.switch_to_block(ser);
+        let v = serial(self)?;
+        self.b.ins().jump(join, &args_of(&v));
+        self.b.switch_to_block(par);
+        // E-Limit of the whole array, as the build would test it.
+        self.within_limit(count, 0);
+        let arrays = elem.has_array();
+        let (outs, spans) = self.run_chunks(count, &[], &plan.free, (chunk, 2, arrays))?;
+        // The chunks' elements side by side, in order.
+        let size = crate::codegen::layout::elem_bytes(elem)?;
+        let p = self.alloc(count, size)?;
+        let flags = MemFlagsData::trusted();
+        for (t, (lo, cnt)) in spans.into_iter().enumerate() {
+            let at = (t as i64 * 2 * SLOT) as i32;
+            let src = self.b.ins().load(types::I64, flags, outs, at);
+            let dst = self.element(p, lo, size);
+            let bytes = self.b.ins().imul_imm_s(cnt, size);
+            self.call("fsmooth_copy", &[dst, src, bytes])?;
         }
-        // One chunk's arguments: lo, count, per leaf a length or an
-        // initial value, the free variables.
+        let v = [p, count];
+        self.b.ins().jump(join, &args_of(&v));
+        self.b.switch_to_block(join);
+        Ok(self.b.block_params(join).to_vec())
+    }
+
+    /// Writes each chunk's arguments (`lo`, `count`, `extra`, the values
+    /// of `free`), runs chunk function `chunk` on every thread through
+    /// `fsmooth_parallel` (which keeps the other threads' arenas for the
+    /// rest of the call when `keep`), and stops at the first chunk's ⊥.
+    /// Returns the buffer of the chunks' results (`out_words` slots each)
+    /// and each chunk's `lo` and `count`.
+    fn run_chunks(
+        &mut self,
+        count: Value,
+        extra: &[(Type, Vals)],
+        free: &[(crate::ir::Name, Type)],
+        (chunk, out_words, keep): (i64, usize, bool),
+    ) -> R<(Value, Vec<(Value, Value)>)> {
+        let threads = self.threads as i64;
         let mut arg_tys = vec![Type::Index, Type::Index];
-        for (leaf, ty) in &plan.leaves {
-            match leaf {
-                Leaf::Sum => {}
-                Leaf::SumArray => arg_tys.push(Type::Index),
-                Leaf::Keep | Leaf::Last => arg_tys.push(ty.clone()),
-            }
+        let mut shared = Vec::new();
+        for (t, v) in extra {
+            arg_tys.push(t.clone());
+            shared.extend_from_slice(v);
         }
-        arg_tys.extend(plan.free.iter().map(|(_, t)| t.clone()));
+        for (x, t) in free {
+            arg_tys.push(t.clone());
+            let v = self.atom(&Atom::Var(x.clone(), t.clone()))?;
+            shared.extend(v);
+        }
         let arg_words: usize = arg_tys.iter().map(slots).sum::<R<usize>>()?;
-        let out_words = slots(st)?;
-        let (arg_bytes, out_bytes) = (arg_words as i64 * SLOT, out_words as i64 * SLOT);
+        let (arg_bytes, out_bytes) = (arg_words as i64 * SLOT, out_words.max(1) as i64 * SLOT);
         let n_args = self.iconst(threads * arg_words as i64);
         let args = self.alloc(n_args, SLOT)?;
         let n_outs = self.iconst(threads * out_words.max(1) as i64);
         let outs = self.alloc(n_outs, SLOT)?;
-        let mut shared = Vec::new();
-        for (j, (leaf, _)) in plan.leaves.iter().enumerate() {
-            match leaf {
-                Leaf::Sum => {}
-                // The length slot of the array.
-                Leaf::SumArray => shared.push(leaf_vals[j][1]),
-                Leaf::Keep | Leaf::Last => shared.extend_from_slice(leaf_vals[j]),
-            }
-        }
-        for (x, t) in &plan.free {
-            let v = self.atom(&Atom::Var(x.clone(), t.clone()))?;
-            shared.extend(v);
-        }
         // Chunk t: lo_t = q t + min(t, r), count_t = q + [t < r], where
         // count = q T + r (count ≥ T > 0).
         let q = self.b.ins().sdiv_imm_s(count, threads);
         let qt = self.b.ins().imul_imm_s(q, threads);
         let r = self.b.ins().isub(count, qt);
         let flags = MemFlagsData::trusted();
+        let rest = arg_tys[2..]
+            .iter()
+            .cloned()
+            .rev()
+            .reduce(|acc, t| Type::Pair(t.into(), acc.into()));
+        let mut spans = Vec::new();
         for t in 0..threads {
             let base = self.b.ins().iadd_imm_s(args, t * arg_bytes);
             let tc = self.iconst(t);
@@ -110,22 +144,22 @@ impl Lower<'_, '_> {
             let cnt = self.b.ins().iadd(q, longer);
             self.b.ins().store(flags, lo, base, 0);
             self.b.ins().store(flags, cnt, base, SLOT as i32);
-            let rest: Vec<Type> = arg_tys[2..].to_vec();
-            let tuple = rest
-                .into_iter()
-                .rev()
-                .reduce(|acc, t| Type::Pair(t.into(), acc.into()));
-            if let Some(tuple) = tuple {
-                self.store(&tuple, &shared, base, 2 * SLOT as i32)?;
+            if let Some(rest) = &rest {
+                self.store(rest, &shared, base, 2 * SLOT as i32)?;
             }
+            spans.push((lo, cnt));
         }
         let k = self.iconst(chunk);
-        let (ab, ob, tn) = (
+        let (ab, ob, tn, kp) = (
             self.iconst(arg_bytes),
             self.iconst(out_bytes),
             self.iconst(threads),
+            self.iconst(i64::from(keep)),
         );
-        let status = self.call1("fsmooth_parallel", &[self.ctx, k, args, ab, outs, ob, tn])?;
+        let status = self.call1(
+            "fsmooth_parallel",
+            &[self.ctx, k, args, ab, outs, ob, tn, kp],
+        )?;
         // The first failing chunk's ⊥, its details and site already in
         // the context.
         let failed = self.b.ins().icmp_imm_s(IntCC::NotEqual, status, abi::OK);
@@ -138,6 +172,45 @@ impl Lower<'_, '_> {
         let fail = self.fail;
         self.b.ins().jump(fail, &args_of(&[status, a, bb]));
         self.b.switch_to_block(cont);
+        Ok((outs, spans))
+    }
+
+    fn chunks_run(
+        &mut self,
+        (count, z, st): (Value, &Atom, &Type),
+        plan: &Parallel,
+        chunk: i64,
+    ) -> R<Vals> {
+        let Kind::Fold(leaves) = &plan.kind else {
+            return Err(crate::codegen::compile_error(
+                "a parallel build lowered as a fold",
+            ));
+        };
+        let threads = self.threads as i64;
+        let z = self.atom(z)?;
+        // The slots of each leaf of z, in order.
+        let mut leaf_vals: Vec<&[Value]> = Vec::new();
+        let mut at = 0;
+        for (_, ty) in leaves {
+            let k = slots(ty)?;
+            leaf_vals.push(&z[at..at + k]);
+            at += k;
+        }
+        // One chunk's arguments: lo, count, per leaf a length or an
+        // initial value, the free variables.
+        let mut extra = Vec::new();
+        for (j, (leaf, ty)) in leaves.iter().enumerate() {
+            match leaf {
+                Leaf::Sum => {}
+                // The length slot of the array.
+                Leaf::SumArray => extra.push((Type::Index, vec![leaf_vals[j][1]])),
+                Leaf::Keep | Leaf::Last => extra.push((ty.clone(), leaf_vals[j].to_vec())),
+            }
+        }
+        let out_words = slots(st)?;
+        let out_bytes = out_words.max(1) as i64 * SLOT;
+        let (outs, _) = self.run_chunks(count, &extra, &plan.free, (chunk, out_words, false))?;
+        let flags = MemFlagsData::trusted();
         // z plus the chunks' results, leaf by leaf, in chunk order.
         let mut results: Vec<Vals> = Vec::new();
         for t in 0..threads {
@@ -145,7 +218,7 @@ impl Lower<'_, '_> {
         }
         let mut out = Vec::new();
         let mut at = 0;
-        for (j, (leaf, ty)) in plan.leaves.iter().enumerate() {
+        for (j, (leaf, ty)) in leaves.iter().enumerate() {
             let width = slots(ty)?;
             let of = |t: usize| &results[t][at..at + width];
             match leaf {

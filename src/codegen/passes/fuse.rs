@@ -331,7 +331,7 @@ impl Walk {
 
 /// Decides which bindings of `normal` are fused (Note [Fusion]); the
 /// arrays in `built` are not (a parallel fold's chunks are passed them,
-/// Note [Parallel folds]).
+/// Note [Parallel loops]).
 pub fn plan(normal: &Normal, built: &HashSet<Name>) -> Plan {
     let mut w = Walk::default();
     for (p, _) in &normal.params {

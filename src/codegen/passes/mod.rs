@@ -30,7 +30,7 @@
 //! (`twice.rs`), and horizontal fusion (`horizontal.rs`).
 //!
 //! With more than one thread, `parallel.rs` decides which folds of the
-//! function's own block run on several (Note [Parallel folds]) and makes
+//! function's own block run on several (Note [Parallel loops]) and makes
 //! their chunk functions, which the backend compiles beside the entry.
 
 pub(super) mod fuse;

@@ -1,10 +1,28 @@
-//! Which folds run on several threads (Note [Parallel folds]), and the
+//! Which loops run on several threads (Note [Parallel loops]), and the
 //! chunk function each one runs per thread.
 //!
-//! # Note [Parallel folds]
+//! # Note [Parallel loops]
 //!
-//! With `--threads T` (T > 1), which needs the relaxed floating-point
-//! contract (spec/semantics.md §7), a fold of the function's own block
+//! With `--threads T` (T > 1), a loop of the function's own block (not
+//! nested in another loop) may run as T chunks of consecutive
+//! iterations, chunk t over `lo_t .. lo_t + count_t` (the counts differ
+//! by at most one, the first `n mod T` chunks one longer), chunk 0 on the
+//! calling thread and each other on a thread of its own
+//! (`codegen/backend/pool.rs`), each with its own call context and arena.
+//! Each chunk is a function of its own (the chunk function below: the
+//! loop over `count` iterations, its index `lo + k`), lowered like any
+//! entry and called through the runtime's `fsmooth_parallel`.
+//!
+//! **Builds**, under either floating-point contract: `build n (fun i ->
+//! e)` (not a view of an array) runs as T chunks that each build their
+//! elements; the lowering copies them side by side into the result.
+//! Every element is computed by the same operations from the same values,
+//! so every bit is the evaluator's; elements that hold arrays keep them
+//! in their thread's arena, which the call keeps until its result is
+//! dropped.
+//!
+//! **Folds**, under the relaxed contract only (spec/semantics.md §7): a
+//! fold
 //!
 //! ```text
 //! x = ifold (fun s i -> body) z n
@@ -13,17 +31,11 @@
 //! whose body adds to its state and does nothing else with it — every
 //! leaf of the body's result is either the same leaf of `s` plus terms
 //! that do not depend on `s`, or a scalar that does not depend on `s` at
-//! all — runs as T chunks of consecutive iterations, chunk t over
-//! `lo_t .. lo_t + count_t` (the counts differ by at most one, the first
-//! `n mod T` chunks one longer), chunk 0 on the calling thread and each
-//! other on a thread of its own. Every chunk starts from zero (0.0, or an
+//! all — runs as T chunks. Every chunk starts from zero (0.0, or an
 //! array of zeroes as long as `z`'s, which the chunk allocates and so
 //! updates in place); the result is `z` plus the chunks' results, added
 //! leaf by leaf in chunk order; a scalar that does not depend on `s` is
-//! the last chunk's, one the body passes on unchanged `z`'s. Each chunk is a function of its own (the chunk
-//! function below: the fold over `count` iterations, its index `lo + k`),
-//! lowered like any entry, called through the runtime's
-//! `fsmooth_parallel` with a context and an arena per thread.
+//! the last chunk's, one the body passes on unchanged `z`'s.
 //!
 //! What adds to the state, tracked per leaf of every value (a value
 //! *carries* leaf k of `s` when it is that leaf plus terms independent of
@@ -50,7 +62,7 @@
 //! their sums are added in chunk order whatever the threads' timing.
 //!
 //! Cost. Handing a chunk to a thread and waiting for it costs a few
-//! microseconds (`codegen/backend/pool.rs`), so a fold runs on several
+//! microseconds (`codegen/backend/pool.rs`), so a loop runs on several
 //! threads only when it has at least [`MIN_LOOPS`] iterations and its
 //! body runs a loop, or [`MIN_SCALAR`] iterations of straight-line code,
 //! and at least one per thread; otherwise it runs as written. GMM's fold
@@ -59,7 +71,9 @@
 //! ⊥: a chunk that fails stops its own thread only; the failure reported
 //! is that of the first failing chunk in order, which holds the first
 //! failing iteration, so the code and details are the evaluator's first
-//! ⊥ (every iteration before it succeeds in either order).
+//! ⊥ (every iteration before it succeeds in either order). A build's
+//! E-Limit is tested for the whole array before the chunks run, as the
+//! build would.
 //!
 //! Fuel and memory: each thread's context has the call's remaining fuel
 //! and its own arena with the call's memory limit; the fuel the other
@@ -85,14 +99,24 @@ pub enum Leaf {
     Last,
 }
 
-/// A fold to run on several threads.
+/// What runs on several threads.
+pub enum Kind {
+    /// A fold (relaxed contract only), with its state's leaves, in slot
+    /// order, and how each combines.
+    Fold(Vec<(Leaf, Type)>),
+    /// A `build` (either contract: each element is computed as written),
+    /// with its elements' type.
+    Build(Type),
+}
+
+/// A loop to run on several threads.
 pub struct Parallel {
-    /// The state's leaves, in slot order, and how each combines.
-    pub leaves: Vec<(Leaf, Type)>,
-    /// The chunk function: parameters `lo`, `count`, per leaf of the
-    /// state its length (`SumArray`) or its initial value (`Keep`,
-    /// `Last`), then the fold's free variables (in [`Parallel::free`]'s
-    /// order). It returns the fold's state from zero.
+    pub kind: Kind,
+    /// The chunk function: parameters `lo`, `count`, for a fold per leaf
+    /// of the state its length (`SumArray`) or its initial value (`Keep`,
+    /// `Last`), then the loop's free variables (in [`Parallel::free`]'s
+    /// order). It returns the fold's state from zero, or the build's
+    /// elements `lo .. lo + count`.
     pub chunk: Normal,
     /// The fold's free variables, passed to every chunk.
     pub free: Vec<(Name, Type)>,
@@ -107,20 +131,96 @@ pub struct Parallel {
 pub const MIN_LOOPS: i64 = 64;
 pub const MIN_SCALAR: i64 = 1 << 14;
 
-/// The folds of `normal`'s own block that run on several threads, by the
-/// name they bind. The lowering builds every array they read (a chunk
+/// The loops of `normal`'s own block that run on several threads, by the
+/// name they bind: its `build`s, and its folds when `folds` (the relaxed
+/// contract). The lowering builds every array they read (a chunk
 /// function is passed values, Note [Fusion] cannot reach into it).
-pub fn plan(normal: &Normal) -> HashMap<Name, Parallel> {
+pub fn plan(normal: &Normal, folds: bool) -> HashMap<Name, Parallel> {
     let mut out = HashMap::default();
     for bind in &normal.body.binds {
-        if let Some(p) = parallel(bind, normal) {
+        let p = if folds { fold(bind, normal) } else { None };
+        if let Some(p) = p.or_else(|| build(bind, normal)) {
             out.insert(bind.name.clone(), p);
         }
     }
     out
 }
 
-fn parallel(bind: &Binding, normal: &Normal) -> Option<Parallel> {
+/// A `build n (fun i -> body)` whose body is more than a read at `i`.
+fn build(bind: &Binding, normal: &Normal) -> Option<Parallel> {
+    let Rhs::Loop {
+        kind: LoopKind::Build,
+        state: None,
+        index,
+        body,
+        ..
+    } = &bind.rhs
+    else {
+        return None;
+    };
+    let Type::Array(elem) = &bind.ty else {
+        return None;
+    };
+    // A view of an array is no work (Note [Native layout]).
+    if super::view::copied(body, index).is_some() {
+        return None;
+    }
+    let free = free_vars(&bind.rhs);
+    let name = |what: &str| Name::from(format!("{what}'par"));
+    let (lo, count, k) = (name("lo"), name("count"), name("k"));
+    let var = |x: &Name, t: Type| Atom::Var(x.clone(), t);
+    let mut params = vec![(lo.clone(), Type::Index), (count.clone(), Type::Index)];
+    params.extend(free.iter().cloned());
+    let chunk = Normal {
+        params,
+        body: Block {
+            binds: vec![Binding {
+                name: bind.name.clone(),
+                ty: bind.ty.clone(),
+                rhs: Rhs::Loop {
+                    kind: LoopKind::Build,
+                    n: var(&count, Type::Index),
+                    state: None,
+                    index: k.clone(),
+                    body: offset(index, &lo, &k, body),
+                },
+            }],
+            result: var(&bind.name, bind.ty.clone()),
+        },
+        spans: normal.spans.clone(),
+    };
+    Some(Parallel {
+        kind: Kind::Build((**elem).clone()),
+        chunk,
+        free,
+        min_count: min_count(body),
+    })
+}
+
+/// `body` over the index `lo + k` instead of `index`.
+fn offset(index: &Name, lo: &Name, k: &Name, body: &Block) -> Block {
+    let var = |x: &Name| Atom::Var(x.clone(), Type::Index);
+    let mut binds = vec![Binding {
+        name: index.clone(),
+        ty: Type::Index,
+        rhs: Rhs::Prim(Prim::Add, vec![var(lo), var(k)]),
+    }];
+    binds.extend(body.binds.iter().cloned());
+    Block {
+        binds,
+        result: body.result.clone(),
+    }
+}
+
+fn min_count(body: &Block) -> i64 {
+    if body.binds.iter().any(|b| has_loop(&b.rhs)) {
+        MIN_LOOPS
+    } else {
+        MIN_SCALAR
+    }
+}
+
+fn fold(bind: &Binding, normal: &Normal) -> Option<Parallel> {
     let Rhs::Loop {
         kind: LoopKind::IFold,
         n: _,
@@ -165,16 +265,15 @@ fn parallel(bind: &Binding, normal: &Normal) -> Option<Parallel> {
     }
     let free = free_vars(&bind.rhs);
     let chunk = chunk(bind, (s, st, index, body), &leaves, &free, normal);
-    let loops = body.binds.iter().any(|b| has_loop(&b.rhs));
     Some(Parallel {
-        leaves,
+        kind: Kind::Fold(leaves),
         chunk,
         free,
-        min_count: if loops { MIN_LOOPS } else { MIN_SCALAR },
+        min_count: min_count(body),
     })
 }
 
-/// The chunk function of `bind` (Note [Parallel folds]): parameters
+/// The chunk function of `bind` (Note [Parallel loops]): parameters
 /// `lo`, `count`, per state leaf its length (`SumArray`) or its initial
 /// value (`Keep`, `Last`; a `Sum` starts at 0.0), then the free
 /// variables; the body `ifold (fun s k -> let i = lo + k in body) zero
@@ -228,12 +327,6 @@ fn chunk(
     let mut next = 0;
     let zero = pair_up(st, &mut atoms.into_iter(), &mut binds, &mut next);
     params.extend(free.iter().cloned());
-    let mut inner = vec![Binding {
-        name: index.clone(),
-        ty: Type::Index,
-        rhs: Rhs::Prim(Prim::Add, vec![var(&lo, Type::Index), var(&k, Type::Index)]),
-    }];
-    inner.extend(body.binds.iter().cloned());
     binds.push(Binding {
         name: bind.name.clone(),
         ty: bind.ty.clone(),
@@ -241,11 +334,8 @@ fn chunk(
             kind: LoopKind::IFold,
             n: var(&count, Type::Index),
             state: Some((zero, s.clone(), st.clone())),
+            body: offset(index, &lo, &k, body),
             index: k,
-            body: Block {
-                binds: inner,
-                result: body.result.clone(),
-            },
         },
     });
     Normal {

@@ -20,7 +20,7 @@
 //! | `guards` | bounds tests, bounds guards, known counts, rotated loops |
 //! | `lanes` | two elements per `f64x2`, pairs of `addAt`s, one-hot fills, selects |
 //! | `trips` | jamming, skipping folds, folds two iterations per trip |
-//! | `parallel` | folds on several threads under the relaxed contract (Note [Parallel folds]) |
+//! | `parallel` | folds on several threads under the relaxed contract (Note [Parallel loops]) |
 //!
 //! This file holds what they share: the comparison with the evaluator
 //! (`compare`, `exactly`, `native_error` and their case tables), the

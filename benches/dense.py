@@ -1,30 +1,47 @@
 #!/usr/bin/env python3
 """Dense-array speed against JAX in one command (issue "Dense array code at
-machine speed"): GMM's objective and gradient on ADBench's 1k files, fsmooth
-(`adbench gmm --mode rev --engine native --repeat N`, the fastest call) and
-JAX (`jit`, `jax.grad`, float64, the fastest of N calls after a warm-up,
-with `block_until_ready`) with one thread and with every thread, measured
-in the same run. Writes the table between the markers `dense:begin` and
-`dense:end` of benches/README.md, with the load average before and after.
+machine speed"): GMM's objective and gradient on ADBench's 1k files, NNMF's
+objective and gradient (m = n = 1000) and the Jacobian of BA's `project`
+over N = 10^5 points, fsmooth and JAX measured in the same run, each with
+one thread and with two. Writes the table between the markers
+`dense:begin` and `dense:end` of benches/README.md, with the load average
+before and after.
 
     cargo build --release
     python3 -m venv /tmp/jax && /tmp/jax/bin/pip install jax
-    /tmp/jax/bin/python benches/dense.py [--repeat 100] [--files d2_K5,…]
+    /tmp/jax/bin/python benches/dense.py [--repeat 100] [--rounds 3]
 
-JAX is optional (CI never runs this): without it the JAX columns say so.
-JAX's thread count: one thread is `taskset -c 0` with XLA's Eigen pool
-off (`--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1`);
-all threads is the default on every core. fsmooth runs on one thread.
-Before timing, JAX's objective is checked against fsmooth's (ρ ≤ 1e-9), so
-both time the same function.
+fsmooth (release binary, `--engine native`):
+  - GMM: `adbench gmm FILE --mode rev --repeat N` (objective and gradient,
+    the fastest call of each);
+  - NNMF: `run examples/nnmf.fsm --entry nnmf --repeat N` (objective) and
+    `grad … --wrt v --mode fwd-opt --repeat N` (gradient);
+  - BA: `jacobian … --entry projectAll --wrt cam --mode fwd-rows --repeat N`.
+  `--repeat` times compiled code on arguments converted once (the
+  derivative program alone for `grad` and `jacobian`).
+  One thread is the default strict contract; two threads is
+  `--fp relaxed --threads 2` (spec/semantics.md §7: builds of the entry's
+  own block and folds that only add to their state run on both cores).
+JAX (`jit`, float64, the fastest of N calls after a warm-up, with
+`block_until_ready`): one thread is `taskset -c 0` with XLA's Eigen pool off
+(`--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1`); two
+threads is the default on this 2-core machine. The BA Jacobian is
+`jacfwd` (11 directions).
+
+Before timing, JAX's values are checked against fsmooth's (ρ ≤ 1e-9), so
+both time the same functions on the same inputs. Rounds alternate the
+tools and each figure is the fastest over the rounds. JAX is optional (CI
+never runs this): without it the JAX columns say so.
 """
 
 import argparse
 import json
 import math
 import os
+import random
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -32,31 +49,95 @@ DATA = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "adbench", "d
 FSMOOTH = os.path.join(ROOT, "target", "release", "fsmooth")
 README = os.path.join(ROOT, "benches", "README.md")
 FILES = ["d2_K5", "d2_K200", "d10_K25", "d20_K5", "d32_K5", "d64_K10"]
+NNMF_M = 1000
+BA_N = 100_000
+CAM = [0.1, -0.2, 0.3, 0.5, -0.4, -3.0, 2.0, 0.25, -0.125, 0.01, -0.002]
+THREADS = {1: [], 2: ["--fp", "relaxed", "--threads", "2"]}
 
 
 def rho(x, y):
     return abs(x - y) / max(1.0, abs(x) + abs(y))
 
 
-def fsmooth_gmm(name, repeat):
-    path = os.path.join(DATA, f"gmm_{name}.txt")
-    out = subprocess.run(
-        [FSMOOTH, "adbench", "gmm", path, "--mode", "rev", "--engine", "native",
-         "--repeat", str(repeat)],
-        check=True, capture_output=True, text=True).stdout
-    j = json.loads(out)
-    t = j["timings"]
-    return {"objective": j["objective"], "f_ms": t["objective_ms"], "j_ms": t["gradient_ms"]}
+def inputs(tmp):
+    """The NNMF and BA inputs, as JSON files both tools read."""
+    rnd = random.Random(33)
+    u = [1.5 + rnd.uniform(-1, 1) for _ in range(NNMF_M)]
+    v = [1.5 + rnd.uniform(-1, 1) for _ in range(NNMF_M)]
+    a = [[1.5 + rnd.uniform(-1, 1) for _ in range(NNMF_M)] for _ in range(NNMF_M)]
+    xs = [[rnd.uniform(-1, 1) for _ in range(3)] for _ in range(BA_N)]
+    nnmf, ba = os.path.join(tmp, "nnmf.json"), os.path.join(tmp, "ba.json")
+    with open(nnmf, "w") as fh:
+        json.dump({"u": u, "v": v, "a": a}, fh)
+    with open(ba, "w") as fh:
+        json.dump({"cam": CAM, "xs": xs}, fh)
+    program = os.path.join(tmp, "ba.fsm")
+    with open(os.path.join(ROOT, "examples", "ba_project.fsm")) as src, open(program, "w") as dst:
+        dst.write(src.read())
+        dst.write("\nlet projectAll = fun (cam: Vector) (xs: Matrix) ->\n"
+                  "  let ps = build (length xs) (fun i -> project cam xs[i])\n"
+                  "  build (2 * length xs) (fun k -> ps[k / 2][k - 2 * (k / 2)])\n")
+    return {"nnmf": nnmf, "ba": ba, "ba_fsm": program}
 
 
-def jax_worker(names, repeat):
-    """Times JAX on `names` in this process (its threads set by the caller)
-    and prints one JSON object."""
+def fsm(args):
+    p = subprocess.run([FSMOOTH] + args, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"fsmooth {' '.join(args)}: {p.stderr.strip()}")
+    return p.stdout, p.stderr
+
+
+def repeat_ms(stderr):
+    for line in stderr.splitlines():
+        if line.startswith("{") and "min_ms" in line:
+            return json.loads(line)["min_ms"]
+    sys.exit(f"no --repeat line in {stderr!r}")
+
+
+def fsmooth_all(names, files, repeat, threads):
+    extra = THREADS[threads]
+    out = {}
+    for name in names:
+        path = os.path.join(DATA, f"gmm_{name}.txt")
+        stdout, _ = fsm(["adbench", "gmm", path, "--mode", "rev", "--engine", "native",
+                         "--repeat", str(repeat)] + extra)
+        j = json.loads(stdout)
+        t = j["timings"]
+        out[name] = {"value": j["objective"], "f_ms": t["objective_ms"], "j_ms": t["gradient_ms"]}
+    nnmf = os.path.join(ROOT, "examples", "nnmf.fsm")
+    stdout, err = fsm(["run", nnmf, "--entry", "nnmf", "--input-file", files["nnmf"],
+                       "--engine", "native", "--repeat", str(repeat)] + extra)
+    f_ms, value = repeat_ms(err), json.loads(stdout)
+    _, err = fsm(["grad", nnmf, "--entry", "nnmf", "--wrt", "v", "--mode", "fwd-opt",
+                  "--input-file", files["nnmf"], "--engine", "native", "--no-gate",
+                  "--repeat", str(repeat)] + extra)
+    out["nnmf"] = {"value": value, "f_ms": f_ms, "j_ms": repeat_ms(err)}
+    stdout, err = fsm(["jacobian", files["ba_fsm"], "--entry", "projectAll", "--wrt", "cam",
+                       "--mode", "fwd-rows", "--input-file", files["ba"], "--engine", "native",
+                       "--no-gate", "--repeat", str(max(3, repeat // 10))] + extra)
+    jac = json.loads(stdout)["jacobian"]
+    out["ba"] = {"value": jac[0][6], "f_ms": None, "j_ms": repeat_ms(err)}
+    return out
+
+
+def jax_worker(names, files, repeat):
+    """Times JAX on every workload in this process (its threads set by the
+    caller) and prints one JSON object."""
     import jax
     import jax.numpy as jnp
     import numpy as np
 
     jax.config.update("jax_enable_x64", True)
+
+    def best(fn, *args):
+        jax.block_until_ready(fn(*args))
+        b = math.inf
+        for _ in range(repeat):
+            s = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            b = min(b, time.perf_counter() - s)
+        return b * 1e3
+
     results = {}
     for name in names:
         with open(os.path.join(DATA, f"gmm_{name}.txt")) as fh:
@@ -109,24 +190,52 @@ def jax_worker(names, repeat):
 
         f = jax.jit(gmm)
         g = jax.jit(jax.grad(gmm))
+        results[name] = {"value": float(f(theta, x)), "f_ms": best(f, theta, x),
+                         "j_ms": best(g, theta, x)}
 
-        def best(fn):
-            jax.block_until_ready(fn(theta, x))
-            b = math.inf
-            for _ in range(repeat):
-                s = time.perf_counter()
-                jax.block_until_ready(fn(theta, x))
-                b = min(b, time.perf_counter() - s)
-            return b * 1e3
+    with open(files["nnmf"]) as fh:
+        j = json.load(fh)
+    u, v, a = np.array(j["u"]), np.array(j["v"]), np.array(j["a"])
 
-        results[name] = {"objective": float(f(theta, x)), "f_ms": best(f), "j_ms": best(g)}
+    def nnmf(u, v, a):
+        r = jnp.outer(u, v)
+        return jnp.sum(jnp.log(r) + a / r)
+
+    f = jax.jit(nnmf)
+    g = jax.jit(jax.grad(nnmf, argnums=1))
+    results["nnmf"] = {"value": float(f(u, v, a)), "f_ms": best(f, u, v, a),
+                       "j_ms": best(g, u, v, a)}
+
+    with open(files["ba"]) as fh:
+        j = json.load(fh)
+    cam, xs = np.array(j["cam"]), np.array(j["xs"])
+
+    def project(cam, x):
+        rot = cam[0:3]
+        y = x - cam[3:6]
+        theta = jnp.sqrt(jnp.sum(rot * rot))
+        wv = rot * (1.0 / theta)
+        xcam = (y * jnp.cos(theta) + jnp.cross(wv, y) * jnp.sin(theta)
+                + wv * (jnp.dot(wv, y) * (1.0 - jnp.cos(theta))))
+        proj = xcam[0:2] * (1.0 / xcam[2])
+        rsq = jnp.sum(proj * proj)
+        dist = proj * (1.0 + cam[9] * rsq + cam[10] * rsq * rsq)
+        return cam[7:9] + dist * cam[6]
+
+    def project_all(cam, xs):
+        return jax.vmap(project, in_axes=(None, 0))(cam, xs).reshape(-1)
+
+    # `jacfwd`: 11 directions (`jacrev` would pull back 2N cotangents).
+    jf = jax.jit(jax.jacfwd(project_all, argnums=0))
+    value = float(np.asarray(jf(cam, xs))[0, 6])
+    results["ba"] = {"value": value, "f_ms": None, "j_ms": best(jf, cam, xs)}
     print(json.dumps({"jax": jax.__version__, "results": results}))
 
 
-def run_jax(names, repeat, threads):
+def run_jax(names, files, repeat, threads):
     env = dict(os.environ)
     cmd = [sys.executable, os.path.abspath(__file__), "--jax-worker", ",".join(names),
-           "--repeat", str(repeat)]
+           "--files-json", json.dumps(files), "--repeat", str(repeat)]
     if threads == 1:
         env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
         cmd = ["taskset", "-c", "0"] + cmd
@@ -140,84 +249,98 @@ def cell(ms):
     return "—" if ms is None else (f"{ms:.3f} ms" if ms < 1 else f"{ms:.2f} ms")
 
 
+def fastest(old, new):
+    if old is None:
+        return new
+    out = {}
+    for k in new:
+        if k.endswith("_ms") and old.get(k) is not None and new[k] is not None:
+            out[k] = min(old[k], new[k])
+        else:
+            out[k] = new[k]
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--files", default=",".join(FILES))
     ap.add_argument("--jax-worker")
+    ap.add_argument("--files-json")
     ap.add_argument("--no-write", action="store_true")
     o = ap.parse_args()
-    if o.jax_worker:
-        jax_worker(o.jax_worker.split(","), o.repeat)
+    if o.jax_worker is not None:
+        jax_worker([n for n in o.jax_worker.split(",") if n], json.loads(o.files_json), o.repeat)
         return
-    names = []
-    missing = []
+    names, missing = [], []
     for n in o.files.split(","):
         (names if os.path.exists(os.path.join(DATA, f"gmm_{n}.txt")) else missing).append(n)
     if not os.path.exists(FSMOOTH):
         sys.exit(f"{FSMOOTH}: missing (cargo build --release)")
+    tmp = tempfile.mkdtemp(prefix="fsmooth-dense-")
+    files = inputs(tmp)
     load_before = os.getloadavg()
-    # Rounds alternate the tools, and each figure is the fastest over the
-    # rounds: a slow spell of a shared machine then hits both, not one.
-    ours, jax1, jaxn, why1, whyn = {}, None, None, None, None
-
-    def fastest(old, new):
-        if old is None:
-            return new
-        return {k: (min(old[k], new[k]) if k.endswith("_ms") else new[k]) for k in new}
-
+    ours = {1: {}, 2: {}}
+    theirs = {1: {}, 2: {}}
+    why = {}
+    version = "(not installed)"
     for _ in range(o.rounds):
-        for n in names:
-            ours[n] = fastest(ours.get(n), fsmooth_gmm(n, o.repeat))
-        for threads in (1, 0):
-            got, why = run_jax(names, o.repeat, threads)
+        for threads in (1, 2):
+            for k, v in fsmooth_all(names, files, o.repeat, threads).items():
+                ours[threads][k] = fastest(ours[threads].get(k), v)
+        for threads in (1, 2):
+            got, err = run_jax(names, files, o.repeat, threads)
             if got is None:
-                if threads == 1:
-                    why1 = why
-                else:
-                    whyn = why
+                why[threads] = err
                 continue
-            best = jax1 if threads == 1 else jaxn
-            if best is not None:
-                for n in names:
-                    got["results"][n] = fastest(best["results"][n], got["results"][n])
-            if threads == 1:
-                jax1 = got
-            else:
-                jaxn = got
+            version = got["jax"]
+            for k, v in got["results"].items():
+                theirs[threads][k] = fastest(theirs[threads].get(k), v)
     load_after = os.getloadavg()
-    cores = os.cpu_count()
+    for threads in (1, 2):
+        for k, j in theirs[threads].items():
+            f = ours[1][k]
+            if rho(j["value"], f["value"]) > 1e-9:
+                sys.exit(f"{k}: JAX's value {j['value']} is not fsmooth's {f['value']}")
+
+    def row(label, key, what):
+        f1, f2 = ours[1][key][what], ours[2][key][what]
+        j1 = theirs[1].get(key, {}).get(what)
+        j2 = theirs[2].get(key, {}).get(what)
+        ratio = lambda a, b: "—" if a is None or b is None else f"{a / b:.2f}"
+        return (f"| {label} | {cell(f1)} | {cell(j1)} | {ratio(f1, j1)} | "
+                f"{cell(f2)} | {cell(j2)} | {ratio(f2, j2)} |")
+
     lines = [
-        f"GMM, ADBench 1k files, float64 (`python3 benches/dense.py --repeat {o.repeat} --rounds {o.rounds}`, "
-        f"{time.strftime('%Y-%m-%d')}, {cores} cores, load average "
-        f"{load_before[0]:.2f} before, {load_after[0]:.2f} after). fsmooth: "
-        "`adbench gmm --mode rev --engine native`, one thread; "
-        f"JAX {(jax1 or jaxn or {}).get('jax', '(not installed)')}: `jit`, `jax.grad`. "
-        "Fastest call of each, over the rounds.",
+        f"`python3 benches/dense.py --repeat {o.repeat} --rounds {o.rounds}`, "
+        f"{time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, load average "
+        f"{load_before[0]:.2f} before, {load_after[0]:.2f} after; JAX {version}. "
+        "Fastest call of each over the rounds; the ratio is fsmooth's time over "
+        "JAX's at the same thread count (below 1: fsmooth is faster). fsmooth's "
+        "one thread is the strict contract, its two `--fp relaxed --threads 2`.",
         "",
-        "| file | fsmooth F | fsmooth ∇ | J/F | JAX F (1 thread) | JAX ∇ (1 thread) | JAX ∇ (all threads) | ∇ ÷ JAX ∇ (1 thread) | ∇ ÷ JAX ∇ (all) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| workload | fsmooth, 1 thread | JAX, 1 thread | ratio | fsmooth, 2 threads | JAX, 2 threads | ratio |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for n in names:
-        f = ours[n]
-        j1 = (jax1 or {}).get("results", {}).get(n)
-        jn = (jaxn or {}).get("results", {}).get(n)
-        for j in (j1, jn):
-            if j and rho(j["objective"], f["objective"]) > 1e-9:
-                sys.exit(f"{n}: JAX's objective {j['objective']} is not fsmooth's {f['objective']}")
-        ratio = lambda j: "—" if not j else f"{f['j_ms'] / j['j_ms']:.2f}"
-        lines.append(
-            f"| {n} | {cell(f['f_ms'])} | {cell(f['j_ms'])} | {f['j_ms'] / f['f_ms']:.2f} | "
-            f"{cell(j1 and j1['f_ms'])} | {cell(j1 and j1['j_ms'])} | {cell(jn and jn['j_ms'])} | "
-            f"{ratio(j1)} | {ratio(jn)} |")
+        lines.append(row(f"GMM {n} objective", n, "f_ms"))
+        lines.append(row(f"GMM {n} gradient", n, "j_ms"))
+    lines.append(row("NNMF objective, m = n = 1000", "nnmf", "f_ms"))
+    lines.append(row("NNMF gradient (`fwd-opt`)", "nnmf", "j_ms"))
+    lines.append(row("BA `project` Jacobian, N = 10⁵ (`fwd-rows`)", "ba", "j_ms"))
+    lines += ["", "GMM J/F (gradient over objective):", "",
+              "| file | fsmooth, 1 thread | fsmooth, 2 threads | JAX, 1 thread | JAX, 2 threads |",
+              "| --- | --- | --- | --- | --- |"]
+    for n in names:
+        jf = lambda d: "—" if not d else f"{d['j_ms'] / d['f_ms']:.2f}"
+        lines.append(f"| {n} | {jf(ours[1][n])} | {jf(ours[2][n])} | "
+                     f"{jf(theirs[1].get(n))} | {jf(theirs[2].get(n))} |")
     if missing:
-        lines.append("")
-        lines.append("Not in this snapshot of ADBench's data, so not measured: "
-                     + ", ".join(f"gmm_{m}.txt" for m in missing) + ".")
-    if why1 or whyn:
-        lines.append("")
-        lines.append(f"JAX: {why1 or whyn}")
+        lines += ["", "Not in this snapshot of ADBench's data, so not measured: "
+                  + ", ".join(f"gmm_{m}.txt" for m in missing) + "."]
+    for threads, err in why.items():
+        lines += ["", f"JAX ({threads} thread(s)): {err}"]
     table = "\n".join(lines)
     print(table)
     if o.no_write:

@@ -407,6 +407,11 @@ pub struct DerivArgs {
     /// With `--engine native`.
     #[command(flatten)]
     pub gate: GateArgs,
+    /// Time N more computations of the (first) derivative after the first
+    /// (which compiles native code) and print `{"repeat": N, "min_ms":
+    /// …}`, the fastest, to stderr as one JSON line.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: Option<u32>,
 }
 
 /// The program `compile` compiles.
@@ -517,6 +522,11 @@ pub struct RunArgs {
     pub trace: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
+    /// Time N more runs of the entry after the first (which compiles
+    /// native code) and print `{"repeat": N, "min_ms": …}`, the fastest,
+    /// to stderr as one JSON line.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: Option<u32>,
 }
 
 #[derive(Args, Debug)]

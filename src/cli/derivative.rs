@@ -11,7 +11,7 @@ use super::args::{CheckpointArg, CompileArgs, CompileMode, DerivArgs, GateArgs, 
 use super::{Failure, Sources, input_text, out, out_json, rule_files, stats_line, write};
 use crate::diagnostic::{Diagnostic, Span};
 use crate::eval::Value;
-use crate::gradient::{Mode, Plan};
+use crate::gradient::{How, Mode, Plan};
 use crate::ir::Type;
 use crate::pipeline::{Engine, OptOptions, Session};
 
@@ -31,6 +31,15 @@ fn checked_session(src: &Sources, rules: &RulesArg, check: bool) -> Result<Sessi
     };
     let s = Session::load(&src.main_src).map_err(|d| src.fail(&d))?;
     Ok(s.with_options(opts))
+}
+
+/// `{"repeat": N, "min_ms": …, "timed": what}` on stderr (`--repeat N`).
+pub(super) fn repeat_line(n: u32, best_ms: f64, what: &str) {
+    super::err_json(&serde_json::json!({
+        "repeat": n,
+        "min_ms": super::json::rounded(best_ms, 4),
+        "timed": what,
+    }));
 }
 
 /// `FSMOOTH_OPT_CHECK=1`.
@@ -237,6 +246,34 @@ pub fn grad(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
     out_json(&serde_json::json!({"value": value, key: derivs}))?;
     if args.stats {
         stats_line(stats, elapsed);
+    }
+    if let Some(n) = args.repeat {
+        let limits = args.engine.limits();
+        // The derivative program alone, natively, when it takes the
+        // entry's arguments; else everything `grad` computes.
+        let program = match &plan.how {
+            How::Duals(p) | How::Tangents(p) | How::Rows(p) => Some(p),
+            How::Reverse { rev, seeded: false } => Some(rev),
+            _ => None,
+        };
+        let timed = program
+            .filter(|_| engine == Engine::Native)
+            .and_then(|p| p.time_native(&values, limits, n));
+        let (best, what) = match timed {
+            Some(t) => (
+                t.map_err(|e| fail(&Diagnostic::from(&e)))?,
+                "derivative program",
+            ),
+            None => (
+                super::workload::min_ms(n, &mut || {
+                    plan.columns(values.clone(), engine, limits)
+                        .map(|_| ())
+                        .map_err(|e| fail(&Diagnostic::from(&e)))
+                })?,
+                "columns",
+            ),
+        };
+        repeat_line(n, best, what);
     }
     Ok(())
 }

@@ -65,6 +65,22 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
                 "run_ms": json::rounded(run.as_secs_f64() * 1e3, 3),
             }));
         }
+        if let Some(n) = args.repeat {
+            // Compiled code alone when its arguments convert once.
+            let (best, what) = match entry.time_native(&values, args.engine.limits(), n) {
+                Some(t) => (t.map_err(|e| fail(&Diagnostic::from(&e)))?, "native call"),
+                None => (
+                    super::workload::min_ms(n, &mut || {
+                        native.call_with(&values, limits).map(|_| ()).map_err(|e| {
+                            let e = entry.locate(crate::pipeline::RunError::from(e));
+                            fail(&Diagnostic::from(&e))
+                        })
+                    })?,
+                    "native call with its arguments converted",
+                ),
+            };
+            super::derivative::repeat_line(n, best, what);
+        }
         return Ok(());
     }
     let limits = args.engine.limits();
@@ -73,7 +89,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         let stderr = std::io::stderr();
         let mut lock = stderr.lock();
         let prog = &entry.program;
-        entry.run(values, limits, &mut |ev, _| {
+        entry.run(values.clone(), limits, &mut |ev, _| {
             let focus = ev
                 .focus
                 .map(|e| one_line(&print_expr(prog, e), 100))
@@ -81,13 +97,22 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             let _ = writeln!(lock, "{:>8}  {:<14} {}", ev.step, ev.rule, focus);
         })
     } else {
-        entry.run(values, limits, &mut |_, _| {})
+        entry.run(values.clone(), limits, &mut |_, _| {})
     };
     let elapsed = start.elapsed();
     let (v, stats) = result.map_err(|e| fail(&Diagnostic::from(&e)))?;
     out_json(&v)?;
     if args.stats {
         stats_line(stats, elapsed);
+    }
+    if let Some(n) = args.repeat {
+        let best = super::workload::min_ms(n, &mut || {
+            entry
+                .run(values.clone(), limits, &mut |_, _| {})
+                .map(|_| ())
+                .map_err(|e| fail(&Diagnostic::from(&e)))
+        })?;
+        super::derivative::repeat_line(n, best, "evaluator run");
     }
     Ok(())
 }

@@ -137,7 +137,7 @@ impl Timings {
 }
 
 /// The minimum time of `n` runs of `f`, in milliseconds.
-fn min_ms(n: u32, f: &mut dyn FnMut() -> Result<(), Failure>) -> Result<f64, Failure> {
+pub(super) fn min_ms(n: u32, f: &mut dyn FnMut() -> Result<(), Failure>) -> Result<f64, Failure> {
     let mut best = f64::INFINITY;
     for _ in 0..n.max(1) {
         let t = Instant::now();

@@ -191,6 +191,59 @@ impl Entry {
     }
 }
 
+impl Entry {
+    /// The fastest of `n` native calls on `args` in milliseconds, the
+    /// arguments converted for `Native::call_slices` once, before the
+    /// first (what `--repeat` reports: compiled code, not the conversion
+    /// of [`Value`]s). `None` when a parameter is not a scalar, a vector
+    /// or a matrix of Doubles, or the result has other leaves.
+    pub fn time_native(
+        &self,
+        args: &[Value],
+        limits: Limits,
+        n: u32,
+    ) -> Option<Result<f64, RunError>> {
+        if !double_leaves(&self.result) || self.params.len() != args.len() {
+            return None;
+        }
+        let owned: Vec<Slices> = self
+            .params
+            .iter()
+            .zip(args)
+            .map(|((_, t), v)| slices(t, v))
+            .collect::<Option<_>>()?;
+        let rows: Vec<Vec<&[f64]>> = owned
+            .iter()
+            .map(|o| match o {
+                Slices::Rows(rs) => rs.iter().map(Vec::as_slice).collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        let call: Vec<Arg<'_>> = owned
+            .iter()
+            .zip(&rows)
+            .map(|(o, r)| match o {
+                Slices::Scalar(a) => *a,
+                Slices::Flat(xs) => Arg::F64s(xs),
+                Slices::Rows(_) => Arg::F64Rows(r),
+            })
+            .collect();
+        let native = match self.native() {
+            Ok(n) => n,
+            Err(e) => return Some(Err(e.into())),
+        };
+        let mut best = f64::INFINITY;
+        for _ in 0..n.max(1) {
+            let start = std::time::Instant::now();
+            if let Err(e) = native.call_slices_with(&call, NativeLimits::of(limits)) {
+                return Some(Err(self.locate(RunError::from(e))));
+            }
+            best = best.min(start.elapsed().as_secs_f64() * 1e3);
+        }
+        Some(Ok(best))
+    }
+}
+
 /// A parameter of `Native::call_slices`, owned: a scalar, or the
 /// elements of an array (or the rows of a matrix) of Doubles.
 enum Slices {

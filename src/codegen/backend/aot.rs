@@ -164,7 +164,7 @@ pub fn compile_object(
         crate::codegen::lower::LowerOptions {
             limits: false,
             threads: 1,
-            folds: false,
+            relaxed: false,
             first_site: 0,
         },
     )?;

@@ -30,7 +30,7 @@ pub enum FpContract {
     /// the evaluator's bits.
     #[default]
     Strict,
-    /// Sums may be reassociated (today: the folds that run on several
+    /// Sums may be regrouped (today: the folds that run on several
     /// threads, Note [Parallel loops]); results agree with the
     /// evaluator's within the bound of spec/semantics.md §7.
     Relaxed,
@@ -55,8 +55,9 @@ impl Default for NativeOptions {
 }
 
 impl NativeOptions {
-    /// Whether folds may run on several threads (their sums regrouped).
-    pub fn folds(&self) -> bool {
+    /// Whether the relaxed contract holds (folds may run on several
+    /// threads).
+    pub fn relaxed(&self) -> bool {
         self.fp == FpContract::Relaxed
     }
 }
@@ -239,7 +240,7 @@ impl Native {
         let lower = |threads, first_site| LowerOptions {
             limits: true,
             threads,
-            folds: options.folds(),
+            relaxed: options.relaxed(),
             first_site,
         };
         let (id, defined) = define_entry(

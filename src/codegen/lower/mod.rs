@@ -104,8 +104,9 @@ pub struct LowerOptions {
     /// The threads a loop may run on (Note [Parallel loops]); 1 for
     /// object files and for the chunk functions themselves.
     pub threads: usize,
-    /// Whether folds may too (the relaxed contract), not only `build`s.
-    pub folds: bool,
+    /// The relaxed floating-point contract (spec/semantics.md §7): folds
+    /// may run on several threads too, not only `build`s.
+    pub relaxed: bool,
     /// The number of this function's first failure site: the sites of a
     /// JIT module's functions are numbered in one sequence.
     pub first_site: usize,
@@ -171,7 +172,7 @@ pub fn lower_function(
     // Folds on several threads (Note [Parallel loops]), whose free
     // variables are then built, not fused: a chunk is passed values.
     let mut parallel = if options.threads > 1 {
-        passes::parallel::plan(normal, options.folds)
+        passes::parallel::plan(normal, options.relaxed)
     } else {
         HashMap::default()
     };

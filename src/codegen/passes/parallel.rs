@@ -14,7 +14,8 @@
 //! entry and called through the runtime's `fsmooth_parallel`.
 //!
 //! **Builds**, under either floating-point contract: `build n (fun i ->
-//! e)` (not a view of an array) runs as T chunks that each build their
+//! e)` (not a view of an array, nor a nest the lowering interchanges,
+//! Note [Interchange]) runs as T chunks that each build their
 //! elements; the lowering copies them side by side into the result.
 //! Every element is computed by the same operations from the same values,
 //! so every bit is the evaluator's; elements that hold arrays keep them
@@ -161,8 +162,13 @@ fn build(bind: &Binding, normal: &Normal) -> Option<Parallel> {
     let Type::Array(elem) = &bind.ty else {
         return None;
     };
-    // A view of an array is no work (Note [Native layout]).
-    if super::view::copied(body, index).is_some() {
+    // A view of an array is no work (Note [Native layout]); a nest the
+    // lowering interchanges runs over whole rows, which chunks of the
+    // outer index would break (Note [Interchange]).
+    if super::view::copied(body, index).is_some()
+        || super::loop_interchange::plan(index, body, &bind.ty).is_some()
+        || super::loop_interchange::transpose(index, body).is_some()
+    {
         return None;
     }
     let free = free_vars(&bind.rhs);

@@ -342,3 +342,80 @@ fn gmm_on_two_threads_from_the_command_line() {
         assert!(rho(*a, b.as_f64().unwrap()) <= 1e-8);
     }
 }
+
+/// `--repeat N` times compiled code: `run` the entry's native call, `grad`
+/// and `jacobian` the derivative program alone (arguments converted
+/// once), each printing the fastest on stderr after the result; the
+/// evaluator's runs are timed as themselves.
+#[test]
+fn repeat_times_compiled_code_from_the_command_line() {
+    let root = crate::common::root();
+    let nnmf = root.join("examples/nnmf.fsm");
+    let input = r#"{"u": [1, 2], "v": [0.5, 1.5, 2], "a": [[1, 2, 3], [4, 5, 6]]}"#;
+    let line = |o: &std::process::Output| -> serde_json::Value {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let err = String::from_utf8_lossy(&o.stderr);
+        let last = err.lines().last().expect("a line on stderr");
+        serde_json::from_str(last).expect("json")
+    };
+    let base = |cmd: &str| {
+        vec![
+            cmd.to_string(),
+            nnmf.to_str().unwrap().to_string(),
+            "--entry".into(),
+            "nnmf".into(),
+            "--input".into(),
+            input.into(),
+            "--repeat".into(),
+            "3".into(),
+        ]
+    };
+    let run = |args: Vec<String>| {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        crate::common::cli(&refs)
+    };
+    let mut native = base("run");
+    native.extend(["--engine".into(), "native".into()]);
+    let o = run(native);
+    let j = line(&o);
+    assert_eq!(j["repeat"], 3);
+    assert_eq!(j["timed"], "native call");
+    assert!(j["min_ms"].as_f64().unwrap() >= 0.0);
+    let v: f64 = String::from_utf8_lossy(&o.stdout)
+        .trim()
+        .parse()
+        .expect("the value");
+    assert!((v - 14.890371757896165).abs() < 1e-12);
+    assert_eq!(line(&run(base("run")))["timed"], "evaluator run");
+    let mut grad = base("grad");
+    grad.extend(
+        [
+            "--wrt",
+            "v",
+            "--mode",
+            "rev",
+            "--engine",
+            "native",
+            "--no-gate",
+        ]
+        .map(String::from),
+    );
+    assert_eq!(line(&run(grad))["timed"], "derivative program");
+    let mut jac = base("jacobian");
+    jac.extend(
+        [
+            "--wrt",
+            "v",
+            "--mode",
+            "fwd-rows",
+            "--engine",
+            "native",
+            "--no-gate",
+        ]
+        .map(String::from),
+    );
+    assert_eq!(line(&run(jac))["timed"], "derivative program");
+    let mut zero = base("run");
+    zero[7] = "0".into();
+    assert_eq!(run(zero).status.code(), Some(2), "N ≥ 1");
+}

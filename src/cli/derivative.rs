@@ -33,15 +33,6 @@ fn checked_session(src: &Sources, rules: &RulesArg, check: bool) -> Result<Sessi
     Ok(s.with_options(opts))
 }
 
-/// `{"repeat": N, "min_ms": …, "timed": what}` on stderr (`--repeat N`).
-pub(super) fn repeat_line(n: u32, best_ms: f64, what: &str) {
-    super::err_json(&serde_json::json!({
-        "repeat": n,
-        "min_ms": super::json::rounded(best_ms, 4),
-        "timed": what,
-    }));
-}
-
 /// `FSMOOTH_OPT_CHECK=1`.
 pub(super) fn check_from_env() -> bool {
     std::env::var_os("FSMOOTH_OPT_CHECK").is_some_and(|v| v == "1")
@@ -265,7 +256,7 @@ pub fn grad(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
                 "derivative program",
             ),
             None => (
-                super::workload::min_ms(n, &mut || {
+                super::min_ms(n, &mut || {
                     plan.columns(values.clone(), engine, limits)
                         .map(|_| ())
                         .map_err(|e| fail(&Diagnostic::from(&e)))
@@ -273,7 +264,7 @@ pub fn grad(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
                 "columns",
             ),
         };
-        repeat_line(n, best, what);
+        super::repeat_line(n, best, what);
     }
     Ok(())
 }

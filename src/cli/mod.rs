@@ -297,3 +297,23 @@ fn stats_line(s: crate::eval::Stats, elapsed: std::time::Duration) {
         "time_ms": json::rounded(elapsed.as_secs_f64() * 1e3, 3),
     }));
 }
+
+/// The minimum time of `n` runs of `f`, in milliseconds.
+fn min_ms(n: u32, f: &mut dyn FnMut() -> Result<(), Failure>) -> Result<f64, Failure> {
+    let mut best = f64::INFINITY;
+    for _ in 0..n.max(1) {
+        let t = std::time::Instant::now();
+        f()?;
+        best = best.min(t.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(best)
+}
+
+/// `{"repeat": N, "min_ms": …, "timed": what}` on stderr (`--repeat N`).
+fn repeat_line(n: u32, best_ms: f64, what: &str) {
+    err_json(&serde_json::json!({
+        "repeat": n,
+        "min_ms": json::rounded(best_ms, 4),
+        "timed": what,
+    }));
+}

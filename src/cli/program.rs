@@ -70,7 +70,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             let (best, what) = match entry.time_native(&values, args.engine.limits(), n) {
                 Some(t) => (t.map_err(|e| fail(&Diagnostic::from(&e)))?, "native call"),
                 None => (
-                    super::workload::min_ms(n, &mut || {
+                    super::min_ms(n, &mut || {
                         native.call_with(&values, limits).map(|_| ()).map_err(|e| {
                             let e = entry.locate(crate::pipeline::RunError::from(e));
                             fail(&Diagnostic::from(&e))
@@ -79,7 +79,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
                     "native call with its arguments converted",
                 ),
             };
-            super::derivative::repeat_line(n, best, what);
+            super::repeat_line(n, best, what);
         }
         return Ok(());
     }
@@ -106,13 +106,13 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         stats_line(stats, elapsed);
     }
     if let Some(n) = args.repeat {
-        let best = super::workload::min_ms(n, &mut || {
+        let best = super::min_ms(n, &mut || {
             entry
                 .run(values.clone(), limits, &mut |_, _| {})
                 .map(|_| ())
                 .map_err(|e| fail(&Diagnostic::from(&e)))
         })?;
-        super::derivative::repeat_line(n, best, "evaluator run");
+        super::repeat_line(n, best, "evaluator run");
     }
     Ok(())
 }

@@ -136,17 +136,6 @@ impl Timings {
     }
 }
 
-/// The minimum time of `n` runs of `f`, in milliseconds.
-pub(super) fn min_ms(n: u32, f: &mut dyn FnMut() -> Result<(), Failure>) -> Result<f64, Failure> {
-    let mut best = f64::INFINITY;
-    for _ in 0..n.max(1) {
-        let t = Instant::now();
-        f()?;
-        best = best.min(t.elapsed().as_secs_f64() * 1e3);
-    }
-    Ok(best)
-}
-
 /// The plan of the workload's mode, after checking that the engine can
 /// run it.
 fn plan(
@@ -201,8 +190,8 @@ fn timed_columns(
     let mut timings = None;
     if let Some(n) = run.repeat {
         objective()?; // warm-up
-        let f_ms = min_ms(n, &mut || objective())?;
-        let j_ms = min_ms(n, &mut || columns().map(|_| ()))?;
+        let f_ms = super::min_ms(n, &mut || objective())?;
+        let j_ms = super::min_ms(n, &mut || columns().map(|_| ()))?;
         timings = Some(Timings::new(run, n, f_ms, j_ms, j_name));
     }
     Ok((cols, elapsed, timings))
@@ -264,8 +253,8 @@ fn bundle(input: &ba::BaInput, run: &WorkloadArgs) -> Result<(), Failure> {
     let (reproj_err, w_err) = residuals()?;
     let mut timings = None;
     if let Some(n) = run.repeat {
-        let f_ms = min_ms(n, &mut || residuals().map(|_| ()))?;
-        let j_ms = min_ms(n, &mut || jacobian().map(|_| ()))?;
+        let f_ms = super::min_ms(n, &mut || residuals().map(|_| ()))?;
+        let j_ms = super::min_ms(n, &mut || jacobian().map(|_| ()))?;
         timings = Some(Timings::new(run, n, f_ms, j_ms, "jacobian"));
     }
     #[derive(Serialize)]

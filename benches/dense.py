@@ -22,8 +22,8 @@ fsmooth (release binary, `--engine native`):
   One thread is the default strict contract; two threads is
   `--fp relaxed --threads 2` (spec/semantics.md §7: builds of the entry's
   own block and folds that only add to their state run on both cores).
-JAX (`jit`, float64, the fastest of N calls after a warm-up, with
-`block_until_ready`): one thread is `taskset -c 0` with XLA's Eigen pool off
+JAX (`jit`, float64, its arguments on the device once, the fastest of N
+calls after a warm-up, with `block_until_ready`): one thread is `taskset -c 0` with XLA's Eigen pool off
 (`--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1`); two
 threads is the default on this 2-core machine. The BA Jacobian is
 `jacfwd` (11 directions).
@@ -124,70 +124,22 @@ def jax_worker(names, files, repeat):
     """Times JAX on every workload in this process (its threads set by the
     caller) and prints one JSON object."""
     import jax
-    import jax.numpy as jnp
     import numpy as np
 
     jax.config.update("jax_enable_x64", True)
 
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import jax_models
+
     def best(fn, *args):
-        jax.block_until_ready(fn(*args))
-        b = math.inf
-        for _ in range(repeat):
-            s = time.perf_counter()
-            jax.block_until_ready(fn(*args))
-            b = min(b, time.perf_counter() - s)
-        return b * 1e3
+        # On the device once, as a JAX user's arrays are: a NumPy argument
+        # would be copied in on every call.
+        return jax_models.best_time(fn, tuple(jax.device_put(a) for a in args), repeat)
 
     results = {}
     for name in names:
-        with open(os.path.join(DATA, f"gmm_{name}.txt")) as fh:
-            toks = fh.read().split()
-        d, k, n = int(toks[0]), int(toks[1]), int(toks[2])
-        t = d * (d + 1) // 2
-        vals = [float(x) for x in toks[3:]]
-        pos = 0
-
-        def take(count):
-            nonlocal pos
-            out = vals[pos:pos + count]
-            pos += count
-            return out
-
-        alphas, means, icf = take(k), take(k * d), take(k * t)
-        rest = len(vals) - pos - 2
-        x = take(n * d) if rest >= n * d else take(d) * n
-        gamma, wm = float(vals[pos]), int(vals[pos + 1])
-        theta = np.array(alphas + means + icf)
-        x = np.array(x).reshape(n, d)
-        rows, cols = [], []
-        for s in range(d):
-            for r in range(s + 1, d):
-                rows.append(r)
-                cols.append(s)
-        rows, cols = np.array(rows, dtype=int), np.array(cols, dtype=int)
-
-        def gmm(theta, x, d=d, k=k, n=n, rows=rows, cols=cols, gamma=gamma, wm=wm):
-            a = theta[:k]
-            mu = theta[k:k + k * d].reshape(k, d)
-            ic = theta[k + k * d:].reshape(k, t)
-            qd = jnp.exp(ic[:, :d])
-            sum_qs = jnp.sum(ic[:, :d], axis=1)
-            ls = jnp.zeros((k, d, d)).at[:, rows, cols].set(ic[:, d:])
-            xc = x[:, None, :] - mu[None, :, :]
-            lx = qd[None] * xc + jnp.einsum("krs,nks->nkr", ls, xc)
-            inner = a[None] + sum_qs[None] - 0.5 * jnp.sum(lx * lx, axis=2)
-            lse = jax.scipy.special.logsumexp
-            prior = (0.5 * gamma * gamma * (jnp.sum(qd * qd) + jnp.sum(ic[:, d:] ** 2))
-                     - wm * jnp.sum(sum_qs))
-            # gmm.fsm's constants: ADBench's π in log(2π), and k times the
-            # Wishart normalising constant (C's lgamma for log Γ).
-            const = -n * d * 0.5 * math.log(2 * 3.14159265359)
-            big_n = d + wm + 1
-            wishart = big_n * d * (math.log(gamma) - 0.5 * math.log(2.0)) - (
-                0.25 * d * (d - 1) * math.log(3.14159265359)
-                + sum(math.lgamma((big_n - j) / 2) for j in range(d)))
-            return const + jnp.sum(lse(inner, axis=1)) - n * lse(a) + prior - k * wishart
-
+        theta, x, d, k, n, gamma, wm = jax_models.read_gmm(os.path.join(DATA, f"gmm_{name}.txt"))
+        gmm = jax_models.gmm(d, k, n, gamma, wm)
         f = jax.jit(gmm)
         g = jax.jit(jax.grad(gmm))
         results[name] = {"value": float(f(theta, x)), "f_ms": best(f, theta, x),
@@ -197,12 +149,8 @@ def jax_worker(names, files, repeat):
         j = json.load(fh)
     u, v, a = np.array(j["u"]), np.array(j["v"]), np.array(j["a"])
 
-    def nnmf(u, v, a):
-        r = jnp.outer(u, v)
-        return jnp.sum(jnp.log(r) + a / r)
-
-    f = jax.jit(nnmf)
-    g = jax.jit(jax.grad(nnmf, argnums=1))
+    f = jax.jit(jax_models.nnmf)
+    g = jax.jit(jax.grad(jax_models.nnmf, argnums=1))
     results["nnmf"] = {"value": float(f(u, v, a)), "f_ms": best(f, u, v, a),
                        "j_ms": best(g, u, v, a)}
 
@@ -210,23 +158,8 @@ def jax_worker(names, files, repeat):
         j = json.load(fh)
     cam, xs = np.array(j["cam"]), np.array(j["xs"])
 
-    def project(cam, x):
-        rot = cam[0:3]
-        y = x - cam[3:6]
-        theta = jnp.sqrt(jnp.sum(rot * rot))
-        wv = rot * (1.0 / theta)
-        xcam = (y * jnp.cos(theta) + jnp.cross(wv, y) * jnp.sin(theta)
-                + wv * (jnp.dot(wv, y) * (1.0 - jnp.cos(theta))))
-        proj = xcam[0:2] * (1.0 / xcam[2])
-        rsq = jnp.sum(proj * proj)
-        dist = proj * (1.0 + cam[9] * rsq + cam[10] * rsq * rsq)
-        return cam[7:9] + dist * cam[6]
-
-    def project_all(cam, xs):
-        return jax.vmap(project, in_axes=(None, 0))(cam, xs).reshape(-1)
-
     # `jacfwd`: 11 directions (`jacrev` would pull back 2N cotangents).
-    jf = jax.jit(jax.jacfwd(project_all, argnums=0))
+    jf = jax.jit(jax.jacfwd(jax_models.project_all, argnums=0))
     value = float(np.asarray(jf(cam, xs))[0, 6])
     results["ba"] = {"value": value, "f_ms": None, "j_ms": best(jf, cam, xs)}
     print(json.dumps({"jax": jax.__version__, "results": results}))

@@ -45,18 +45,6 @@ def rho(x, y):
     return abs(x - y) / max(1.0, abs(x) + abs(y))
 
 
-def best_time(f, args, repeat):
-    import jax
-
-    jax.block_until_ready(f(*args))
-    best = math.inf
-    for _ in range(repeat):
-        t = time.perf_counter()
-        jax.block_until_ready(f(*args))
-        best = min(best, time.perf_counter() - t)
-    return best * 1e3
-
-
 def check_gradient(obj, grad, args, k, flat_index, h=1e-6):
     """Central difference of `obj` in coordinate `flat_index` of argument k."""
     import numpy as np
@@ -86,6 +74,9 @@ def main():
     import jax.numpy as jnp
     import numpy as np
 
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import jax_models
+
     results = {}
 
     def record(group, n, obj, grad, args, wrt, check):
@@ -95,8 +86,8 @@ def main():
         # On the device once, as a JAX user's arrays are: a NumPy argument
         # would be copied in on every call (2.3 ms of the dot product's).
         args = tuple(jax.device_put(a) for a in args)
-        tf = best_time(f, args, opts.repeat)
-        tg = best_time(g, args, opts.repeat)
+        tf = jax_models.best_time(f, args, opts.repeat)
+        tg = jax_models.best_time(g, args, opts.repeat)
         results[f"{group}/{n}"] = {"objective_ms": tf, "gradient_ms": tg}
         print(f"{group:12} n = {n:>8}: objective {tf:8.3f} ms, gradient {tg:8.3f} ms",
               flush=True)
@@ -131,38 +122,19 @@ def main():
     w = np.array([1.5 + x for x in numbers(2, m)])
     a = np.array([[1.5 + x for x in numbers(100 + i, m)] for i in range(m)])
 
-    def nnmf(u, v, a):
-        r = jnp.outer(u, v)
-        return jnp.sum(jnp.log(r) + a / r)
-
     def check_nnmf(f, g, args):
         r = np.outer(args[0], args[1])
         if rho(float(f(*args)), float(np.sum(np.log(r) + args[2] / r))) > 1e-9:
             sys.exit("JAX NNMF disagrees with NumPy")
         check_gradient(f, g, args, 1, 3)
 
-    record("nnmf", m, nnmf, grad, (u, w, a), 1, check_nnmf)
+    record("nnmf", m, jax_models.nnmf, grad, (u, w, a), 1, check_nnmf)
 
     # BA `project` over N points, Jacobian with respect to the camera
     # (examples/ba_project.fsm; benches/table.rs `ba`).
     cam = np.array([0.1, -0.2, 0.3, 0.5, -0.4, -3.0, 2.0, 0.25, -0.125, 0.01, -0.002])
     pts = 100_000
     xs = np.array([numbers(7 + i, 3) for i in range(pts)])
-
-    def project(cam, x):
-        rot = cam[0:3]
-        y = x - cam[3:6]
-        theta = jnp.sqrt(jnp.sum(rot * rot))
-        wv = rot * (1.0 / theta)
-        xcam = (y * jnp.cos(theta) + jnp.cross(wv, y) * jnp.sin(theta)
-                + wv * (jnp.dot(wv, y) * (1.0 - jnp.cos(theta))))
-        proj = xcam[0:2] * (1.0 / xcam[2])
-        rsq = jnp.sum(proj * proj)
-        dist = proj * (1.0 + cam[9] * rsq + cam[10] * rsq * rsq)
-        return cam[7:9] + dist * cam[6]
-
-    def project_all(cam, xs):
-        return jax.vmap(project, in_axes=(None, 0))(cam, xs).reshape(-1)
 
     def check_ba(f, g, args):
         jac = np.asarray(g(*args))
@@ -176,7 +148,7 @@ def main():
         if max(rho(float(p), float(q)) for p, q in zip(jac[:50, 6], fd[:50])) > 1e-5:
             sys.exit("JAX BA Jacobian disagrees with finite differences")
 
-    record("ba", pts, project_all, lambda f, k: jax.jacfwd(f, argnums=k), (cam, xs), 0,
+    record("ba", pts, jax_models.project_all, lambda f, k: jax.jacfwd(f, argnums=k), (cam, xs), 0,
            check_ba)
 
     # GMM on ADBench's 1k files (shared/data/adbench/README.md, "GMM"),
@@ -186,47 +158,10 @@ def main():
         if not os.path.exists(path):
             print(f"{path}: missing, GMM skipped", file=sys.stderr)
             continue
-        with open(path) as fh:
-            toks = fh.read().split()
-        d, k, n = int(toks[0]), int(toks[1]), int(toks[2])
-        t = d * (d + 1) // 2
-        vals = [float(x) for x in toks[3:]]
-        pos = 0
-
-        def take(count):
-            nonlocal pos
-            out = vals[pos:pos + count]
-            pos += count
-            return out
-
-        theta = np.array(take(k) + take(k * d) + take(k * t))
-        x = np.array(take(n * d)).reshape(n, d)
-        gamma, wm = float(vals[pos]), int(vals[pos + 1])
-        # Strictly lower entries, column by column (gmm.fsm lowerTriangle).
-        rows, cols = [], []
-        for s in range(d):
-            for r in range(s + 1, d):
-                rows.append(r)
-                cols.append(s)
-        rows, cols = np.array(rows, dtype=int), np.array(cols, dtype=int)
-
-        def gmm(theta, x, d=d, k=k, t=t, n=n, rows=rows, cols=cols, gamma=gamma, wm=wm):
-            alphas = theta[:k]
-            means = theta[k:k + k * d].reshape(k, d)
-            icf = theta[k + k * d:].reshape(k, t)
-            qd = jnp.exp(icf[:, :d])
-            sum_qs = jnp.sum(icf[:, :d], axis=1)
-            ls = jnp.zeros((k, d, d)).at[:, rows, cols].set(icf[:, d:])
-            xc = x[:, None, :] - means[None, :, :]
-            lx = qd[None] * xc + jnp.einsum("krs,nks->nkr", ls, xc)
-            inner = alphas[None] + sum_qs[None] - 0.5 * jnp.sum(lx * lx, axis=2)
-            lse = jax.scipy.special.logsumexp
-            prior = (0.5 * gamma * gamma * (jnp.sum(qd * qd) + jnp.sum(icf[:, d:] ** 2))
-                     - wm * jnp.sum(sum_qs))
-            const = -n * d * 0.5 * math.log(2 * 3.14159265359)
-            # The Wishart normalising constant does not change the gradient
-            # and is left out of the timed objective.
-            return const + jnp.sum(lse(inner, axis=1)) - n * lse(alphas) + prior
+        theta, x, d, k, n, gamma, wm = jax_models.read_gmm(path)
+        # The Wishart normalising constant does not change the gradient
+        # and is left out of the timed objective.
+        gmm = jax_models.gmm(d, k, n, gamma, wm, wishart=False)
 
         def check_gmm(f, g, args):
             check_gradient(f, g, args, 0, 1)

@@ -150,59 +150,49 @@ impl Entry {
         limits: Limits,
         read: impl FnOnce(&Outputs<'_>) -> T,
     ) -> Option<Result<T, RunError>> {
-        if engine != Engine::Native
-            || !double_leaves(&self.result)
-            || self.params.len() != args.len()
-        {
+        if engine != Engine::Native {
             return None;
         }
-        let owned: Vec<Slices> = self
-            .params
-            .iter()
-            .zip(args)
-            .map(|((_, t), v)| slices(t, v))
-            .collect::<Option<_>>()?;
-        let rows: Vec<Vec<&[f64]>> = owned
-            .iter()
-            .map(|o| match o {
-                Slices::Rows(rs) => rs.iter().map(Vec::as_slice).collect(),
-                _ => Vec::new(),
-            })
-            .collect();
-        let call: Vec<Arg<'_>> = owned
-            .iter()
-            .zip(&rows)
-            .map(|(o, r)| match o {
-                Slices::Scalar(a) => *a,
-                Slices::Flat(xs) => Arg::F64s(xs),
-                Slices::Rows(_) => Arg::F64Rows(r),
-            })
-            .collect();
-        let native = match self.native() {
-            Ok(n) => n,
-            Err(e) => return Some(Err(e.into())),
-        };
-        Some(
+        self.with_slices(args, |native, call| {
             native
-                .call_slices_with(&call, NativeLimits::of(limits))
+                .call_slices_with(call, NativeLimits::of(limits))
                 .map(|o| read(&o))
-                .map_err(|e| self.locate(RunError::from(e))),
-        )
+                .map_err(|e| self.locate(RunError::from(e)))
+        })
     }
-}
 
-impl Entry {
     /// The fastest of `n` native calls on `args` in milliseconds, the
     /// arguments converted for `Native::call_slices` once, before the
     /// first (what `--repeat` reports: compiled code, not the conversion
-    /// of [`Value`]s). `None` when a parameter is not a scalar, a vector
-    /// or a matrix of Doubles, or the result has other leaves.
+    /// of [`Value`]s). `None` as for [`Entry::run_slices`].
     pub fn time_native(
         &self,
         args: &[Value],
         limits: Limits,
         n: u32,
     ) -> Option<Result<f64, RunError>> {
+        self.with_slices(args, |native, call| {
+            let mut best = f64::INFINITY;
+            for _ in 0..n.max(1) {
+                let start = std::time::Instant::now();
+                native
+                    .call_slices_with(call, NativeLimits::of(limits))
+                    .map_err(|e| self.locate(RunError::from(e)))?;
+                best = best.min(start.elapsed().as_secs_f64() * 1e3);
+            }
+            Ok(best)
+        })
+    }
+
+    /// `f` of the compiled entry and `args` as `Native::call_slices`
+    /// takes them, when every parameter and leaf of the result is a
+    /// Double, a vector or a matrix of Doubles (a parameter may also be an
+    /// Index or a Bool); `None` otherwise.
+    fn with_slices<T>(
+        &self,
+        args: &[Value],
+        f: impl FnOnce(&crate::codegen::Native, &[Arg<'_>]) -> Result<T, RunError>,
+    ) -> Option<Result<T, RunError>> {
         if !double_leaves(&self.result) || self.params.len() != args.len() {
             return None;
         }
@@ -228,19 +218,10 @@ impl Entry {
                 Slices::Rows(_) => Arg::F64Rows(r),
             })
             .collect();
-        let native = match self.native() {
-            Ok(n) => n,
-            Err(e) => return Some(Err(e.into())),
-        };
-        let mut best = f64::INFINITY;
-        for _ in 0..n.max(1) {
-            let start = std::time::Instant::now();
-            if let Err(e) = native.call_slices_with(&call, NativeLimits::of(limits)) {
-                return Some(Err(self.locate(RunError::from(e))));
-            }
-            best = best.min(start.elapsed().as_secs_f64() * 1e3);
-        }
-        Some(Ok(best))
+        Some(match self.native() {
+            Ok(native) => f(&native, &call),
+            Err(e) => Err(e.into()),
+        })
     }
 }
 

@@ -196,7 +196,7 @@ fn declare_helpers(module: &mut JITModule) -> Result<Vec<(&'static str, FuncId)>
 /// files run single-threaded, Note [Parallel loops]).
 const JIT_HELPERS: [super::module::Helper; 1] = [super::module::Helper {
     name: "fsmooth_parallel",
-    params: &[I64, I64, I64, I64, I64, I64, I64, I64],
+    params: &[I64, I64, I64, I64, I64, I64, I64, I64, I64],
     results: &[I64],
 }];
 

@@ -106,15 +106,22 @@ impl Job {
 }
 
 /// `fsmooth_parallel(ctx, k, args, arg_bytes, outs, out_bytes, threads,
-/// keep)`:
-/// runs chunk function `k` on `threads` threads, thread t on the
-/// arguments at `args + t · arg_bytes` writing to `outs + t · out_bytes`,
-/// thread 0 the calling one with the call's context (Note [Parallel
-/// folds]). The status is that of the first chunk that failed, its
-/// details and site copied into `ctx`; then `out-of-fuel` if the threads
-/// together overdrew the call's fuel. With `keep`, the other threads'
-/// arenas hold the chunks' results for the rest of the call (a build's
-/// rows); otherwise the next loop reuses them.
+/// keep, zero_len)`: runs chunk function `k` on `threads` threads, thread
+/// t on the arguments at `args + t · arg_bytes` (whose second word is its
+/// count) writing to `outs + t · out_bytes`, thread 0 the calling one
+/// with the call's context (Note [Parallel loops]).
+///
+/// Fuel: compiled code has charged the whole loop's count before this
+/// call, as the serial loop would. Each thread starts with the call's
+/// remaining fuel plus what its chunk charges again for work the serial
+/// loop does not do (its own count, and `zero_len` iterations of the
+/// fold's zero accumulators); after, the call's fuel pays only for the
+/// rest, each thread's inner loops, and `out-of-fuel` ends a call whose
+/// threads together overdrew it. The status is that of the first chunk
+/// that failed, its details and site copied into `ctx`. With `keep`, the
+/// other threads' arenas hold the chunks' results for the rest of the
+/// call (a build's rows); otherwise the next loop reuses them.
+#[allow(clippy::too_many_arguments)]
 pub extern "C" fn fsmooth_parallel(
     ctx: *mut Ctx,
     k: i64,
@@ -124,6 +131,7 @@ pub extern "C" fn fsmooth_parallel(
     out_bytes: i64,
     threads: i64,
     keep: i64,
+    zero_len: i64,
 ) -> i64 {
     // SAFETY: compiled code passes the call's context.
     let ctx = unsafe { &mut *ctx };
@@ -145,14 +153,21 @@ pub extern "C" fn fsmooth_parallel(
     while par.arenas.len() + 1 < threads {
         par.arenas.push(Arena::new(limit));
     }
-    let fuel = ctx.fuel;
+    // What chunk t charges beyond the serial loop's work.
+    let extra = |t: usize| {
+        // SAFETY: each chunk's arguments start with `lo` and `count`.
+        let count = unsafe { *args.byte_add(t * ab).add(1) } as i64;
+        count.saturating_add(zero_len.max(0))
+    };
+    let left = ctx.fuel;
     let mut ctxs: Vec<Ctx> = par.arenas[..threads - 1]
         .iter_mut()
-        .map(|a| {
+        .enumerate()
+        .map(|(t, a)| {
             a.reset();
             a.set_limit(limit);
             let mut c = Ctx::new(a, 0, 0);
-            c.fuel = fuel;
+            c.fuel = left.saturating_add(extra(t + 1));
             c.elements = ctx.elements;
             c
         })
@@ -168,6 +183,7 @@ pub extern "C" fn fsmooth_parallel(
             out: unsafe { outs.byte_add((t + 1) * ob) },
         })
         .collect();
+    ctx.fuel = left.saturating_add(extra(0));
     let first = Job {
         f,
         ctx,
@@ -177,7 +193,14 @@ pub extern "C" fn fsmooth_parallel(
     let statuses = par
         .pool
         .run(first.task(), jobs.into_iter().map(Job::task).collect());
-    let spent: i64 = ctxs.iter().map(|c| fuel - c.fuel).sum();
+    // Each thread's inner work: what it spent beyond its extra.
+    let inner = |t: usize, end: i64| left.saturating_add(extra(t)) - end - extra(t);
+    let spent: i64 = inner(0, ctx.fuel)
+        + ctxs
+            .iter()
+            .enumerate()
+            .map(|(t, c)| inner(t + 1, c.fuel))
+            .sum::<i64>();
     let details: Vec<(i64, i64, i64, i64)> =
         ctxs.iter().map(|c| (c.a, c.b, c.site, c.scratch)).collect();
     drop(ctxs);
@@ -187,6 +210,7 @@ pub extern "C" fn fsmooth_parallel(
         let used: Vec<Arena> = par.arenas.drain(..threads - 1).collect();
         par.kept.extend(used);
     }
+    ctx.fuel = left.saturating_sub(spent).max(0);
     if let Some(t) = statuses.iter().position(|&s| s != OK) {
         if t > 0 {
             let c = &details[t - 1];
@@ -194,11 +218,9 @@ pub extern "C" fn fsmooth_parallel(
         }
         return statuses[t];
     }
-    let left = ctx.fuel;
-    ctx.fuel = left.saturating_sub(spent);
-    if ctx.fuel < 0 {
+    if spent > left {
+        // The threads' inner loops together: the call's entry is the site.
         (ctx.a, ctx.b, ctx.site) = (spent, left, -1);
-        ctx.fuel = 0;
         return OUT_OF_FUEL;
     }
     OK

@@ -69,10 +69,13 @@ impl Lower<'_, '_> {
         let v = serial(self)?;
         self.b.ins().jump(join, &args_of(&v));
         self.b.switch_to_block(par);
-        // E-Limit of the whole array, as the build would test it.
+        // E-Limit of the whole array, then its count charged, as the build
+        // would (Note [Native limits]).
         self.within_limit(count, 0);
+        self.charge(count);
         let arrays = elem.has_array();
-        let (outs, spans) = self.run_chunks(count, &[], &plan.free, (chunk, 2, arrays))?;
+        let zero = self.iconst(0);
+        let (outs, spans) = self.run_chunks(count, &[], &plan.free, (chunk, 2, arrays), zero)?;
         // The chunks' elements side by side, in order.
         let size = crate::codegen::layout::elem_bytes(elem)?;
         let p = self.alloc(count, size)?;
@@ -102,6 +105,7 @@ impl Lower<'_, '_> {
         extra: &[(Type, Vals)],
         free: &[(crate::ir::Name, Type)],
         (chunk, out_words, keep): (i64, usize, bool),
+        zero_len: Value,
     ) -> R<(Value, Vec<(Value, Value)>)> {
         let threads = self.threads as i64;
         let mut arg_tys = vec![Type::Index, Type::Index];
@@ -158,7 +162,7 @@ impl Lower<'_, '_> {
         );
         let status = self.call1(
             "fsmooth_parallel",
-            &[self.ctx, k, args, ab, outs, ob, tn, kp],
+            &[self.ctx, k, args, ab, outs, ob, tn, kp, zero_len],
         )?;
         // The first failing chunk's ⊥, its details and site already in
         // the context.
@@ -209,7 +213,23 @@ impl Lower<'_, '_> {
         }
         let out_words = slots(st)?;
         let out_bytes = out_words.max(1) as i64 * SLOT;
-        let (outs, _) = self.run_chunks(count, &extra, &plan.free, (chunk, out_words, false))?;
+        // The fold's count charged as the serial fold would (Note [Native
+        // limits]); each chunk's zero accumulators are not the program's
+        // work.
+        self.charge(count);
+        let mut zero_len = self.iconst(0);
+        for (j, (leaf, _)) in leaves.iter().enumerate() {
+            if *leaf == Leaf::SumArray {
+                zero_len = self.b.ins().iadd(zero_len, leaf_vals[j][1]);
+            }
+        }
+        let (outs, _) = self.run_chunks(
+            count,
+            &extra,
+            &plan.free,
+            (chunk, out_words, false),
+            zero_len,
+        )?;
         let flags = MemFlagsData::trusted();
         // z plus the chunks' results, leaf by leaf, in chunk order.
         let mut results: Vec<Vals> = Vec::new();

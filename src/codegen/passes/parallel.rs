@@ -32,9 +32,10 @@
 //! whose body adds to its state and does nothing else with it — every
 //! leaf of the body's result is either the same leaf of `s` plus terms
 //! that do not depend on `s`, or a scalar that does not depend on `s` at
-//! all — runs as T chunks. Every chunk starts from zero (0.0, or an
-//! array of zeroes as long as `z`'s, which the chunk allocates and so
-//! updates in place); the result is `z` plus the chunks' results, added
+//! all — runs as T chunks. Every chunk starts from zero (−0.0, IEEE's
+//! additive identity, so that a sum of −0.0s stays −0.0; or an array of
+//! −0.0s as long as `z`'s, which the chunk allocates and so updates in
+//! place); the result is `z` plus the chunks' results, added
 //! leaf by leaf in chunk order; a scalar that does not depend on `s` is
 //! the last chunk's, one the body passes on unchanged `z`'s.
 //!
@@ -76,10 +77,19 @@
 //! E-Limit is tested for the whole array before the chunks run, as the
 //! build would.
 //!
-//! Fuel and memory: each thread's context has the call's remaining fuel
-//! and its own arena with the call's memory limit; the fuel the other
-//! threads spent is taken from the call's when they finish, and a call
-//! that overdraws it ends with `out-of-fuel`.
+//! Fuel and memory: the loop's whole count is charged before the chunks
+//! start, as the serial loop's is (so a call without the fuel for it
+//! ends there, with the serial code's `out-of-fuel`). Each thread's
+//! context then has the call's remaining fuel, plus what its chunk
+//! charges that the serial loop does not (its own count, and a fold's
+//! zero accumulators); what the threads' inner loops spent is taken from
+//! the call's when they finish, and a call that overdraws it ends with
+//! `out-of-fuel` (located at the entry). A chunk's own ⊥ is reported
+//! first, so a call that both overdraws its fuel and fails in a chunk
+//! reports the chunk's ⊥, where the serial loop might have run out of
+//! fuel before reaching it (fuel comparisons are inconclusive,
+//! spec/semantics.md §9). Each thread's arena has the call's memory
+//! limit, so a call on T threads may hold up to T times it.
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
@@ -301,7 +311,7 @@ fn chunk(
     let mut atoms = Vec::new();
     for (j, (leaf, ty)) in leaves.iter().enumerate() {
         let atom = match leaf {
-            Leaf::Sum => Atom::Lit(crate::ir::Lit::Double(0.0), Type::Double),
+            Leaf::Sum => Atom::Lit(crate::ir::Lit::Double(-0.0), Type::Double),
             Leaf::SumArray => {
                 let len = name(&format!("len{j}"));
                 let zero = name(&format!("zero{j}"));
@@ -316,7 +326,7 @@ fn chunk(
                         index: name(&format!("j{j}")),
                         body: Block {
                             binds: Vec::new(),
-                            result: Atom::Lit(crate::ir::Lit::Double(0.0), Type::Double),
+                            result: Atom::Lit(crate::ir::Lit::Double(-0.0), Type::Double),
                         },
                     },
                 });

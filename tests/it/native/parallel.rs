@@ -272,6 +272,90 @@ let bad (xs: Vector) = build (length xs) (fun i -> ifold (fun t j -> t + log xs[
     }
 }
 
+/// −0.0 is IEEE's additive identity: every chunk of a relaxed fold starts
+/// from it, so a sum the evaluator leaves at −0.0 stays −0.0, in a Double
+/// leaf and in an accumulator array; and a Double the body passes on is
+/// its initial value, bit for bit.
+#[test]
+fn relaxed_folds_keep_negative_zero() {
+    let src = "let keep (xs: Vector) (z: Double) = ifold (fun s i -> (fst s + ifold (fun t j -> t + xs[j]) 0.0 i, snd s)) (0.0, z) (length xs)
+let arr (xs: Vector) (z: Vector) = ifold (fun a i -> addAt a 0 (ifold (fun t j -> t + xs[j]) 0.0 i)) z (length xs)
+let zeros (xs: Vector) = ifold (fun s i -> s + ifold (fun t j -> t + xs[i]) (-0.0) 1) (-0.0) (length xs)
+";
+    let ones = vector(&[1.0; 64]);
+    let minus: Vec<f64> = vec![-0.0; 100];
+    let cases: Vec<(&str, Vec<Value>)> = vec![
+        ("keep", vec![ones.clone(), Value::Double(-0.0)]),
+        ("arr", vec![ones, vector(&[0.0, -0.0])]),
+        ("zeros", vec![vector(&minus)]),
+    ];
+    for (f, args) in cases {
+        let e = load_entry(src, f);
+        let native = compile_with(&e, relaxed(2));
+        assert!(native.parallel_loops() >= 1, "{f}");
+        let want = evaluate(&e, &args);
+        let got = native.call(&args).expect("runs");
+        assert!(want.same(&got), "{f}: {want} vs {got}");
+        if f == "zeros" {
+            assert_eq!(got.as_f64().map(f64::to_bits), Some((-0.0f64).to_bits()));
+        }
+    }
+}
+
+/// Fuel on threads is the serial loop's: the loop's count is charged
+/// before the chunks start (so a call without the fuel for it ends with
+/// `out-of-fuel` before any chunk's ⊥, as the serial code does), and a
+/// chunk's own count and its zero accumulators are not charged again: a
+/// program that finishes within `--fuel N` serially finishes on threads.
+#[test]
+fn fuel_on_threads_is_the_serial_loops() {
+    let src = "let acc (xs: Vector) (m: Index) (n: Index) = ifold (fun a i -> addAt a i (ifold (fun t j -> t + xs[i + j]) 0.0 m)) xs n
+let logs (xs: Vector) = ifold (fun s i -> s + log xs[i]) 0.0 (length xs)
+let blogs (xs: Vector) = build (length xs) (fun i -> log xs[i])
+";
+    let limits = |fuel| fsmooth::codegen::NativeLimits::of(Limits::with_fuel(fuel));
+    // 64 outer iterations of 1 over a long accumulator: 128 iterations.
+    let e = load_entry(src, "acc");
+    let native = compile_with(&e, relaxed(2));
+    let args = [
+        vector(&vec![1.0; 100_000]),
+        Value::Index(1),
+        Value::Index(64),
+    ];
+    let serial = compile_with(&e, NativeOptions::default());
+    assert!(serial.call_with(&args, limits(200)).is_ok());
+    assert!(
+        native.call_with(&args, limits(200)).is_ok(),
+        "the zero arrays are free"
+    );
+    // Too little fuel for the loop itself: out-of-fuel before the chunks'
+    // domain error, as serially.
+    let mut xs = vec![1.0; 20_000];
+    xs[15_000] = -1.0;
+    for (f, options) in [
+        ("logs", relaxed(2)),
+        (
+            "blogs",
+            NativeOptions {
+                fp: FpContract::Strict,
+                threads: 2,
+            },
+        ),
+    ] {
+        let e = load_entry(src, f);
+        let native = compile_with(&e, options);
+        assert_eq!(native.parallel_loops(), 1, "{f}");
+        let err = native
+            .call_with(&[vector(&xs)], limits(12_000))
+            .expect_err("⊥");
+        assert_eq!(err.code(), "out-of-fuel", "{f}: {err}");
+        let err = native
+            .call_with(&[vector(&xs)], limits(1_000_000))
+            .expect_err("⊥");
+        assert_eq!(err.code(), "domain-error", "{f}: {err}");
+    }
+}
+
 /// The command line: `--threads N` under the strict contract runs builds
 /// only, and GMM's results are the strict ones, bit for bit; under the
 /// relaxed contract GMM's objective and reverse-mode gradient on two

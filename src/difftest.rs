@@ -772,7 +772,8 @@ pub fn check_native(src: &str, limits: Limits) -> Result<Counts, String> {
         }
         let n = base.run_on(native, args.clone(), limits).map(|(v, _)| v);
         let differ = |a: &Value, b: &Value| {
-            (!values_agree(a, b)).then(|| format!("the evaluator gives {a}, native code {b}"))
+            (!values_agree(a, b, NATIVE_RHO))
+                .then(|| format!("the evaluator gives {a}, native code {b}"))
         };
         let (e, n) = match (e, n) {
             (Ok(a), Ok(b)) => (Ok(differ(&a, &b)), Ok(None)),
@@ -802,27 +803,43 @@ fn out_of_fuel<T>(r: &Result<T, crate::pipeline::RunError>) -> bool {
     matches!(r, Err(e) if e.is_out_of_fuel())
 }
 
-/// Whether two values agree for the `native` property (and the validation
-/// gate): the same shape, equal Index and Bool parts, and Doubles equal bit
-/// for bit or within ρ ≤ 1e-12.
-pub fn values_agree(a: &Value, b: &Value) -> bool {
+/// How far native code's Doubles may be from the evaluator's for the
+/// `native` property (ρ; the strict contract gives the same bits).
+pub const NATIVE_RHO: f64 = 1e-12;
+
+/// Whether two values agree: the same shape, equal Index and Bool parts,
+/// Doubles bit for bit, both NaN, or within ρ ≤ `tol` (the `native`
+/// property, the validation gate and the fuzzing oracles).
+pub fn values_agree(a: &Value, b: &Value, tol: f64) -> bool {
     match (a, b) {
-        (Value::Double(x), Value::Double(y)) => doubles_agree(*x, *y),
-        (Value::Pair(p), Value::Pair(q)) => values_agree(&p.0, &q.0) && values_agree(&p.1, &q.1),
-        (Value::Array(xs), Value::Array(ys)) => {
-            xs.len() == ys.len() && xs.iter().zip(ys.iter()).all(|(x, y)| values_agree(x, y))
+        (Value::Double(x), Value::Double(y)) => doubles_agree(*x, *y, tol),
+        (Value::Pair(p), Value::Pair(q)) => {
+            values_agree(&p.0, &q.0, tol) && values_agree(&p.1, &q.1, tol)
         }
-        _ => a.same(b),
+        _ => match (
+            a.with_elements(|xs| xs.to_vec()),
+            b.with_elements(|ys| ys.to_vec()),
+        ) {
+            (Some(xs), Some(ys)) => {
+                xs.len() == ys.len()
+                    && xs
+                        .iter()
+                        .zip(ys.iter())
+                        .all(|(x, y)| values_agree(x, y, tol))
+            }
+            _ => a.same(b),
+        },
     }
 }
 
-fn doubles_agree(x: f64, y: f64) -> bool {
-    x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()) || rho(x, y) <= 1e-12
+/// [`values_agree`] for two Doubles.
+pub fn doubles_agree(x: f64, y: f64, tol: f64) -> bool {
+    x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()) || rho(x, y) <= tol
 }
 
 /// How two gradients (value and derivative columns) differ, if they do.
 fn columns_differ(a: &crate::gradient::Columns, b: &crate::gradient::Columns) -> Option<String> {
-    if !values_agree(&a.value, &b.value) {
+    if !values_agree(&a.value, &b.value, NATIVE_RHO) {
         return Some(format!(
             "value: the evaluator gives {}, native code {}",
             a.value, b.value
@@ -830,7 +847,10 @@ fn columns_differ(a: &crate::gradient::Columns, b: &crate::gradient::Columns) ->
     }
     let agree = a.columns.len() == b.columns.len()
         && a.columns.iter().zip(&b.columns).all(|(c, d)| {
-            c.len() == d.len() && c.iter().zip(d).all(|(x, y)| doubles_agree(*x, *y))
+            c.len() == d.len()
+                && c.iter()
+                    .zip(d)
+                    .all(|(x, y)| doubles_agree(*x, *y, NATIVE_RHO))
         });
     (!agree).then(|| {
         format!(

@@ -130,7 +130,7 @@ pub fn check(subject: &Subject<'_>, opts: &Options) -> Result<Passed, String> {
         };
         match (&e, &n) {
             (Ok((a, _)), Ok((b, _))) => {
-                if !agree(a, b, opts.native_rho) {
+                if !values_agree(a, b, opts.native_rho) {
                     return Err(format!(
                         "native code for `{}` disagrees with the evaluator at {}: the evaluator gives {a}, native code {b}",
                         subject.entry,
@@ -309,14 +309,8 @@ fn columns_disagree(a: &[Vec<f64>], b: &[Vec<f64>], tol: f64) -> Option<(usize, 
     None
 }
 
-/// Whether `a` and `b` have one shape and their Doubles are within ρ ≤
-/// `tol` (or the same bits, or both NaN).
-fn agree(a: &Value, b: &Value, tol: f64) -> bool {
-    values_agree(a, b) || a.max_rho(b).is_some_and(|r| r <= tol)
-}
-
 fn native_differs(e: &Columns, n: &Columns, tol: f64) -> Option<String> {
-    if !agree(&e.value, &n.value, tol) {
+    if !values_agree(&e.value, &n.value, tol) {
         return Some(format!(
             "value: the evaluator gives {}, native code {}",
             e.value, n.value

@@ -31,9 +31,9 @@
 use std::rc::Rc;
 
 use crate::diagnostic::{Diagnose, Diagnostic, SourceId};
+use crate::difftest::{doubles_agree, values_agree};
 use crate::eval::{Limits, Value};
 use crate::gradient::{Columns, Mode, Plan};
-use crate::numeric::rho;
 use crate::opt::RuleFile;
 use crate::pipeline::{Artefact, Checkpointing, Engine, Entry, OptOptions, RunError, Session};
 
@@ -636,32 +636,4 @@ fn rules(case: &Case) -> Verdict {
             }
         }
     }
-}
-
-/// Whether two values agree: the same shape, equal Index and Bool parts,
-/// Doubles bit for bit, both NaN, or within ρ ≤ `tol`.
-pub fn values_agree(a: &Value, b: &Value, tol: f64) -> bool {
-    match (a, b) {
-        (Value::Double(x), Value::Double(y)) => doubles_agree(*x, *y, tol),
-        (Value::Pair(p), Value::Pair(q)) => {
-            values_agree(&p.0, &q.0, tol) && values_agree(&p.1, &q.1, tol)
-        }
-        _ => match (
-            a.with_elements(|xs| xs.to_vec()),
-            b.with_elements(|ys| ys.to_vec()),
-        ) {
-            (Some(xs), Some(ys)) => {
-                xs.len() == ys.len()
-                    && xs
-                        .iter()
-                        .zip(ys.iter())
-                        .all(|(x, y)| values_agree(x, y, tol))
-            }
-            _ => a.same(b),
-        },
-    }
-}
-
-fn doubles_agree(x: f64, y: f64, tol: f64) -> bool {
-    x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()) || rho(x, y) <= tol
 }

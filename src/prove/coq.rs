@@ -28,6 +28,7 @@ use std::fmt::Write;
 
 use egg::{ENodeOrVar, Id, PatternAst, Var};
 
+use super::classes::Classes;
 use crate::opt::lang::Fsm;
 use crate::opt::rules::{Cond, RuleDef};
 
@@ -300,26 +301,19 @@ struct Printed {
 #[derive(Default)]
 struct Types {
     ty: Vec<Ty>,
-    parent: Vec<usize>,
+    classes: Classes,
 }
 
 impl Types {
     fn add(&mut self, t: Ty) -> usize {
         self.ty.push(t);
-        self.parent.push(self.parent.len());
-        self.parent.len() - 1
+        self.classes.add()
     }
     fn open(&mut self) -> usize {
         self.add(Ty::Open)
     }
     fn find(&mut self, v: usize) -> usize {
-        let p = self.parent[v];
-        if p == v {
-            return v;
-        }
-        let r = self.find(p);
-        self.parent[v] = r;
-        r
+        self.classes.find(v)
     }
     fn occurs(&mut self, v: usize, t: usize) -> bool {
         let t = self.find(t);
@@ -342,21 +336,21 @@ impl Types {
                 if self.occurs(a, b) {
                     return Err("an infinite type".into());
                 }
-                self.parent[a] = b;
+                self.classes.join(a, b);
                 Ok(())
             }
             (_, Ty::Open) => self.unify(b, a),
             (Ty::Pair(x, y), Ty::Pair(u, v)) | (Ty::Fun(x, y), Ty::Fun(u, v)) => {
-                self.parent[a] = b;
+                self.classes.join(a, b);
                 self.unify(x, u)?;
                 self.unify(y, v)
             }
             (Ty::Array(x), Ty::Array(u)) => {
-                self.parent[a] = b;
+                self.classes.join(a, b);
                 self.unify(x, u)
             }
             (x, y) if x == y => {
-                self.parent[a] = b;
+                self.classes.join(a, b);
                 Ok(())
             }
             (x, y) => Err(format!("{} against {}", x.kind(), y.kind())),

@@ -12,6 +12,7 @@
 //! Rules with binders, loops or arrays are out of scope here (the
 //! structural rules' route is a proof assistant).
 
+mod classes;
 pub mod coq;
 pub mod smt;
 pub mod z3;

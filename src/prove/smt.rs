@@ -9,6 +9,7 @@ use std::fmt::Write;
 
 use egg::{ENodeOrVar, Id, Language, PatternAst, Var};
 
+use super::classes::Classes;
 use crate::opt::lang::Fsm;
 use crate::opt::rules::{Cond, RuleDef};
 
@@ -52,26 +53,19 @@ pub struct Typing {
 pub type OutOfScope = String;
 
 struct Infer {
-    parent: Vec<usize>,
+    classes: Classes,
     known: Vec<Option<Ty>>,
     numeric: Vec<bool>,
 }
 
 impl Infer {
     fn fresh(&mut self, numeric: bool) -> T {
-        self.parent.push(self.parent.len());
         self.known.push(None);
         self.numeric.push(numeric);
-        T::Var(self.parent.len() - 1)
+        T::Var(self.classes.add())
     }
     fn find(&mut self, v: usize) -> usize {
-        let p = self.parent[v];
-        if p == v {
-            return v;
-        }
-        let r = self.find(p);
-        self.parent[v] = r;
-        r
+        self.classes.find(v)
     }
     fn unify(&mut self, a: T, b: T) -> Result<(), OutOfScope> {
         match (a, b) {
@@ -105,7 +99,7 @@ impl Infer {
                 {
                     return Err(format!("{k:?} where a number is needed"));
                 }
-                self.parent[s] = r;
+                self.classes.join(s, r);
                 Ok(())
             }
         }
@@ -189,7 +183,7 @@ impl Infer {
 /// type variable the rule leaves open taken as Double and as Index.
 pub fn typings(rule: &RuleDef) -> Result<Vec<Typing>, OutOfScope> {
     let mut inf = Infer {
-        parent: Vec::new(),
+        classes: Classes::default(),
         known: Vec::new(),
         numeric: Vec::new(),
     };
@@ -221,7 +215,7 @@ pub fn typings(rule: &RuleDef) -> Result<Vec<Typing>, OutOfScope> {
     }
     // The open numeric variables, each Double or Index.
     let mut open: Vec<usize> = Vec::new();
-    for v in 0..inf.parent.len() {
+    for v in 0..inf.classes.len() {
         let r = inf.find(v);
         if inf.numeric[r] && inf.known[r].is_none() && !open.contains(&r) {
             open.push(r);

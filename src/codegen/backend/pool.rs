@@ -1,7 +1,7 @@
-//! The threads that run the chunks of parallel folds (Note [Parallel
-//! folds] in `codegen/passes/parallel.rs`), kept for the life of a
-//! compiled entry: a fold hands each its job over a channel and waits
-//! for its status, so a fold costs two channel messages per thread rather
+//! The threads that run the chunks of parallel loops (Note [Parallel
+//! loops] in `codegen/passes/parallel.rs`), kept for the life of a
+//! compiled entry: a loop hands each its job over a channel and waits
+//! for its status, so a loop costs two channel messages per thread rather
 //! than a thread's creation: with a thread created per fold, GMM d2_K5's
 //! gradient on two threads took 0.51 ms against 0.36 ms on one.
 

@@ -693,29 +693,13 @@ impl Lower<'_, '_> {
                                 this.build(n, index, body, &bind.ty, guard.as_ref())
                             }
                         };
-                        match self.parallel.remove(&bind.name) {
-                            Some(plan) => {
-                                let k = self.chunks.len() as i64;
-                                let r = self.parallel_build(n, &plan, k, serial);
-                                self.chunks.push(plan.chunk);
-                                r
-                            }
-                            None => serial(self),
-                        }
+                        self.maybe_parallel(&bind.name, n, None, serial)
                     }
                     (LoopKind::IFold, Some((z, s, st))) => {
                         let guard = self.guard_plan(&bind.name, index, Some(s), body);
                         let serial =
                             |l: &mut Self| l.ifold(n, (z, s, st), index, body, guard.as_ref());
-                        match self.parallel.remove(&bind.name) {
-                            Some(plan) => {
-                                let k = self.chunks.len() as i64;
-                                let r = self.parallel_fold((n, z, st), &plan, k, serial);
-                                self.chunks.push(plan.chunk);
-                                r
-                            }
-                            None => serial(self),
-                        }
+                        self.maybe_parallel(&bind.name, n, Some((z, st)), serial)
                     }
                     (LoopKind::IScan, Some((z, s, st))) => self.iscan(n, z, s, st, index, body),
                     _ => Err(compile_error("a loop without its state")),

@@ -12,63 +12,58 @@ use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
 use super::{Lower, R, Vals, args_of};
 use crate::anf::Atom;
 use crate::codegen::abi::{self, CTX_A, CTX_B};
+use crate::codegen::compile_error;
 use crate::codegen::layout::{SLOT, slots};
 use crate::codegen::passes::parallel::{Kind, Leaf, Parallel};
-use crate::ir::Type;
+use crate::ir::{Name, Type};
 
 impl Lower<'_, '_> {
-    /// The fold `ifold … z n` planned as `plan`, chunk function number
-    /// `chunk`; `serial` lowers it as written.
-    pub(super) fn parallel_fold(
+    /// The loop bound to `name` (`n` iterations; a fold's initial state
+    /// and its type), on several threads when the plan says so, else
+    /// `serial`, which lowers it as written.
+    pub(super) fn maybe_parallel(
         &mut self,
-        (n, z, st): (&Atom, &Atom, &Type),
-        plan: &Parallel,
-        chunk: i64,
+        name: &Name,
+        n: &Atom,
+        state: Option<(&Atom, &Type)>,
         serial: impl FnOnce(&mut Self) -> R<Vals>,
     ) -> R<Vals> {
-        let threads = self.threads as i64;
+        let Some(plan) = self.parallel.remove(name) else {
+            return serial(self);
+        };
+        let chunk = self.chunks.len() as i64;
         let count = self.scalar(n)?;
-        let tys: Vec<types::Type> = {
-            let z = self.atom(z)?;
-            z.iter().map(|v| self.b.func.dfg.value_type(*v)).collect()
+        let tys: Vec<types::Type> = match state {
+            Some((z, _)) => {
+                let z = self.atom(z)?;
+                z.iter().map(|v| self.b.func.dfg.value_type(*v)).collect()
+            }
+            None => vec![types::I64, types::I64],
         };
         // Too few iterations (a negative count among them, whose ⊥ the
-        // fold reports): as written (Note [Parallel loops], cost).
-        let least = threads.max(plan.min_count);
+        // loop reports): as written (Note [Parallel loops], cost).
+        let least = (self.threads as i64).max(plan.min_count);
         let few = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, count, least);
         let (ser, par, join) = self.diamond(few, &tys);
         self.b.switch_to_block(ser);
         let v = serial(self)?;
         self.b.ins().jump(join, &args_of(&v));
         self.b.switch_to_block(par);
-        let v = self.chunks_run((count, z, st), plan, chunk)?;
+        let v = match (&plan.kind, state) {
+            (Kind::Fold(leaves), Some((z, st))) => {
+                self.fold_chunks((count, z, st), &plan, leaves, chunk)?
+            }
+            (Kind::Build(elem), None) => self.build_chunks(count, elem, &plan, chunk)?,
+            _ => return Err(compile_error("a parallel plan for another kind of loop")),
+        };
         self.b.ins().jump(join, &args_of(&v));
         self.b.switch_to_block(join);
+        self.chunks.push(plan.chunk);
         Ok(self.b.block_params(join).to_vec())
     }
 
-    /// `build n …` planned as `plan`, chunk function number `chunk`;
-    /// `serial` lowers it as written.
-    pub(super) fn parallel_build(
-        &mut self,
-        n: &Atom,
-        plan: &Parallel,
-        chunk: i64,
-        serial: impl FnOnce(&mut Self) -> R<Vals>,
-    ) -> R<Vals> {
-        let Kind::Build(elem) = &plan.kind else {
-            return serial(self);
-        };
-        let threads = self.threads as i64;
-        let count = self.scalar(n)?;
-        let least = threads.max(plan.min_count);
-        let few = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, count, least);
-        let tys = [types::I64, types::I64];
-        let (ser, par, join) = self.diamond(few, &tys);
-        self.b.switch_to_block(ser);
-        let v = serial(self)?;
-        self.b.ins().jump(join, &args_of(&v));
-        self.b.switch_to_block(par);
+    /// A build's chunks, their elements copied side by side, in order.
+    fn build_chunks(&mut self, count: Value, elem: &Type, plan: &Parallel, chunk: i64) -> R<Vals> {
         // E-Limit of the whole array, then its count charged, as the build
         // would (Note [Native limits]).
         self.within_limit(count, 0);
@@ -76,7 +71,6 @@ impl Lower<'_, '_> {
         let arrays = elem.has_array();
         let zero = self.iconst(0);
         let (outs, spans) = self.run_chunks(count, &[], &plan.free, (chunk, 2, arrays), zero)?;
-        // The chunks' elements side by side, in order.
         let size = crate::codegen::layout::elem_bytes(elem)?;
         let p = self.alloc(count, size)?;
         let flags = MemFlagsData::trusted();
@@ -87,10 +81,7 @@ impl Lower<'_, '_> {
             let bytes = self.b.ins().imul_imm_s(cnt, size);
             self.call("fsmooth_copy", &[dst, src, bytes])?;
         }
-        let v = [p, count];
-        self.b.ins().jump(join, &args_of(&v));
-        self.b.switch_to_block(join);
-        Ok(self.b.block_params(join).to_vec())
+        Ok(vec![p, count])
     }
 
     /// Writes each chunk's arguments (`lo`, `count`, `extra`, the values
@@ -179,17 +170,14 @@ impl Lower<'_, '_> {
         Ok((outs, spans))
     }
 
-    fn chunks_run(
+    /// A fold's chunks, their results added to `z` leaf by leaf, in order.
+    fn fold_chunks(
         &mut self,
         (count, z, st): (Value, &Atom, &Type),
         plan: &Parallel,
+        leaves: &[(Leaf, Type)],
         chunk: i64,
     ) -> R<Vals> {
-        let Kind::Fold(leaves) = &plan.kind else {
-            return Err(crate::codegen::compile_error(
-                "a parallel build lowered as a fold",
-            ));
-        };
         let threads = self.threads as i64;
         let z = self.atom(z)?;
         // The slots of each leaf of z, in order.

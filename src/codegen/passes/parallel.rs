@@ -129,16 +129,16 @@ pub struct Parallel {
     /// order). It returns the fold's state from zero, or the build's
     /// elements `lo .. lo + count`.
     pub chunk: Normal,
-    /// The fold's free variables, passed to every chunk.
+    /// The loop's free variables, passed to every chunk.
     pub free: Vec<(Name, Type)>,
     /// The fewest iterations worth a thread's hand-over (Note [Parallel
-    /// folds], cost).
+    /// loops], cost).
     pub min_count: i64,
 }
 
-/// The fewest iterations of a fold whose body runs a loop, and of one
+/// The fewest iterations of a loop whose body runs a loop, and of one
 /// whose body does not, that run on several threads (Note [Parallel
-/// folds], cost).
+/// loops], cost).
 pub const MIN_LOOPS: i64 = 64;
 pub const MIN_SCALAR: i64 = 1 << 14;
 
@@ -182,50 +182,19 @@ fn build(bind: &Binding, normal: &Normal) -> Option<Parallel> {
         return None;
     }
     let free = free_vars(&bind.rhs);
-    let name = |what: &str| Name::from(format!("{what}'par"));
-    let (lo, count, k) = (name("lo"), name("count"), name("k"));
-    let var = |x: &Name, t: Type| Atom::Var(x.clone(), t);
-    let mut params = vec![(lo.clone(), Type::Index), (count.clone(), Type::Index)];
-    params.extend(free.iter().cloned());
-    let chunk = Normal {
-        params,
-        body: Block {
-            binds: vec![Binding {
-                name: bind.name.clone(),
-                ty: bind.ty.clone(),
-                rhs: Rhs::Loop {
-                    kind: LoopKind::Build,
-                    n: var(&count, Type::Index),
-                    state: None,
-                    index: k.clone(),
-                    body: offset(index, &lo, &k, body),
-                },
-            }],
-            result: var(&bind.name, bind.ty.clone()),
-        },
-        spans: normal.spans.clone(),
-    };
+    let chunk = chunk_fn(
+        bind,
+        normal,
+        (LoopKind::Build, None, index, body),
+        (Vec::new(), Vec::new()),
+        &free,
+    );
     Some(Parallel {
         kind: Kind::Build((**elem).clone()),
         chunk,
         free,
         min_count: min_count(body),
     })
-}
-
-/// `body` over the index `lo + k` instead of `index`.
-fn offset(index: &Name, lo: &Name, k: &Name, body: &Block) -> Block {
-    let var = |x: &Name| Atom::Var(x.clone(), Type::Index);
-    let mut binds = vec![Binding {
-        name: index.clone(),
-        ty: Type::Index,
-        rhs: Rhs::Prim(Prim::Add, vec![var(lo), var(k)]),
-    }];
-    binds.extend(body.binds.iter().cloned());
-    Block {
-        binds,
-        result: body.result.clone(),
-    }
 }
 
 fn min_count(body: &Block) -> i64 {
@@ -280,7 +249,7 @@ fn fold(bind: &Binding, normal: &Normal) -> Option<Parallel> {
         return None;
     }
     let free = free_vars(&bind.rhs);
-    let chunk = chunk(bind, (s, st, index, body), &leaves, &free, normal);
+    let chunk = fold_chunk(bind, (s, st, index, body), &leaves, &free, normal);
     Some(Parallel {
         kind: Kind::Fold(leaves),
         chunk,
@@ -289,32 +258,34 @@ fn fold(bind: &Binding, normal: &Normal) -> Option<Parallel> {
     })
 }
 
-/// The chunk function of `bind` (Note [Parallel loops]): parameters
-/// `lo`, `count`, per state leaf its length (`SumArray`) or its initial
-/// value (`Keep`, `Last`; a `Sum` starts at 0.0), then the free
-/// variables; the body `ifold (fun s k -> let i = lo + k in body) zero
-/// count`, where `zero` is the state with every leaf the body adds to at
-/// zero (fresh arrays, which the fold then owns and updates in place, Note
-/// [In-place updates]).
-fn chunk(
+/// The name of a chunk function's own variable `what`.
+fn par_name(what: &str) -> Name {
+    Name::from(format!("{what}'par"))
+}
+
+/// The chunk function of a fold (Note [Parallel loops]): per state leaf
+/// its length (`SumArray`) or its initial value (`Keep`, `Last`; a `Sum`
+/// starts at −0.0) after `lo` and `count`; the fold starts from the state
+/// with every leaf the body adds to at zero (fresh arrays, which the fold
+/// then owns and updates in place, Note [In-place updates]).
+fn fold_chunk(
     bind: &Binding,
     (s, st, index, body): (&Name, &Type, &Name, &Block),
     leaves: &[(Leaf, Type)],
     free: &[(Name, Type)],
     normal: &Normal,
 ) -> Normal {
-    let name = |what: &str| Name::from(format!("{what}'par"));
-    let (lo, count, k) = (name("lo"), name("count"), name("k"));
     let var = |x: &Name, t: Type| Atom::Var(x.clone(), t);
-    let mut params = vec![(lo.clone(), Type::Index), (count.clone(), Type::Index)];
+    let minus_zero = || Atom::Lit(crate::ir::Lit::Double(-0.0), Type::Double);
+    let mut params = Vec::new();
     let mut binds = Vec::new();
     let mut atoms = Vec::new();
     for (j, (leaf, ty)) in leaves.iter().enumerate() {
         let atom = match leaf {
-            Leaf::Sum => Atom::Lit(crate::ir::Lit::Double(-0.0), Type::Double),
+            Leaf::Sum => minus_zero(),
             Leaf::SumArray => {
-                let len = name(&format!("len{j}"));
-                let zero = name(&format!("zero{j}"));
+                let len = par_name(&format!("len{j}"));
+                let zero = par_name(&format!("zero{j}"));
                 params.push((len.clone(), Type::Index));
                 binds.push(Binding {
                     name: zero.clone(),
@@ -323,17 +294,17 @@ fn chunk(
                         kind: LoopKind::Build,
                         n: var(&len, Type::Index),
                         state: None,
-                        index: name(&format!("j{j}")),
+                        index: par_name(&format!("j{j}")),
                         body: Block {
                             binds: Vec::new(),
-                            result: Atom::Lit(crate::ir::Lit::Double(-0.0), Type::Double),
+                            result: minus_zero(),
                         },
                     },
                 });
                 var(&zero, ty.clone())
             }
             Leaf::Keep | Leaf::Last => {
-                let init = name(&format!("init{j}"));
+                let init = par_name(&format!("init{j}"));
                 params.push((init.clone(), ty.clone()));
                 var(&init, ty.clone())
             }
@@ -342,23 +313,66 @@ fn chunk(
     }
     let mut next = 0;
     let zero = pair_up(st, &mut atoms.into_iter(), &mut binds, &mut next);
+    chunk_fn(
+        bind,
+        normal,
+        (
+            LoopKind::IFold,
+            Some((zero, s.clone(), st.clone())),
+            index,
+            body,
+        ),
+        (params, binds),
+        free,
+    )
+}
+
+/// The chunk function of `bind`, a loop of `kind` from `state` over
+/// `index` (Note [Parallel loops]): parameters `lo`, `count`, `extra`,
+/// then `free`; the bindings `prelude`, then the loop over `count`
+/// iterations, its body over the index `lo + k`.
+fn chunk_fn(
+    bind: &Binding,
+    normal: &Normal,
+    (kind, state, index, body): (LoopKind, Option<(Atom, Name, Type)>, &Name, &Block),
+    (extra, mut prelude): (Vec<(Name, Type)>, Vec<Binding>),
+    free: &[(Name, Type)],
+) -> Normal {
+    let (lo, count, k) = (par_name("lo"), par_name("count"), par_name("k"));
+    let mut params = vec![(lo.clone(), Type::Index), (count.clone(), Type::Index)];
+    params.extend(extra);
     params.extend(free.iter().cloned());
-    binds.push(Binding {
+    let mut binds = vec![Binding {
+        name: index.clone(),
+        ty: Type::Index,
+        rhs: Rhs::Prim(
+            Prim::Add,
+            vec![
+                Atom::Var(lo, Type::Index),
+                Atom::Var(k.clone(), Type::Index),
+            ],
+        ),
+    }];
+    binds.extend(body.binds.iter().cloned());
+    prelude.push(Binding {
         name: bind.name.clone(),
         ty: bind.ty.clone(),
         rhs: Rhs::Loop {
-            kind: LoopKind::IFold,
-            n: var(&count, Type::Index),
-            state: Some((zero, s.clone(), st.clone())),
-            body: offset(index, &lo, &k, body),
+            kind,
+            n: Atom::Var(count, Type::Index),
+            state,
             index: k,
+            body: Block {
+                binds,
+                result: body.result.clone(),
+            },
         },
     });
     Normal {
         params,
         body: Block {
-            binds,
-            result: var(&bind.name, bind.ty.clone()),
+            binds: prelude,
+            result: Atom::Var(bind.name.clone(), bind.ty.clone()),
         },
         spans: normal.spans.clone(),
     }
@@ -376,7 +390,7 @@ fn pair_up(
         Type::Pair(a, b) => {
             let a = pair_up(a, atoms, binds, next);
             let b = pair_up(b, atoms, binds, next);
-            let x = Name::from(format!("pair{next}'par"));
+            let x = par_name(&format!("pair{next}"));
             *next += 1;
             binds.push(Binding {
                 name: x.clone(),

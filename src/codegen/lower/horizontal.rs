@@ -210,7 +210,7 @@ impl Lower<'_, '_> {
         let pairable = f
             .elements
             .iter()
-            .all(|e| loop_interchange::pairs(&f.terms, e, &varying));
+            .all(|e| loop_interchange::pairs(&f.terms, e, &varying, false));
         if !pairable {
             let zero = self.iconst(0);
             scalar(self, n, zero)?;

@@ -5,7 +5,7 @@
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, Value, types};
 
-use super::{Lower, R, Vals};
+use super::{Lower, R, Vals, lane_sums};
 use crate::anf::{Binding, Block as AnfBlock, Rhs};
 use crate::codegen::abi;
 use crate::codegen::compile_error;
@@ -26,6 +26,20 @@ impl Lower<'_, '_> {
             return None;
         }
         let plan = jam::plan(state, body)?;
+        // Under the relaxed contract a fold that sums in lanes does so
+        // rather than jam (Note [Lane sums]): two lanes of one chain
+        // instead of two chains.
+        if self.relaxed
+            && let Rhs::Loop {
+                state: Some((_, s, st)),
+                index: j,
+                body: inner,
+                ..
+            } = &body.binds[plan.fold].rhs
+            && lane_sums::shape(j, s, st, inner).is_some()
+        {
+            return None;
+        }
         if plan
             .pre
             .iter()

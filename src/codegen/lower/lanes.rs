@@ -124,7 +124,15 @@ impl Lower<'_, '_> {
                     if args[1].var() != Some(j) {
                         return Err(compile_error("a paired read not at j"));
                     }
-                    let p = self.atom_of(a)?[0];
+                    let a = self.atom_of(a)?;
+                    let (p, n) = (a[0], a[1]);
+                    if self.deferred.is_some() && !self.untested_read(j, bind) {
+                        // Both lanes in bounds, or the pair runs as
+                        // written (Note [Lane sums]).
+                        let k1 = self.b.ins().iadd_imm_s(k, 1);
+                        let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, k1, n);
+                        self.defer(out);
+                    }
                     let at = self.element(p, k, 8);
                     self.b.ins().load(lanes, flags, at, 0)
                 }
@@ -148,25 +156,52 @@ impl Lower<'_, '_> {
                         Prim::Sub => self.b.ins().fsub(x, y),
                         Prim::Mul => self.b.ins().fmul(x, y),
                         _ if self.nonzero_divisors => self.b.ins().fdiv(x, y),
+                        _ if self.deferred.is_some() => {
+                            // Either lane zero: the pair runs as written
+                            // (Note [Lane sums]).
+                            let any = self.any_zero(y);
+                            self.defer(any);
+                            self.b.ins().fdiv(x, y)
+                        }
                         _ => {
                             // Either lane zero: one compare, its lanes'
                             // sign bits (movmskpd).
-                            let zero = self.b.ins().f64const(0.0);
-                            let zeros = self.b.ins().splat(lanes, zero);
-                            let is_zero = self.b.ins().fcmp(FloatCC::Equal, y, zeros);
-                            let bits = self.b.ins().vhigh_bits(types::I8, is_zero);
-                            let any = self.b.ins().icmp_imm_s(IntCC::NotEqual, bits, 0);
+                            let any = self.any_zero(y);
                             let z = self.iconst(0);
                             self.fail_if(any, abi::DIVISION_BY_ZERO, z, z);
                             self.b.ins().fdiv(x, y)
                         }
                     }
                 }
+                Prim::Log if self.deferred.is_some() => {
+                    // Under the relaxed contract only (Note [Lane sums]).
+                    let x = vector(self, &vals, &args[0])?;
+                    let (y, bad) = self.vlog(x);
+                    self.defer(bad);
+                    y
+                }
                 _ => return Err(compile_error("a paired term that is not arithmetic")),
             };
             vals.insert(&bind.name, v);
         }
         Ok(vals)
+    }
+
+    /// An `i8`, non-zero when either lane of `y` is ±0.0: one compare,
+    /// its lanes' sign bits (movmskpd).
+    fn any_zero(&mut self, y: Value) -> Value {
+        let zero = self.b.ins().f64const(0.0);
+        let zeros = self.b.ins().splat(types::F64X2, zero);
+        let is_zero = self.b.ins().fcmp(FloatCC::Equal, y, zeros);
+        let bits = self.b.ins().vhigh_bits(types::I8, is_zero);
+        self.b.ins().icmp_imm_s(IntCC::NotEqual, bits, 0)
+    }
+
+    /// Adds `bad` (an `i8`) to the pair's deferred tests.
+    fn defer(&mut self, bad: Value) {
+        if let Some(d) = self.deferred {
+            self.deferred = Some(self.b.ins().bor(d, bad));
+        }
     }
 
     /// Whether the innermost `build` over `index` can run two elements at
@@ -178,7 +213,7 @@ impl Lower<'_, '_> {
     pub(super) fn pairable(&self, index: &Name, body: &AnfBlock) -> Option<HashSet<Name>> {
         let varying = loop_interchange::varying(&body.binds, index);
         let ok = varying.len() == body.binds.len()
-            && loop_interchange::pairs(&body.binds, &body.result, &varying)
+            && loop_interchange::pairs(&body.binds, &body.result, &varying, self.relaxed)
             && body.binds.iter().all(|b| match &b.rhs {
                 Rhs::Prim(Prim::Get, _) => self.untested_read(index, b),
                 _ => true,

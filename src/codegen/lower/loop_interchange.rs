@@ -147,7 +147,7 @@ impl Lower<'_, '_> {
         // time when they are arithmetic on Doubles and reads at j of
         // arrays of Doubles (Note [Interchange], pairs).
         let varying = loop_interchange::varying(plan.terms, j);
-        let pairs = loop_interchange::pairs(plan.terms, plan.term, &varying)
+        let pairs = loop_interchange::pairs(plan.terms, plan.term, &varying, false)
             && plan.terms.iter().all(|b| match &b.rhs {
                 Rhs::Prim(Prim::Get, args) if varying.contains(&b.name) => {
                     args[0].var().is_some_and(|a| !self.fused.contains_key(a))

@@ -139,6 +139,11 @@ impl Lower<'_, '_> {
             let Some(varying) = l.pairable(index, body) else {
                 return scalar(l, n, zero);
             };
+            if l.relaxed {
+                // With its tests deferred (Note [Lane sums]).
+                let terms = (&body.binds[..], &body.result, &varying);
+                return l.lane_build(n, terms, (index, p), scalar);
+            }
             let pair =
                 |l: &mut Self, k| l.pair(&body.binds, &body.result, &varying, index, k, (p, false));
             l.by_twos(n, pair, scalar)
@@ -179,6 +184,11 @@ impl Lower<'_, '_> {
             if let Some(plan) = l.fold_pairs(index, s, st, body) {
                 l.paired.push(index.clone());
                 return l.paired_fold(n, &z, (s, index), body, &plan);
+            }
+            // Two iterations at a time in lanes under the relaxed
+            // contract (Note [Lane sums]).
+            if let Some(plan) = l.lane_sum(index, s, st, body) {
+                return l.lane_sum_fold(n, &z, (s, index), body, &plan);
             }
             // Note [Two iterations per trip].
             if twice::doubled(st, body) {

@@ -27,6 +27,9 @@
 //! - `folds.rs`: the fold step, skipping folds, folds two iterations per
 //!   trip;
 //! - `lanes.rs`: two elements or iterations at a time in `f64x2` lanes;
+//! - `lane_sums.rs`: sums two iterations at a time in `f64x2` lanes
+//!   under the relaxed contract (Note [Lane sums]);
+//! - `vmath.rs`: `log` in `f64x2` lanes, for the relaxed contract;
 //! - `loop_interchange.rs`: loop nests run i-major;
 //! - `jam.rs`: loops two iterations at a time with their inner folds
 //!   jammed;
@@ -45,12 +48,14 @@ mod folds;
 mod fused;
 mod horizontal;
 mod jam;
+mod lane_sums;
 mod lanes;
 mod loop_interchange;
 mod loops;
 mod memory;
 mod parallel;
 mod prim;
+mod vmath;
 
 use fused::Live;
 use loops::loop_indices;
@@ -216,6 +221,8 @@ pub fn lower_function(
         horizontal_groups: Vec::new(),
         plain: false,
         nonzero_divisors: false,
+        relaxed: options.relaxed,
+        deferred: None,
         cold: false,
         covered: Default::default(),
         unchecked: false,
@@ -384,6 +391,14 @@ struct Lower<'a, 'f> {
     /// ... except in the cold version of an interchanged nest, kept as
     /// written.
     cold: bool,
+    /// See [`LowerOptions::relaxed`].
+    relaxed: bool,
+    /// In the pair being lowered in lanes under the relaxed contract
+    /// (Note [Lane sums]): whether a lane needs the scalar code — a
+    /// division by zero, or a `log` outside the normal positive finite
+    /// Doubles. Its tests are collected here rather than failing, and
+    /// the pair runs as written when it is set.
+    deferred: Option<Value>,
     /// The parameters and the names bound outside every loop: their
     /// buffers live as long as the call.
     outlives_loops: HashSet<Name>,

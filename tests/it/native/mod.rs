@@ -21,6 +21,7 @@
 //! | `lanes` | two elements per `f64x2`, pairs of `addAt`s, one-hot fills, selects |
 //! | `trips` | jamming, skipping folds, folds two iterations per trip |
 //! | `parallel` | folds on several threads under the relaxed contract (Note [Parallel loops]) |
+//! | `lane_sums` | sums and `log` in `f64x2` lanes under the relaxed contract (Note [Lane sums]) |
 //!
 //! This file holds what they share: the comparison with the evaluator
 //! (`compare`, `exactly`, `native_error` and their case tables), the
@@ -36,6 +37,7 @@ mod guards;
 mod hoisting;
 mod horizontal;
 mod interchange;
+mod lane_sums;
 mod lanes;
 mod memory;
 mod parallel;

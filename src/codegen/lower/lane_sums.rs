@@ -1,0 +1,275 @@
+//! Pairs in lanes under the relaxed floating-point contract: sums two
+//! iterations at a time, and `log` in lanes (Note [Lane sums]).
+//!
+//! # Note [Lane sums]
+//!
+//! Under `--fp relaxed` (spec/semantics.md §7, "Native code's contract")
+//! an innermost `ifold` over `i < n` whose state is a Double `s` and whose
+//! body is `let … in s + t` (or `t + s`), where every binding before the
+//! sum depends on `i` and is one a pair can compute in lanes (Note [Bounds
+//! guards], pairs: Double arithmetic, reads at `i` that need no test,
+//! comparisons and selects) or `log` of a Double, and `s` appears only in
+//! the sum, runs two iterations at a time:
+//!
+//! - the terms `t(2k)` and `t(2k + 1)` are computed in the lanes of an
+//!   `f64x2` and added to two partial sums, lane by lane, each starting
+//!   from −0.0 (the additive identity, so a zero sum keeps its sign);
+//! - the result is `(z + lane 0) + lane 1`, then the last iteration as
+//!   written when `n` is odd.
+//!
+//! That regroups the sum (the even terms and the odd terms apart), which
+//! the relaxed contract allows; its bound, 2γₙ Σ|t|, covers any grouping.
+//! `log` in lanes is fdlibm's method (`vmath.rs`), within 1 ulp of the
+//! logarithm where the evaluator's is within half of one (glibc's), so
+//! each such term may differ from the evaluator's by 2 ulp more; §7 states
+//! the bound with it.
+//!
+//! ⊥ and the values `log` in lanes does not cover are not decided in
+//! lanes. The pair's tests — a divisor of 0 in either lane, a `log`
+//! argument that is not a normal positive finite Double — are *deferred*:
+//! collected into one flag (`Lower::deferred`) instead of failing, and
+//! when it is set the two iterations run as written, one after the other.
+//! So the ⊥ is the evaluator's first (its code, details and site), and a
+//! `log` of a subnormal or of +∞ is the evaluator's value. The lanes'
+//! values are discarded in that case; nothing they computed has been
+//! stored.
+//!
+//! An innermost `build` that can run in pairs does so under the relaxed
+//! contract too with its tests deferred, and may then also take `log`.
+//! (The strict contract keeps the pairs of Note [Bounds guards]: no
+//! `log`, whose lanes are not the evaluator's bits.)
+
+use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
+use rustc_hash::FxHashSet as HashSet;
+
+use super::{Lower, R, Vals, args_of};
+use crate::anf::{Atom, Binding, Block as AnfBlock, Rhs};
+use crate::codegen::passes::loop_interchange;
+use crate::ir::{Name, Prim, Type};
+
+/// How a fold runs as a lane sum ([`Lower::lane_sum`]): the bindings
+/// before the sum, all in lanes, and the term added.
+pub(super) struct LaneSum {
+    varying: HashSet<Name>,
+    term: Atom,
+}
+
+impl Lower<'_, '_> {
+    /// Whether the innermost `ifold` over `index` with state `s : st` is a
+    /// lane sum (Note [Lane sums]) here, and how: its [`shape`], under
+    /// the relaxed contract, with no scratch arrays, and its reads
+    /// possible in lanes where it is lowered.
+    pub(super) fn lane_sum(
+        &self,
+        index: &Name,
+        s: &Name,
+        st: &Type,
+        body: &AnfBlock,
+    ) -> Option<LaneSum> {
+        if !self.relaxed || self.scratch.loops.contains_key(index) {
+            return None;
+        }
+        let plan = shape(index, s, st, body)?;
+        let terms = &body.binds[..body.binds.len() - 1];
+        // The bindings that do not depend on the index run once per pair,
+        // before the lanes: only those that cannot be ⊥ there — Double
+        // `+ - *` and negation, and reads whose test the guard covers.
+        let invariant_ok = terms
+            .iter()
+            .filter(|b| !plan.varying.contains(&b.name))
+            .all(|b| match &b.rhs {
+                Rhs::Prim(Prim::Get, _) => self.covered.contains(&b.name),
+                _ => true,
+            });
+        // A read in lanes is of an array that is not fused; its bounds
+        // test, when it has one, is deferred.
+        let reads_ok = terms
+            .iter()
+            .filter(|b| plan.varying.contains(&b.name))
+            .all(|b| match &b.rhs {
+                Rhs::Prim(Prim::Get, args) => {
+                    args[0].var().is_some_and(|a| !self.fused.contains_key(a))
+                }
+                _ => true,
+            });
+        (invariant_ok && reads_ok).then_some(plan)
+    }
+
+    /// `compute` with the pair's tests deferred (Note [Lane sums]): its
+    /// values, and the `i8` that says the pair must run as written.
+    pub(super) fn deferring<T>(
+        &mut self,
+        compute: impl FnOnce(&mut Self) -> R<T>,
+    ) -> R<(T, Value)> {
+        let none = self.b.ins().iconst(types::I8, 0);
+        let outer = self.deferred.replace(none);
+        let r = compute(self);
+        let flag = std::mem::replace(&mut self.deferred, outer).expect("deferred tests");
+        Ok((r?, flag))
+    }
+
+    /// [`lane_sum`]'s loop over `n ≥ 0` iterations from `z` (Note [Lane
+    /// sums]).
+    ///
+    /// [`lane_sum`]: Self::lane_sum
+    pub(super) fn lane_sum_fold(
+        &mut self,
+        n: Value,
+        z: &[Value],
+        (s, index): (&Name, &Name),
+        body: &AnfBlock,
+        plan: &LaneSum,
+    ) -> R<Vals> {
+        let f64x2 = types::F64X2;
+        let terms = &body.binds[..body.binds.len() - 1];
+        let minus_zero = self.b.ins().f64const(-0.0);
+        let zeros = self.b.ins().splat(f64x2, minus_zero);
+        let step = |l: &mut Self, k| {
+            for b in terms.iter().filter(|b| !plan.varying.contains(&b.name)) {
+                l.bind(b)?;
+            }
+            let (t, bad) = l.deferring(|l| {
+                let vals = l.lanes(terms, &plan.varying, index, k)?;
+                l.vector(&vals, &plan.term)
+            })?;
+            Ok((bad, t))
+        };
+        let add = |l: &mut Self, _, t, acc: &[Value]| Ok(vec![l.b.ins().fadd(acc[0], t)]);
+        let (from, sums) = self.pair_loop(n, &[zeros], step, add)?;
+        let even = self.b.ins().extractlane(sums[0], 0);
+        let odd = self.b.ins().extractlane(sums[0], 1);
+        let r = self.b.ins().fadd(z[0], even);
+        let r = self.b.ins().fadd(r, odd);
+        // The rest as written: the last iteration when n is odd, or from
+        // the pair whose tests failed.
+        let rest = self.b.ins().isub(n, from);
+        self.counted_loop(rest, &[r], |l, t, st| {
+            let i = l.b.ins().iadd(from, t);
+            l.fold_step((s, index), i, st, body)
+        })
+    }
+
+    /// A paired `build` into `out` under the relaxed contract (Note [Lane
+    /// sums]): its elements in lanes with their tests deferred, then
+    /// `written(count, from)` for the rest.
+    pub(super) fn lane_build(
+        &mut self,
+        n: Value,
+        (binds, term, varying): (&[Binding], &Atom, &HashSet<Name>),
+        (index, out): (&Name, Value),
+        written: impl FnOnce(&mut Self, Value, Value) -> R<Vals>,
+    ) -> R<Vals> {
+        let step = |l: &mut Self, k| {
+            let (e, bad) = l.deferring(|l| {
+                let vals = l.lanes(binds, varying, index, k)?;
+                l.vector(&vals, term)
+            })?;
+            Ok((bad, e))
+        };
+        let store = |l: &mut Self, k, e, _: &[Value]| {
+            let at = l.element(out, k, 8);
+            // Unaligned: an element pair starts at any 8-byte boundary.
+            l.b.ins().store(MemFlagsData::new().with_notrap(), e, at, 0);
+            Ok(Vec::new())
+        };
+        let (from, _) = self.pair_loop(n, &[], step, store)?;
+        let rest = self.b.ins().isub(n, from);
+        written(self, rest, from)
+    }
+
+    /// Pairs `k = 0, 2, 4, …` while `k + 1 < n`, with state `init`:
+    /// `step` computes the pair in lanes and its deferred tests, and when
+    /// they pass, `commit` uses it (stores it, or adds it to the state).
+    /// Returns the first iteration not done and the state: `n − n mod 2`
+    /// when every pair passed, else the failing pair's `k`. The loop has
+    /// no call in it (the iterations as written come after it), so its
+    /// constants can stay in registers.
+    fn pair_loop(
+        &mut self,
+        n: Value,
+        init: &[Value],
+        step: impl FnOnce(&mut Self, Value) -> R<(Value, Value)>,
+        commit: impl FnOnce(&mut Self, Value, Value, &[Value]) -> R<Vals>,
+    ) -> R<(Value, Vals)> {
+        let half = self.b.ins().sshr_imm_u(n, 1);
+        let (head, exit) = self.loop_entry(half, init);
+        let params = self.b.block_params(head).to_vec();
+        let (h, st) = (params[0], &params[1..]);
+        let k = self.b.ins().ishl_imm_u(h, 1);
+        let (bad, pair) = step(self, k)?;
+        let tys: Vec<types::Type> = init
+            .iter()
+            .map(|v| self.b.func.dfg.value_type(*v))
+            .collect();
+        let rest = self.b.create_block();
+        self.b.append_block_param(rest, types::I64);
+        for t in &tys {
+            self.b.append_block_param(rest, *t);
+        }
+        let go = self.b.create_block();
+        let mut stop = vec![k];
+        stop.extend_from_slice(st);
+        self.b.ins().brif(bad, rest, &args_of(&stop), go, &[]);
+        self.b.switch_to_block(go);
+        let next = commit(self, k, pair, st)?;
+        let h1 = self.b.ins().iadd_imm_s(h, 1);
+        self.loop_back((h1, half), &next, (head, exit));
+        self.b.switch_to_block(exit);
+        let mut done = vec![self.b.ins().ishl_imm_u(half, 1)];
+        done.extend_from_slice(self.b.block_params(exit));
+        self.b.ins().jump(rest, &args_of(&done));
+        self.b.switch_to_block(rest);
+        let p = self.b.block_params(rest).to_vec();
+        Ok((p[0], p[1..].to_vec()))
+    }
+}
+
+/// The shape of a lane sum (Note [Lane sums]): the fold over `index` with
+/// state `s : st` has a Double state and the body `let … in s + t` (or
+/// `t + s`) with `s` in the sum only; the bindings before the sum that
+/// depend on `index` can run in lanes (with `log`; reads at `index`), and
+/// the others are Double `+ - *`, negation or reads (which cannot be ⊥
+/// once a guard covers them).
+pub(super) fn shape(index: &Name, s: &Name, st: &Type, body: &AnfBlock) -> Option<LaneSum> {
+    if *st != Type::Double {
+        return None;
+    }
+    let (sum, terms) = body.binds.split_last()?;
+    if body.result.var() != Some(&sum.name) {
+        return None;
+    }
+    let Rhs::Prim(Prim::Add, args) = &sum.rhs else {
+        return None;
+    };
+    let term = match (&args[0], &args[1]) {
+        (a, t) | (t, a) if a.var() == Some(s) && t.var() != Some(s) => t,
+        _ => return None,
+    };
+    let mut uses_state = false;
+    for b in terms {
+        b.rhs
+            .for_each_atom(&mut |a| uses_state |= a.var() == Some(s));
+    }
+    let varying = loop_interchange::varying(terms, index);
+    let invariant = terms
+        .iter()
+        .filter(|b| !varying.contains(&b.name))
+        .all(|b| match &b.rhs {
+            Rhs::Prim(Prim::Add | Prim::Sub | Prim::Mul | Prim::Neg, _) => b.ty == Type::Double,
+            Rhs::Prim(Prim::Get, _) => true,
+            _ => false,
+        });
+    let reads = terms
+        .iter()
+        .filter(|b| varying.contains(&b.name))
+        .all(|b| match &b.rhs {
+            Rhs::Prim(Prim::Get, args) => args[1].var() == Some(index),
+            _ => true,
+        });
+    let ok =
+        !uses_state && invariant && reads && loop_interchange::pairs(terms, term, &varying, true);
+    ok.then(|| LaneSum {
+        varying,
+        term: term.clone(),
+    })
+}

@@ -1,0 +1,135 @@
+//! `log` in `f64x2` lanes for code under the relaxed floating-point
+//! contract (Note [Lane sums] in `lane_sums.rs`; spec/semantics.md §7).
+//!
+//! The method and coefficients are fdlibm's `e_log.c` (Sun Microsystems,
+//! 1993; "permission to use, copy, modify, and distribute this software
+//! is freely granted"), in the branch-free form of its reduction:
+//!
+//! - x = 2^k (1 + f) with 1 + f in [√2/2, √2), by integer arithmetic on
+//!   the bits (the exponent of x + (1 − √2/2) · 2^e is k);
+//! - s = f / (2 + f), so log(1 + f) = 2s + s·R(s²) with R fdlibm's
+//!   degree-14 even polynomial (its error under 2^-58.45 on [0, 0.1716]);
+//! - log x = s·(f²/2 + R) + k·ln2_lo − f²/2 + f + k·ln2_hi, with ln2 split
+//!   so that k·ln2_hi is exact.
+//!
+//! fdlibm states an error under 1 ulp. This holds for x normal, positive
+//! and finite; every other x (zero, negative, subnormal, infinite, NaN)
+//! is reported by [`Lower::vlog`]'s test, and the caller then runs the
+//! scalar code (the evaluator's `log` and its ⊥). The tests measure the
+//! distance to the evaluator's `log` (`tests/it/native/lane_sums.rs`).
+
+use cranelift_codegen::ir::condcodes::FloatCC;
+use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
+
+use super::Lower;
+
+/// fdlibm's `Lg1` … `Lg7`, by their bits.
+const LG: [u64; 7] = [
+    0x3FE5_5555_5555_5593,
+    0x3FD9_9999_9997_FA04,
+    0x3FD2_4924_9422_9359,
+    0x3FCC_71C5_1D8E_78AF,
+    0x3FC7_4664_96CB_03DE,
+    0x3FC3_9A09_D078_C69F,
+    0x3FC2_F112_DF3E_5244,
+];
+/// ln 2 = LN2_HI + LN2_LO, with 11 trailing zero bits in LN2_HI.
+const LN2_HI: u64 = 0x3FE6_2E42_FEE0_0000;
+const LN2_LO: u64 = 0x3DEA_39EF_3579_3C76;
+/// The high word of √2/2's bits: the reduction's pivot.
+const PIVOT: u64 = 0x3FE6_A09E_0000_0000;
+/// 2^52 as a Double's bits: an exponent field e ≤ 2047 or'ed into its
+/// mantissa reads as 2^52 + e.
+const TWO52: u64 = 0x4330_0000_0000_0000;
+/// The smallest normal positive Double.
+const MIN_NORMAL: f64 = f64::MIN_POSITIVE;
+
+impl Lower<'_, '_> {
+    /// `log` of both lanes of `x`, and an `i8` that is non-zero when
+    /// either lane is outside the normal positive finite Doubles, where
+    /// the lanes are not the logarithm and the caller must run the scalar
+    /// code instead.
+    pub(super) fn vlog(&mut self, x: Value) -> (Value, Value) {
+        let f64x2 = types::F64X2;
+        let i64x2 = types::I64X2;
+        let bits = MemFlagsData::new();
+        let lo = self.splat_f64(MIN_NORMAL);
+        let hi = self.splat_f64(f64::INFINITY);
+        let above = self.b.ins().fcmp(FloatCC::GreaterThanOrEqual, x, lo);
+        let below = self.b.ins().fcmp(FloatCC::LessThan, x, hi);
+        let normal = self.b.ins().band(above, below);
+        let all = self.b.ins().vall_true(normal);
+        let bad = self.b.ins().bxor_imm_u(all, 1);
+        // The reduction: u = bits(x) + (1.0's high word − the pivot's)
+        // carries into the exponent exactly when x's mantissa is at least
+        // √2/2's, so u's exponent field is k + 1023, and the mantissa
+        // with the pivot's exponent is 1 + f.
+        let xi = self.b.ins().bitcast(i64x2, bits, x);
+        let shift = self.splat_i64(0x3FF0_0000_0000_0000 - PIVOT);
+        let u = self.b.ins().iadd(xi, shift);
+        let sh = self.b.ins().iconst(types::I32, 52);
+        let e = self.b.ins().ushr(u, sh);
+        let two52 = self.splat_i64(TWO52);
+        let e = self.b.ins().bor(e, two52);
+        let e = self.b.ins().bitcast(f64x2, bits, e);
+        let bias = self.splat_f64(f64::from_bits(TWO52) + 1023.0);
+        let k = self.b.ins().fsub(e, bias);
+        let mant = self.splat_i64((1 << 52) - 1);
+        let m = self.b.ins().band(u, mant);
+        let pivot = self.splat_i64(PIVOT);
+        let m = self.b.ins().iadd(m, pivot);
+        let m = self.b.ins().bitcast(f64x2, bits, m);
+        let one = self.splat_f64(1.0);
+        let f = self.b.ins().fsub(m, one);
+        // hfsq = 0.5·f·f; s = f / (2 + f); z = s²; w = z².
+        let half = self.splat_f64(0.5);
+        let hf = self.b.ins().fmul(half, f);
+        let hfsq = self.b.ins().fmul(hf, f);
+        let two = self.splat_f64(2.0);
+        let d = self.b.ins().fadd(two, f);
+        let s = self.b.ins().fdiv(f, d);
+        let z = self.b.ins().fmul(s, s);
+        let w = self.b.ins().fmul(z, z);
+        // t1 = w (Lg2 + w (Lg4 + w Lg6)); t2 = z (Lg1 + w (Lg3 + w (Lg5
+        // + w Lg7))).
+        let t1 = self.horner(w, &[LG[1], LG[3], LG[5]]);
+        let t1 = self.b.ins().fmul(w, t1);
+        let t2 = self.horner(w, &[LG[0], LG[2], LG[4], LG[6]]);
+        let t2 = self.b.ins().fmul(z, t2);
+        let r = self.b.ins().fadd(t2, t1);
+        // s (hfsq + R) + k ln2_lo − hfsq + f + k ln2_hi, left to right.
+        let a = self.b.ins().fadd(hfsq, r);
+        let a = self.b.ins().fmul(s, a);
+        let ln2_lo = self.splat_f64(f64::from_bits(LN2_LO));
+        let klo = self.b.ins().fmul(k, ln2_lo);
+        let a = self.b.ins().fadd(a, klo);
+        let a = self.b.ins().fsub(a, hfsq);
+        let a = self.b.ins().fadd(a, f);
+        let ln2_hi = self.splat_f64(f64::from_bits(LN2_HI));
+        let khi = self.b.ins().fmul(k, ln2_hi);
+        let y = self.b.ins().fadd(a, khi);
+        (y, bad)
+    }
+
+    /// c₀ + w (c₁ + w (c₂ + …)) in lanes, the coefficients by their bits.
+    fn horner(&mut self, w: Value, cs: &[u64]) -> Value {
+        let (last, rest) = cs.split_last().expect("a polynomial has a coefficient");
+        let mut p = self.splat_f64(f64::from_bits(*last));
+        for c in rest.iter().rev() {
+            let c = self.splat_f64(f64::from_bits(*c));
+            let t = self.b.ins().fmul(w, p);
+            p = self.b.ins().fadd(c, t);
+        }
+        p
+    }
+
+    fn splat_f64(&mut self, x: f64) -> Value {
+        let c = self.b.ins().f64const(x);
+        self.b.ins().splat(types::F64X2, c)
+    }
+
+    fn splat_i64(&mut self, x: u64) -> Value {
+        let c = self.b.ins().iconst(types::I64, x as i64);
+        self.b.ins().splat(types::I64X2, c)
+    }
+}

@@ -26,9 +26,8 @@ impl Lower<'_, '_> {
             return None;
         }
         let plan = jam::plan(state, body)?;
-        // Under the relaxed contract a fold that sums in lanes does so
-        // rather than jam (Note [Lane sums]): two lanes of one chain
-        // instead of two chains.
+        // Under the relaxed contract a fold that sums `log`s or `exp`s in
+        // lanes does so rather than jam (Note [Lane sums]).
         if self.relaxed
             && let Rhs::Loop {
                 state: Some((_, s, st)),
@@ -36,7 +35,7 @@ impl Lower<'_, '_> {
                 body: inner,
                 ..
             } = &body.binds[plan.fold].rhs
-            && lane_sums::shape(j, s, st, inner).is_some()
+            && lane_sums::shape(j, s, st, inner).is_some_and(|p| p.math)
         {
             return None;
         }

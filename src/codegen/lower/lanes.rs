@@ -173,10 +173,14 @@ impl Lower<'_, '_> {
                         }
                     }
                 }
-                Prim::Log if self.deferred.is_some() => {
+                Prim::Log | Prim::Exp if self.deferred.is_some() => {
                     // Under the relaxed contract only (Note [Lane sums]).
                     let x = vector(self, &vals, &args[0])?;
-                    let (y, bad) = self.vlog(x);
+                    let (y, bad) = if *op == Prim::Log {
+                        self.vlog(x)
+                    } else {
+                        self.vexp(x)
+                    };
                     self.defer(bad);
                     y
                 }

@@ -1,9 +1,10 @@
-//! `log` in `f64x2` lanes for code under the relaxed floating-point
-//! contract (Note [Lane sums] in `lane_sums.rs`; spec/semantics.md §7).
+//! `log` and `exp` in `f64x2` lanes for code under the relaxed
+//! floating-point contract (Note [Lane sums] in `lane_sums.rs`;
+//! spec/semantics.md §7). The methods and coefficients are fdlibm's
+//! (Sun Microsystems, 1993; "permission to use, copy, modify, and
+//! distribute this software is freely granted"), without branches.
 //!
-//! The method and coefficients are fdlibm's `e_log.c` (Sun Microsystems,
-//! 1993; "permission to use, copy, modify, and distribute this software
-//! is freely granted"), in the branch-free form of its reduction:
+//! `log`, fdlibm's `e_log.c`:
 //!
 //! - x = 2^k (1 + f) with 1 + f in [√2/2, √2), by integer arithmetic on
 //!   the bits (the exponent of x + (1 − √2/2) · 2^e is k);
@@ -12,11 +13,23 @@
 //! - log x = s·(f²/2 + R) + k·ln2_lo − f²/2 + f + k·ln2_hi, with ln2 split
 //!   so that k·ln2_hi is exact.
 //!
-//! fdlibm states an error under 1 ulp. This holds for x normal, positive
-//! and finite; every other x (zero, negative, subnormal, infinite, NaN)
-//! is reported by [`Lower::vlog`]'s test, and the caller then runs the
-//! scalar code (the evaluator's `log` and its ⊥). The tests measure the
-//! distance to the evaluator's `log` (`tests/it/native/lane_sums.rs`).
+//! `exp`, fdlibm's `e_exp.c`:
+//!
+//! - x = k ln2 + r with k = x/ln2 rounded to nearest (by adding and
+//!   subtracting 1.5 · 2^52) and |r| ≤ ln2/2 + ε, as hi − lo with
+//!   hi = x − k·ln2_hi (exact) and lo = k·ln2_lo;
+//! - c = r − r²·P(r²), P fdlibm's degree-4 polynomial (its error under
+//!   2^-59), and exp r = 1 − ((lo − r·c/(2 − c)) − hi);
+//! - exp x = 2^k exp r, 2^k made from k's bits.
+//!
+//! fdlibm states an error under 1 ulp for both. The lanes hold it where
+//! the reduction does: for `log`, x normal, positive and finite; for
+//! `exp`, |x| ≤ 708, where 2^k and the result are normal. Every other x
+//! (for `log` zero, negative, subnormal, infinite or NaN; for `exp`
+//! larger or NaN) is reported by the function's test, and the caller then
+//! runs the code as written (the evaluator's function and its ⊥). The
+//! tests measure the distance to the evaluator's functions
+//! (`tests/it/native/lane_sums.rs`).
 
 use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
@@ -41,6 +54,22 @@ const PIVOT: u64 = 0x3FE6_A09E_0000_0000;
 /// 2^52 as a Double's bits: an exponent field e ≤ 2047 or'ed into its
 /// mantissa reads as 2^52 + e.
 const TWO52: u64 = 0x4330_0000_0000_0000;
+/// fdlibm's `P1` … `P5` of `exp`, by their bits.
+const P: [u64; 5] = [
+    0x3FC5_5555_5555_553E,
+    0xBF66_C16C_16BE_BD93,
+    0x3F11_566A_AF25_DE2C,
+    0xBEBB_BD41_C5D2_6BF1,
+    0x3E66_3769_72BE_A4D0,
+];
+/// 1 / ln 2.
+const INV_LN2: u64 = 0x3FF7_1547_652B_82FE;
+/// 1.5 · 2^52: added to a Double of magnitude under 2^51, it rounds it to
+/// an integer k, held in the low bits of the sum's mantissa.
+const SHIFTER: f64 = 6_755_399_441_055_744.0;
+/// The largest |x| whose `exp` the lanes compute: k ≤ 1021, so 2^k and
+/// the result are normal.
+const EXP_LIMIT: f64 = 708.0;
 /// The smallest normal positive Double.
 const MIN_NORMAL: f64 = f64::MIN_POSITIVE;
 
@@ -109,6 +138,59 @@ impl Lower<'_, '_> {
         let khi = self.b.ins().fmul(k, ln2_hi);
         let y = self.b.ins().fadd(a, khi);
         (y, bad)
+    }
+
+    /// `exp` of both lanes of `x`, and an `i8` that is non-zero when
+    /// either lane is NaN or of magnitude over 708, where the lanes are
+    /// not the exponential and the caller must run the scalar code
+    /// instead.
+    pub(super) fn vexp(&mut self, x: Value) -> (Value, Value) {
+        let f64x2 = types::F64X2;
+        let i64x2 = types::I64X2;
+        let bits = MemFlagsData::new();
+        let hi_lim = self.splat_f64(EXP_LIMIT);
+        let lo_lim = self.splat_f64(-EXP_LIMIT);
+        let below = self.b.ins().fcmp(FloatCC::LessThanOrEqual, x, hi_lim);
+        let above = self.b.ins().fcmp(FloatCC::GreaterThanOrEqual, x, lo_lim);
+        let inside = self.b.ins().band(below, above);
+        let all = self.b.ins().vall_true(inside);
+        let bad = self.b.ins().bxor_imm_u(all, 1);
+        // k = x / ln2 rounded to nearest, in the low bits of kd.
+        let inv_ln2 = self.splat_f64(f64::from_bits(INV_LN2));
+        let shifter = self.splat_f64(SHIFTER);
+        let xk = self.b.ins().fmul(x, inv_ln2);
+        let kd = self.b.ins().fadd(xk, shifter);
+        let k = self.b.ins().fsub(kd, shifter);
+        // r = hi − lo.
+        let ln2_hi = self.splat_f64(f64::from_bits(LN2_HI));
+        let ln2_lo = self.splat_f64(f64::from_bits(LN2_LO));
+        let khi = self.b.ins().fmul(k, ln2_hi);
+        let hi = self.b.ins().fsub(x, khi);
+        let lo = self.b.ins().fmul(k, ln2_lo);
+        let r = self.b.ins().fsub(hi, lo);
+        // c = r − t (P1 + t (P2 + … + t P5)), t = r².
+        let t = self.b.ins().fmul(r, r);
+        let p = self.horner(t, &P);
+        let tp = self.b.ins().fmul(t, p);
+        let c = self.b.ins().fsub(r, tp);
+        // y = 1 − ((lo − r c / (2 − c)) − hi).
+        let rc = self.b.ins().fmul(r, c);
+        let two = self.splat_f64(2.0);
+        let d = self.b.ins().fsub(two, c);
+        let q = self.b.ins().fdiv(rc, d);
+        let a = self.b.ins().fsub(lo, q);
+        let a = self.b.ins().fsub(a, hi);
+        let one = self.splat_f64(1.0);
+        let y = self.b.ins().fsub(one, a);
+        // 2^k: k + 1023 into the exponent field (kd's bits are 1.5 · 2^52's
+        // plus k, whose low 12 bits are zero).
+        let kb = self.b.ins().bitcast(i64x2, bits, kd);
+        let bias = self.splat_i64(1023);
+        let e = self.b.ins().iadd(kb, bias);
+        let sh = self.b.ins().iconst(types::I32, 52);
+        let e = self.b.ins().ishl(e, sh);
+        let scale = self.b.ins().bitcast(f64x2, bits, e);
+        (self.b.ins().fmul(y, scale), bad)
     }
 
     /// c₀ + w (c₁ + w (c₂ + …)) in lanes, the coefficients by their bits.

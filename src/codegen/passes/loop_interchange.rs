@@ -210,10 +210,10 @@ pub fn varying(terms: &[Binding], j: &Name) -> HashSet<Name> {
 /// (Note [Interchange], pairs): each is Double `+ - * /` or negation, a
 /// read at j of an array of Doubles, an order comparison of Doubles, or a
 /// Double conditional of two atoms on such a comparison (a lane-wise
-/// select, Note [Selects]), and the term added is a Double. With `log`
+/// select, Note [Selects]), and the term added is a Double. With `math`
 /// (the relaxed contract, Note [Lane sums] in `codegen/lower/lane_sums.rs`),
-/// `log` of a Double too.
-pub fn pairs(terms: &[Binding], term: &Atom, varying: &HashSet<Name>, log: bool) -> bool {
+/// `log` and `exp` of a Double too.
+pub fn pairs(terms: &[Binding], term: &Atom, varying: &HashSet<Name>, math: bool) -> bool {
     let doubles = |args: &[Atom]| args.iter().all(|a| *a.ty() == Type::Double);
     let mut masks: HashSet<&Name> = HashSet::default();
     *term.ty() == Type::Double
@@ -224,7 +224,9 @@ pub fn pairs(terms: &[Binding], term: &Atom, varying: &HashSet<Name>, log: bool)
                 Rhs::Prim(Prim::Add | Prim::Sub | Prim::Mul | Prim::Div | Prim::Neg, args) => {
                     b.ty == Type::Double && doubles(args)
                 }
-                Rhs::Prim(Prim::Log, args) => log && b.ty == Type::Double && doubles(args),
+                Rhs::Prim(Prim::Log | Prim::Exp, args) => {
+                    math && b.ty == Type::Double && doubles(args)
+                }
                 Rhs::Prim(Prim::Get, args) => b.ty == Type::Double && args[0].var().is_some(),
                 Rhs::Prim(Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge, args) if doubles(args) => {
                     masks.insert(&b.name);

@@ -1,8 +1,9 @@
 //! Pairs in lanes under the relaxed contract (Note [Lane sums] in
-//! `codegen/lower/lane_sums.rs`; spec/semantics.md §7): `log` in `f64x2`
-//! lanes against the evaluator's, sums two iterations at a time within
-//! the contract's bound, the evaluator's first ⊥ from a pair whose tests
-//! fail, and the values `log` in lanes leaves to the code as written.
+//! `codegen/lower/lane_sums.rs`; spec/semantics.md §7): `log` and `exp`
+//! in `f64x2` lanes against the evaluator's, sums two iterations at a
+//! time within the contract's bound, the evaluator's first ⊥ from a pair
+//! whose tests fail, and the values the lanes leave to the code as
+//! written.
 
 use fsmooth::codegen::{FpContract, Native, NativeOptions};
 use fsmooth::diagnostic::Diagnose;
@@ -47,8 +48,29 @@ fn gamma(m: usize) -> f64 {
 }
 
 const LOGS: &str = "let logs (xs: Vector) = build (length xs) (fun j -> log xs[j])
-let sum (xs: Vector) = ifold (fun acc j -> acc + log xs[j]) 0.0 (length xs)
+let exps (xs: Vector) = build (length xs) (fun j -> exp xs[j])
 ";
+
+/// The largest distance in ulp between `want` and `got`, element by
+/// element (a zero must be the same zero), with its argument, and how
+/// many elements differ at all.
+fn worst_ulps(xs: &[f64], want: &[f64], got: &[f64]) -> ((u64, f64), usize) {
+    let mut worst = (0, 0.0);
+    let mut differ = 0;
+    for ((x, w), g) in xs.iter().zip(want).zip(got) {
+        let d = if *w == 0.0 {
+            assert_eq!(w.to_bits(), g.to_bits(), "at {x}");
+            0
+        } else {
+            ulps(*w, *g)
+        };
+        differ += usize::from(d > 0);
+        if d > worst.0 {
+            worst = (d, *x);
+        }
+    }
+    (worst, differ)
+}
 
 /// `log` in lanes is within 2 ulp of the evaluator's (fdlibm's method,
 /// under 1 ulp of the logarithm; glibc's, the evaluator's, about half of
@@ -95,21 +117,7 @@ fn log_in_lanes_is_within_two_ulp_of_the_evaluators() {
     let args = [vector(&xs)];
     let want = doubles(&evaluate(&e, &args));
     let got = doubles(&native.call(&args).expect("runs"));
-    let mut worst = (0, 0.0);
-    let mut differ = 0;
-    for ((x, w), g) in xs.iter().zip(&want).zip(&got) {
-        let d = if w.abs() < f64::MIN_POSITIVE {
-            // log 1 = 0: both must be +0.0.
-            assert_eq!(w.to_bits(), g.to_bits(), "log {x}");
-            0
-        } else {
-            ulps(*w, *g)
-        };
-        differ += usize::from(d > 0);
-        if d > worst.0 {
-            worst = (d, *x);
-        }
-    }
+    let (worst, differ) = worst_ulps(&xs, &want, &got);
     assert!(worst.0 <= 2, "{} ulp at {:e}", worst.0, worst.1);
     assert!(
         differ > 0,
@@ -122,22 +130,75 @@ fn log_in_lanes_is_within_two_ulp_of_the_evaluators() {
     }
 }
 
-/// Where `log` in lanes does not hold — subnormals, +∞ — the pair and
-/// every element after it run as written: the evaluator's bits.
+/// `exp` in lanes is within 2 ulp of the evaluator's (fdlibm's method,
+/// under 1 ulp; glibc's about half of one) on [−708, 708], around 0, and
+/// at the reduction's halfway points (x/ln 2 half an odd integer); not
+/// every element is the evaluator's bits (the lanes ran).
+#[test]
+fn exp_in_lanes_is_within_two_ulp_of_the_evaluators() {
+    let e = load_entry(LOGS, "exps");
+    let native = relaxed(&e);
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut unit = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let mut xs: Vec<f64> = (0..40_000).map(|_| (unit() - 0.5) * 1416.0).collect();
+    xs.extend((0..20_000).map(|_| (unit() - 0.5) * 1e-3));
+    xs.extend((-40..40).map(|k| (k as f64 + 0.5) * std::f64::consts::LN_2));
+    xs.extend([0.0, -0.0, 1.0, -1.0, 708.0, -708.0, 1e-300, -1e-300]);
+    let args = [vector(&xs)];
+    let want = doubles(&evaluate(&e, &args));
+    let got = doubles(&native.call(&args).expect("runs"));
+    let (worst, differ) = worst_ulps(&xs, &want, &got);
+    assert!(worst.0 <= 2, "{} ulp at {:e}", worst.0, worst.1);
+    assert!(
+        differ > 0,
+        "every element the evaluator's bits: no lanes ran"
+    );
+}
+
+/// Where `log` or `exp` in lanes does not hold — for `log` subnormals and
+/// +∞, for `exp` NaN and magnitudes over 708 (overflow, subnormal results,
+/// underflow) — the pair and every element after it run as written: the
+/// evaluator's bits.
 #[test]
 fn values_lanes_leave_run_as_written() {
-    let e = load_entry(LOGS, "logs");
-    let native = relaxed(&e);
-    for special in [5e-324, 1e-310, f64::MIN_POSITIVE / 2.0, f64::INFINITY] {
-        for at in [0usize, 1, 6, 7, 8] {
-            let mut xs: Vec<f64> = (0..9).map(|i| 1.5 + i as f64).collect();
-            xs[at] = special;
-            let args = [vector(&xs)];
-            let want = doubles(&evaluate(&e, &args));
-            let got = doubles(&native.call(&args).expect("runs"));
-            // The pair holding it and everything after: as written.
-            for k in (at - at % 2)..xs.len() {
-                assert_eq!(want[k].to_bits(), got[k].to_bits(), "log {} at {k}", xs[k]);
+    let cases = [
+        (
+            "logs",
+            vec![5e-324, 1e-310, f64::MIN_POSITIVE / 2.0, f64::INFINITY],
+        ),
+        (
+            "exps",
+            vec![
+                f64::NAN,
+                709.5,
+                710.0,
+                -708.5,
+                -740.0,
+                -800.0,
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+            ],
+        ),
+    ];
+    for (f, specials) in cases {
+        let e = load_entry(LOGS, f);
+        let native = relaxed(&e);
+        for special in specials {
+            for at in [0usize, 1, 6, 7, 8] {
+                let mut xs: Vec<f64> = (0..9).map(|i| 1.5 + i as f64).collect();
+                xs[at] = special;
+                let args = [vector(&xs)];
+                let want = doubles(&evaluate(&e, &args));
+                let got = doubles(&native.call(&args).expect("runs"));
+                // The pair holding it and everything after: as written.
+                for k in (at - at % 2)..xs.len() {
+                    assert_eq!(want[k].to_bits(), got[k].to_bits(), "{f} {} at {k}", xs[k]);
+                }
             }
         }
     }

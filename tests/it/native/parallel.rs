@@ -194,10 +194,12 @@ fn fuel_spent_on_every_thread_counts() {
 }
 
 /// Builds of the entry's own block run on threads under either contract,
-/// element by element as written: the evaluator's bits, whatever the
-/// thread count, for elements that are scalars, pairs or rows (which stay
-/// in their thread's arena while the result lives: two results held at
-/// once keep their own rows); the first ⊥ is the evaluator's.
+/// element by element as written: under the strict contract the
+/// evaluator's bits, whatever the thread count, for elements that are
+/// scalars, pairs or rows (which stay in their thread's arena while the
+/// result lives: two results held at once keep their own rows); under the
+/// relaxed one an element's inner sums may run in lanes (Note [Lane
+/// sums]), within ρ ≤ 1e-12. The first ⊥ is the evaluator's.
 #[test]
 fn builds_on_threads_are_the_evaluators_bits_under_either_contract() {
     use fsmooth::codegen::{Arg, Out};
@@ -223,7 +225,13 @@ let bad (xs: Vector) = build (length xs) (fun i -> ifold (fun t j -> t + log xs[
                 let native = compile_with(&e, options);
                 assert_eq!(native.parallel_loops(), 1, "{f}");
                 let want = evaluate(&e, args);
-                assert!(want.same(&native.call(args).expect("runs")), "{f}");
+                let got = native.call(args).expect("runs");
+                if strictness == FpContract::Strict {
+                    assert!(want.same(&got), "{f}");
+                } else {
+                    let r = want.max_rho(&got).expect("same shape");
+                    assert!(r <= 1e-12, "{f}: {want} vs {got}");
+                }
             }
             let e = load_entry(src, "bad");
             let native = compile_with(&e, options);

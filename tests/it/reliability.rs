@@ -659,3 +659,46 @@ fn native_run_errors_without_a_site_are_located_at_the_entry() {
     assert!(err.contains("error[index-out-of-bounds]"), "{err}");
     assert!(err.contains("mm.fsm:1:5:"), "{err}");
 }
+
+/// JSON arguments are read correctly rounded: every Double written in its
+/// shortest form, or with 17 significant digits, reads back as the same
+/// bits (serde_json's default reader was one ulp off for some, such as
+/// 0.9906722147985887, so `run` of the identity printed …888).
+#[test]
+fn json_numbers_are_read_correctly_rounded() {
+    let session = fsmooth::pipeline::Session::load("let id (xs: Vector) = xs\n").expect("loads");
+    let entry = session.entry("id").expect("entry");
+    let mut rng = 0x51_7cc1_b727_220au64;
+    let mut xs = vec![
+        0.9906722147985887,
+        0.1,
+        1e-300,
+        5e-324,
+        f64::MAX,
+        f64::MIN_POSITIVE,
+    ];
+    for _ in 0..20_000 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let x = f64::from_bits(rng & !(0x7FFu64 << 52) | ((rng >> 52) % 2047) << 52);
+        xs.push(x);
+    }
+    for text in [
+        xs.iter().map(|x| format!("{x:?}")).collect::<Vec<_>>(),
+        xs.iter().map(|x| format!("{x:.16e}")).collect(),
+    ] {
+        let json = format!("[[{}]]", text.join(", "));
+        let args = entry.read_input(Some(&json)).expect("reads");
+        let got = args[0]
+            .with_elements(|v| {
+                v.iter()
+                    .map(|x| x.as_f64().expect("a Double"))
+                    .collect::<Vec<_>>()
+            })
+            .expect("an array");
+        for (x, (t, g)) in xs.iter().zip(text.iter().zip(&got)) {
+            assert_eq!(x.to_bits(), g.to_bits(), "{t} read as {g:?}");
+        }
+    }
+}

@@ -47,7 +47,10 @@
 //! A fold that is also the inner fold of a loop that jams (Note
 //! [Jamming]) jams, which keeps two chains of one lane each busy, unless
 //! a term takes a `log` or an `exp`, which gain most from the lanes:
-//! GMM's short triangular rows do not gain from lanes over jamming.
+//! GMM's short triangular rows do not gain from lanes over jamming. That
+//! choice is made on the fold's shape alone; if its lowering then refuses
+//! the lane sum (a loop-invariant read its guard does not cover), the fold
+//! runs as written, neither jammed nor in lanes.
 //!
 //! An innermost `build` that can run in pairs does so under the relaxed
 //! contract too with its tests deferred, and may then also take `log` and

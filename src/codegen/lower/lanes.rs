@@ -8,7 +8,9 @@
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
+use cranelift_codegen::ir::{
+    InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Value, types,
+};
 
 use super::prim::float_cc;
 use super::{Lower, R, Vals, state_slot};
@@ -95,7 +97,13 @@ impl Lower<'_, '_> {
         let flags = MemFlagsData::new().with_notrap();
         let mut vals: HashMap<&Name, Value> = HashMap::default();
         let vector = |l: &mut Self, vals: &HashMap<&Name, Value>, a: &Atom| l.vector(vals, a);
+        // Each term's ⊥ at its own site (Note [Failure sites]), as the
+        // scalar code's.
+        let was = self.here;
         for bind in terms.iter().filter(|b| varying.contains(&b.name)) {
+            if let Some(span) = self.spans.get(&bind.name) {
+                self.here = *span;
+            }
             if let Rhs::If(c, t, e) = &bind.rhs {
                 // A lane-wise select (Note [Selects]): the comparison's
                 // lanes are all ones or all zeros.
@@ -126,14 +134,23 @@ impl Lower<'_, '_> {
                     }
                     let a = self.atom_of(a)?;
                     let (p, n) = (a[0], a[1]);
+                    let mut at = self.element(p, k, 8);
                     if self.deferred.is_some() && !self.untested_read(j, bind) {
                         // Both lanes in bounds, or the pair runs as
-                        // written (Note [Lane sums]).
+                        // written (Note [Lane sums]); until then the load
+                        // reads 16 bytes of the stack instead (an empty
+                        // array's pointer is never read).
                         let k1 = self.b.ins().iadd_imm_s(k, 1);
                         let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, k1, n);
                         self.defer(out);
+                        let slot = self.b.create_sized_stack_slot(StackSlotData::new(
+                            StackSlotKind::ExplicitSlot,
+                            16,
+                            4,
+                        ));
+                        let safe = self.b.ins().stack_addr(types::I64, slot, 0);
+                        at = self.b.ins().select(out, safe, at);
                     }
-                    let at = self.element(p, k, 8);
                     self.b.ins().load(lanes, flags, at, 0)
                 }
                 Prim::Neg => {
@@ -188,6 +205,7 @@ impl Lower<'_, '_> {
             };
             vals.insert(&bind.name, v);
         }
+        self.here = was;
         Ok(vals)
     }
 

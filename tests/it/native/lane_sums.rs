@@ -236,6 +236,33 @@ let rows (a: Matrix) (v: Vector) = ifold (fun s i -> s + ifold (fun acc j -> acc
             }
         }
     }
+    // An empty row, or an empty array: the pair's read is never made (an
+    // empty array's pointer is never read; a review found this crashing).
+    check(
+        "rows",
+        &[
+            Value::array(vec![vector(&[1.0, 2.0]), vector(&[])]),
+            vector(&[1.0, 2.0]),
+        ],
+    );
+    let empty = "let g (r: Vector) (v: Vector) = ifold (fun acc j -> acc + r[j]) 0.0 (length v)\n";
+    let e = load_entry(empty, "g");
+    for threads in [1, 2] {
+        let options = NativeOptions {
+            threads,
+            ..ONE_THREAD
+        };
+        let native =
+            Native::compile_with(&e.normal().expect("normalises"), options).expect("compiles");
+        let args = [vector(&[]), vector(&[1.0, 2.0])];
+        let want = e.run(args.to_vec(), FUEL, &mut |_, _| {}).expect_err("⊥");
+        let got = native.call(&args).expect_err("⊥");
+        assert_eq!(
+            want.to_string(),
+            got.unlocated().to_string(),
+            "{threads} threads"
+        );
+    }
     // Row 2 is one short: its last pair's read fails.
     for short in [7usize, 8] {
         let v: Vec<f64> = (0..9).map(|i| 1.0 + i as f64).collect();

@@ -205,3 +205,33 @@ fn double_conditionals_of_atoms_are_selects() {
         assert_eq!(ir(f).contains("select"), select, "{f}");
     }
 }
+
+/// A division by zero in lanes fails at the division's own site, as the
+/// evaluator's does — in a paired `build` and in an interchanged nest —
+/// not at the loop's (a review found the loop's span reported).
+#[test]
+fn a_paired_division_fails_at_its_own_site() {
+    use fsmooth::diagnostic::Diagnose;
+    let src = "let bd (xs: Vector) (ys: Vector) = build (length xs) (fun j -> xs[j] / ys[j])
+let nest (u: Vector) (xs: Vector) = build (length u) (fun i -> ifold (fun acc j -> acc + xs[j] / u[i]) 0.0 (length xs))
+";
+    let cases = [
+        (
+            "bd",
+            [vector(&[1.0, 2.0, 3.0, 4.0]), vector(&[1.0, 0.0, 3.0, 4.0])],
+        ),
+        (
+            "nest",
+            [vector(&[1.0, 0.0, 3.0, 4.0]), vector(&[1.0, 2.0, 3.0, 4.0])],
+        ),
+    ];
+    for (f, args) in cases {
+        let e = super::load_entry(src, f);
+        let want = e
+            .run(args.to_vec(), super::FUEL, &mut |_, _| {})
+            .expect_err("⊥");
+        let got = super::compile(&e).call(&args).expect_err("⊥");
+        assert_eq!(want.code(), got.code(), "{f}");
+        assert_eq!(want.span(), got.span(), "{f}: the division's site");
+    }
+}

@@ -719,7 +719,10 @@ fn vector_modes_agree(
 /// where the evaluator's `main` is a value; `compared` the (point,
 /// program) pairs where both engines gave equal values, `bottoms` those
 /// where both gave the same ⊥ — four programs per point: `main`, fwd,
-/// fwd-opt, rev.
+/// fwd-opt, rev. `main` also runs under the relaxed floating-point
+/// contract on two threads (spec/semantics.md §7: sums regrouped, `log`
+/// and `exp` in lanes): the same ⊥ code, or values within the validation
+/// gate's relaxed ρ ≤ 1e-9 (not counted apart).
 pub fn check_native(src: &str, limits: Limits) -> Result<Counts, String> {
     use crate::gradient::Columns;
     use crate::pipeline::RunError;
@@ -728,6 +731,13 @@ pub fn check_native(src: &str, limits: Limits) -> Result<Counts, String> {
     // steps verified all the same, as everywhere in the tests).
     let s = load_checked(src)?;
     let base = s
+        .entry("main")
+        .map_err(|d| format!("entry: {}", d.message))?;
+    let relaxed = load_checked(src)?
+        .with_native(crate::codegen::NativeOptions {
+            fp: crate::codegen::FpContract::Relaxed,
+            threads: 2,
+        })
         .entry("main")
         .map_err(|d| format!("entry: {}", d.message))?;
     let fwd = plan(&s, Mode::Fwd, Engine::Eval)?;
@@ -775,6 +785,23 @@ pub fn check_native(src: &str, limits: Limits) -> Result<Counts, String> {
             (!values_agree(a, b, NATIVE_RHO))
                 .then(|| format!("the evaluator gives {a}, native code {b}"))
         };
+        let r = relaxed.run_on(native, args.clone(), limits).map(|(v, _)| v);
+        let show = |r: &Result<Value, RunError>| match r {
+            Ok(v) => v.to_string(),
+            Err(e) => format!("⊥ {} ({e})", e.code()),
+        };
+        let agree = match (&e, &r) {
+            (Ok(a), Ok(b)) => values_agree(a, b, RELAXED_RHO),
+            (Err(a), Err(b)) => a.code() == b.code(),
+            _ => false,
+        };
+        if !agree {
+            return Err(format!(
+                "main under the relaxed contract at p = {x}: the evaluator gives {}, native code {}",
+                show(&e),
+                show(&r)
+            ));
+        }
         let (e, n) = match (e, n) {
             (Ok(a), Ok(b)) => (Ok(differ(&a, &b)), Ok(None)),
             (a, b) => (a.map(|_| None), b.map(|_| None)),
@@ -806,6 +833,11 @@ fn out_of_fuel<T>(r: &Result<T, crate::pipeline::RunError>) -> bool {
 /// How far native code's Doubles may be from the evaluator's for the
 /// `native` property (ρ; the strict contract gives the same bits).
 pub const NATIVE_RHO: f64 = 1e-12;
+
+/// The tolerance of native code under the relaxed floating-point contract
+/// against the evaluator (spec/semantics.md §7), the validation gate's
+/// and the `native` property's.
+pub const RELAXED_RHO: f64 = 1e-9;
 
 /// Whether two values agree: the same shape, equal Index and Bool parts,
 /// Doubles bit for bit, both NaN, or within ρ ≤ `tol` (the `native`

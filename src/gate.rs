@@ -66,7 +66,7 @@ impl Default for Options {
                 fuel: 2_000_000,
                 elements: Limits::ELEMENTS,
             },
-            native_rho: 1e-12,
+            native_rho: crate::difftest::NATIVE_RHO,
         }
     }
 }

@@ -118,8 +118,8 @@ impl<'a> Gate<'a> {
                 ..limits
             },
             native_rho: match session.native_options().fp {
-                crate::codegen::FpContract::Strict => crate::gate::Options::default().native_rho,
-                crate::codegen::FpContract::Relaxed => 1e-9,
+                crate::codegen::FpContract::Strict => crate::difftest::NATIVE_RHO,
+                crate::codegen::FpContract::Relaxed => crate::difftest::RELAXED_RHO,
             },
             ..crate::gate::Options::default()
         };

@@ -320,8 +320,9 @@ pub struct EngineArgs {
     pub engine: Engine,
     /// Native code's floating-point contract (spec/semantics.md §7):
     /// `strict` returns the evaluator's bits; `relaxed` may regroup sums
-    /// (with --threads, folds that only add to their state run on several
-    /// threads), within the bound §7 states.
+    /// (innermost sums in SIMD lanes; with --threads, folds that only add
+    /// to their state run on several threads) and computes `log` and `exp`
+    /// in lanes within 2 ulp, within the bound §7 states.
     #[arg(long, value_enum, default_value_t)]
     pub fp: FpContract,
     /// The threads native code may run a loop of the entry's own block on
@@ -456,6 +457,12 @@ pub struct CompileArgs {
     pub file: PathBuf,
     #[arg(long, default_value = "main")]
     pub entry: String,
+    /// The object's floating-point contract (spec/semantics.md §7):
+    /// `strict` returns the evaluator's bits; `relaxed` runs innermost sums
+    /// and `log`/`exp` in SIMD lanes, within the bound §7 states. Object
+    /// code is single-threaded under either.
+    #[arg(long, value_enum, default_value_t)]
+    pub fp: FpContract,
     /// The object file to write.
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,

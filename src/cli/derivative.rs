@@ -369,7 +369,14 @@ pub fn compile(args: CompileArgs) -> Result<(), Failure> {
             )));
         }
     };
-    let session = checked_session(&src, &args.rules, !args.gate.no_gate)?;
+    // The gate checks the JIT's code under the object's contract, one
+    // thread as the object.
+    let session = checked_session(&src, &args.rules, !args.gate.no_gate)?.with_native(
+        crate::codegen::NativeOptions {
+            fp: args.fp,
+            threads: 1,
+        },
+    );
     let base = session.entry(&args.entry).map_err(|d| fail(&d))?;
     let program = match args.mode.mode() {
         None => base.clone(),
@@ -415,10 +422,16 @@ pub fn compile(args: CompileArgs) -> Result<(), Failure> {
     if !wrt.is_empty() {
         origin.push_str(&format!(" with respect to `{wrt}`"));
     }
+    if args.fp == crate::codegen::FpContract::Relaxed {
+        origin.push_str(
+            "; the relaxed floating-point contract (spec/semantics.md §7: sums regrouped, log and exp within 2 ulp)",
+        );
+    }
     let options = crate::codegen::AotOptions {
         symbol,
         origin,
         listing: args.listing.is_some(),
+        fp: args.fp,
     };
     if !args.gate.no_gate {
         let gate = Gate {

@@ -1029,3 +1029,75 @@ int main(void) {{
     assert_eq!(native[0].as_array().map(Vec::len), Some(11), "{printed}");
     assert_json_close(&native, &want, "projectAll rows");
 }
+
+/// `compile --fp relaxed` (spec/semantics.md §7): NNMF's objective as an
+/// object whose row sums and `log`s run in SIMD lanes, linked into C and
+/// called single-threaded. Its value is within ρ ≤ 1e-12 of the strict
+/// object's (the evaluator's bits) and is not the same bits (the lanes
+/// ran); a row with a non-positive entry fails with the evaluator's
+/// status and details from either; the header says the contract.
+#[test]
+fn aot_relaxed_objects_agree_within_the_contract() {
+    let dir = work_dir("relaxed");
+    let file = root().join("examples/nnmf.fsm");
+    for (fp, name) in [("strict", "strict"), ("relaxed", "relaxed")] {
+        let o = format!("{name}.o");
+        let h = format!("{name}.h");
+        let sym = format!("nnmf_{name}");
+        let args = [
+            "--entry", "nnmf", "--fp", fp, "--symbol", &sym, "-o", &o, "--header", &h,
+        ];
+        compile(&file, &args, &dir);
+    }
+    let header = std::fs::read_to_string(dir.join("relaxed.h")).unwrap();
+    assert!(
+        header.contains("relaxed floating-point contract"),
+        "{header}"
+    );
+    let strict_header = std::fs::read_to_string(dir.join("strict.h")).unwrap();
+    assert!(!strict_header.contains("relaxed"), "{strict_header}");
+    let driver = r#"#include <stdio.h>
+#include <string.h>
+#include "strict.h"
+#include "relaxed.h"
+enum { M = 37, N = 101 };
+static double u[M], v[N], rows[M][N];
+static fsmooth_array a[M];
+static void run(const char *name, int64_t (*f)(fsmooth_ctx *, const double *, int64_t, const double *, int64_t, const fsmooth_array *, int64_t, double *)) {
+    fsmooth_ctx ctx = FSMOOTH_CTX_INIT;
+    double out = 0.0;
+    int64_t s = f(&ctx, u, M, v, N, a, M, &out);
+    unsigned long long bits; memcpy(&bits, &out, sizeof bits);
+    printf("%s %s %lld %.17g %llx\n", name, fsmooth_status_name(s), (long long)ctx.a, out, bits);
+    fsmooth_ctx_release(&ctx);
+}
+int main(void) {
+    for (int i = 0; i < M; i++) u[i] = 0.5 + (i % 7) * 0.25;
+    for (int j = 0; j < N; j++) v[j] = 0.75 + (j % 11) * 0.125;
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < N; j++) rows[i][j] = 1.0 + ((i * N + j) % 13) / 8.0;
+        a[i].data = rows[i]; a[i].len = N;
+    }
+    run("strict", nnmf_strict);
+    run("relaxed", nnmf_relaxed);
+    v[57] = -1.0;
+    run("strict", nnmf_strict);
+    run("relaxed", nnmf_relaxed);
+    return 0;
+}
+"#;
+    let out = run_driver(&dir, driver, &["strict.o", "relaxed.o"]);
+    let lines: Vec<Vec<&str>> = out.lines().map(|l| l.split(' ').collect()).collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    let value = |k: usize| lines[k][3].parse::<f64>().expect("a Double");
+    assert_eq!((lines[0][1], lines[1][1]), ("ok", "ok"), "{out}");
+    assert!(rho(value(0), value(1)) <= TOLERANCE, "{out}");
+    assert_ne!(
+        lines[0][4], lines[1][4],
+        "the same bits: no lanes ran\n{out}"
+    );
+    // log (u_i · v_57) with v_57 < 0: the same status and details (the
+    // argument's bits) from both.
+    assert_eq!(lines[2][1], "domain-error", "{out}");
+    assert_eq!(lines[2][1..3], lines[3][1..3], "{out}");
+}

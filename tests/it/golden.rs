@@ -236,6 +236,7 @@ fn listing_text(src: &str, f: &str) -> String {
         symbol: default_symbol(f, ""),
         origin: "golden".into(),
         listing: true,
+        fp: fsmooth::codegen::FpContract::Strict,
     };
     match entry.object(&entry.params, &options) {
         Ok(code) => {

@@ -94,6 +94,9 @@ pub struct AotOptions {
     pub origin: String,
     /// Also return the slot-level entry's Cranelift IR and machine code.
     pub listing: bool,
+    /// The floating-point contract of the object's code (spec/semantics.md
+    /// §7); single-threaded under either.
+    pub fp: crate::codegen::FpContract,
 }
 
 /// A compiled object file and its header.
@@ -164,7 +167,7 @@ pub fn compile_object(
         crate::codegen::lower::LowerOptions {
             limits: false,
             threads: 1,
-            relaxed: false,
+            relaxed: options.fp == crate::codegen::FpContract::Relaxed,
             first_site: 0,
         },
     )?;

@@ -89,6 +89,7 @@ fn gmm_reverse_mode_adds_into_accumulators_in_place() {
                 symbol: "g".into(),
                 origin: "test".into(),
                 listing: true,
+                fp: fsmooth::codegen::FpContract::Strict,
             },
         )
         .expect("compiles")

@@ -259,6 +259,7 @@ fn listing_of(src: &str, name: &str) -> String {
         symbol: name.into(),
         origin: "test".into(),
         listing: true,
+        fp: fsmooth::codegen::FpContract::Strict,
     };
     let e = load_entry(src, name);
     e.object(&e.params, &options)

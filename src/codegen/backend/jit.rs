@@ -30,9 +30,11 @@ pub enum FpContract {
     /// the evaluator's bits.
     #[default]
     Strict,
-    /// Sums may be regrouped (today: the folds that run on several
-    /// threads, Note [Parallel loops]); results agree with the
-    /// evaluator's within the bound of spec/semantics.md §7.
+    /// Sums may be regrouped (innermost sums in SIMD lanes, Note [Lane
+    /// sums]; with --threads, folds that only add to their state, Note
+    /// [Parallel loops]) and `log`/`exp` in lanes are within 2 ulp of the
+    /// evaluator's; results agree within the bound of spec/semantics.md
+    /// §7.
     Relaxed,
 }
 

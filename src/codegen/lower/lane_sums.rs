@@ -116,17 +116,22 @@ impl Lower<'_, '_> {
         (invariant_ok && reads_ok).then_some(plan)
     }
 
-    /// `compute` with the pair's tests deferred (Note [Lane sums]): its
-    /// values, and the `i8` that says the pair must run as written.
-    pub(super) fn deferring<T>(
+    /// `term` of elements `k` and `k + 1` in lanes (the bindings in
+    /// `varying` computed there) with the pair's tests deferred (Note
+    /// [Lane sums]): the `i8` that says the pair must run as written, and
+    /// the lanes.
+    fn deferred_pair(
         &mut self,
-        compute: impl FnOnce(&mut Self) -> R<T>,
-    ) -> R<(T, Value)> {
+        (binds, term, varying): (&[Binding], &Atom, &HashSet<Name>),
+        (index, k): (&Name, Value),
+    ) -> R<(Value, Value)> {
         let none = self.b.ins().iconst(types::I8, 0);
         let outer = self.deferred.replace(none);
-        let r = compute(self);
+        let r = self
+            .lanes(binds, varying, index, k)
+            .and_then(|vals| self.vector(&vals, term));
         let flag = std::mem::replace(&mut self.deferred, outer).expect("deferred tests");
-        Ok((r?, flag))
+        Ok((flag, r?))
     }
 
     /// [`lane_sum`]'s loop over `n ≥ 0` iterations from `z` (Note [Lane
@@ -149,11 +154,7 @@ impl Lower<'_, '_> {
             for b in terms.iter().filter(|b| !plan.varying.contains(&b.name)) {
                 l.bind(b)?;
             }
-            let (t, bad) = l.deferring(|l| {
-                let vals = l.lanes(terms, &plan.varying, index, k)?;
-                l.vector(&vals, &plan.term)
-            })?;
-            Ok((bad, t))
+            l.deferred_pair((terms, &plan.term, &plan.varying), (index, k))
         };
         let add = |l: &mut Self, _, t, acc: &[Value]| Ok(vec![l.b.ins().fadd(acc[0], t)]);
         let (from, sums) = self.pair_loop(n, &[zeros], step, add)?;
@@ -180,13 +181,7 @@ impl Lower<'_, '_> {
         (index, out): (&Name, Value),
         written: impl FnOnce(&mut Self, Value, Value) -> R<Vals>,
     ) -> R<Vals> {
-        let step = |l: &mut Self, k| {
-            let (e, bad) = l.deferring(|l| {
-                let vals = l.lanes(binds, varying, index, k)?;
-                l.vector(&vals, term)
-            })?;
-            Ok((bad, e))
-        };
+        let step = |l: &mut Self, k| l.deferred_pair((binds, term, varying), (index, k));
         let store = |l: &mut Self, k, e, _: &[Value]| {
             let at = l.element(out, k, 8);
             // Unaligned: an element pair starts at any 8-byte boundary.
@@ -249,9 +244,8 @@ impl Lower<'_, '_> {
 /// state `s : st` has a Double state and the body `let … in s + t` (or
 /// `t + s`) with `s` in the sum only; the bindings before the sum that
 /// depend on `index` can run in lanes (with `log` and `exp`; reads at
-/// `index`), and
-/// the others are Double `+ - *`, negation or reads (which cannot be ⊥
-/// once a guard covers them).
+/// `index`), and the others are Double `+ - *`, negation or reads (which
+/// cannot be ⊥ once a guard covers them).
 pub(super) fn shape(index: &Name, s: &Name, st: &Type, body: &AnfBlock) -> Option<LaneSum> {
     if *st != Type::Double {
         return None;
@@ -267,11 +261,7 @@ pub(super) fn shape(index: &Name, s: &Name, st: &Type, body: &AnfBlock) -> Optio
         (a, t) | (t, a) if a.var() == Some(s) && t.var() != Some(s) => t,
         _ => return None,
     };
-    let mut uses_state = false;
-    for b in terms {
-        b.rhs
-            .for_each_atom(&mut |a| uses_state |= a.var() == Some(s));
-    }
+    let uses_state = terms.iter().any(|b| loop_interchange::mentions(b, s));
     let varying = loop_interchange::varying(terms, index);
     let invariant = terms
         .iter()

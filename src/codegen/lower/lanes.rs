@@ -101,9 +101,7 @@ impl Lower<'_, '_> {
         // scalar code's.
         let was = self.here;
         for bind in terms.iter().filter(|b| varying.contains(&b.name)) {
-            if let Some(span) = self.spans.get(&bind.name) {
-                self.here = *span;
-            }
+            self.enter_site(&bind.name);
             if let Rhs::If(c, t, e) = &bind.rhs {
                 // A lane-wise select (Note [Selects]): the comparison's
                 // lanes are all ones or all zeros.

@@ -564,13 +564,20 @@ impl Lower<'_, '_> {
     }
 
     fn bind(&mut self, bind: &Binding) -> R<()> {
-        let was = self.here;
-        if let Some(s) = self.spans.get(&bind.name) {
-            self.here = *s;
-        }
+        let was = self.enter_site(&bind.name);
         let r = self.bind_here(bind);
         self.here = was;
         r
+    }
+
+    /// Makes `name`'s binding the site of the failures lowered next (Note
+    /// [Failure sites]), when it has a span; returns the site before.
+    fn enter_site(&mut self, name: &Name) -> Span {
+        let was = self.here;
+        if let Some(s) = self.spans.get(name) {
+            self.here = *s;
+        }
+        was
     }
 
     fn bind_here(&mut self, bind: &Binding) -> R<()> {

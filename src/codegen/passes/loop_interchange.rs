@@ -251,7 +251,8 @@ fn only_loop(outer: &Block) -> Option<&Rhs> {
     (outer.result.var() == Some(&inner.name)).then_some(&inner.rhs)
 }
 
-fn mentions(b: &Binding, x: &Name) -> bool {
+/// Whether `b`'s right side mentions `x`.
+pub fn mentions(b: &Binding, x: &Name) -> bool {
     let mut found = false;
     b.rhs.for_each_atom(&mut |a| found |= a.var() == Some(x));
     found

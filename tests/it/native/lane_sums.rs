@@ -11,7 +11,7 @@ use fsmooth::eval::Value;
 use fsmooth::pipeline::{Entry, Session};
 use proptest::prelude::*;
 
-use super::{FUEL, load_entry, vector};
+use super::{FUEL, compile_with, evaluate, gamma, load_entry, vector};
 
 const ONE_THREAD: NativeOptions = NativeOptions {
     fp: FpContract::Relaxed,
@@ -19,15 +19,17 @@ const ONE_THREAD: NativeOptions = NativeOptions {
 };
 
 fn relaxed(entry: &Entry) -> Native {
-    Native::compile_with(&entry.normal().expect("normalises"), ONE_THREAD)
-        .unwrap_or_else(|e| panic!("native compile of {}: {e}", entry.name))
+    compile_with(entry, ONE_THREAD)
 }
 
-fn evaluate(entry: &Entry, args: &[Value]) -> Value {
-    entry
-        .run(args.to_vec(), FUEL, &mut |_, _| {})
-        .expect("evaluates")
-        .0
+/// A xorshift generator of 64-bit words from `seed` (≠ 0).
+fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    }
 }
 
 fn doubles(v: &Value) -> Vec<f64> {
@@ -39,12 +41,6 @@ fn doubles(v: &Value) -> Vec<f64> {
 /// one sign.
 fn ulps(a: f64, b: f64) -> u64 {
     (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs()
-}
-
-/// γ_m = m u / (1 − m u), u = 2⁻⁵³ (Higham §3.1).
-fn gamma(m: usize) -> f64 {
-    let mu = m as f64 * f64::EPSILON / 2.0;
-    mu / (1.0 - mu)
 }
 
 const LOGS: &str = "let logs (xs: Vector) = build (length xs) (fun j -> log xs[j])
@@ -82,13 +78,7 @@ fn worst_ulps(xs: &[f64], want: &[f64], got: &[f64]) -> ((u64, f64), usize) {
 fn log_in_lanes_is_within_two_ulp_of_the_evaluators() {
     let e = load_entry(LOGS, "logs");
     let native = relaxed(&e);
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut next = xorshift(0x2545_f491_4f6c_dd1d);
     let mut xs: Vec<f64> = Vec::new();
     // Any normal positive Double: random exponent and mantissa.
     for _ in 0..40_000 {
@@ -138,13 +128,8 @@ fn log_in_lanes_is_within_two_ulp_of_the_evaluators() {
 fn exp_in_lanes_is_within_two_ulp_of_the_evaluators() {
     let e = load_entry(LOGS, "exps");
     let native = relaxed(&e);
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let mut unit = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        (rng >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+    let mut unit = move || (next() >> 11) as f64 / (1u64 << 53) as f64;
     let mut xs: Vec<f64> = (0..40_000).map(|_| (unit() - 0.5) * 1416.0).collect();
     xs.extend((0..20_000).map(|_| (unit() - 0.5) * 1e-3));
     xs.extend((-40..40).map(|k| (k as f64 + 0.5) * std::f64::consts::LN_2));
@@ -252,8 +237,7 @@ let rows (a: Matrix) (v: Vector) = ifold (fun s i -> s + ifold (fun acc j -> acc
             threads,
             ..ONE_THREAD
         };
-        let native =
-            Native::compile_with(&e.normal().expect("normalises"), options).expect("compiles");
+        let native = compile_with(&e, options);
         let args = [vector(&[]), vector(&[1.0, 2.0])];
         let want = e.run(args.to_vec(), FUEL, &mut |_, _| {}).expect_err("⊥");
         let got = native.call(&args).expect_err("⊥");

@@ -157,6 +157,27 @@ fn listing_says(src: &str, f: &str, prefix: &str) -> String {
         .expect("the listing says")
 }
 
+/// `entry` compiled to native code with `options`.
+fn compile_with(entry: &Entry, options: fsmooth::codegen::NativeOptions) -> Native {
+    Native::compile_with(&entry.normal().expect("normalises"), options)
+        .unwrap_or_else(|e| panic!("native compile of {}: {e}", entry.name))
+}
+
+/// `entry`'s value on `args` by the evaluator.
+fn evaluate(entry: &Entry, args: &[Value]) -> Value {
+    entry
+        .run(args.to_vec(), FUEL, &mut |_, _| {})
+        .expect("evaluates")
+        .0
+}
+
+/// γ_m = m u / (1 − m u), u = 2⁻⁵³ (Higham §3.1): the relaxed contract's
+/// bound on a regrouped sum of m addends is 2γ_m Σ|t|.
+fn gamma(m: usize) -> f64 {
+    let mu = m as f64 * f64::EPSILON / 2.0;
+    mu / (1.0 - mu)
+}
+
 fn vector(xs: &[f64]) -> Value {
     Value::array(xs.iter().map(|x| Value::Double(*x)).collect())
 }

@@ -3,14 +3,14 @@
 //! §7, "Native code's contract"): which folds split, the contract's bound
 //! on random inputs, determinism, the first ⊥, fuel, and the command line.
 
-use fsmooth::codegen::{FpContract, Native, NativeOptions};
+use fsmooth::codegen::{FpContract, NativeOptions};
 use fsmooth::diagnostic::Diagnose;
 use fsmooth::eval::{Limits, Value};
 use fsmooth::numeric::rho;
-use fsmooth::pipeline::{Entry, Session};
+use fsmooth::pipeline::Session;
 use proptest::prelude::*;
 
-use super::{FUEL, load_entry, vector};
+use super::{FUEL, compile_with, evaluate, gamma, load_entry, vector};
 
 fn relaxed(threads: usize) -> NativeOptions {
     NativeOptions {
@@ -19,25 +19,7 @@ fn relaxed(threads: usize) -> NativeOptions {
     }
 }
 
-fn compile_with(entry: &Entry, options: NativeOptions) -> Native {
-    Native::compile_with(&entry.normal().expect("normalises"), options)
-        .unwrap_or_else(|e| panic!("native compile of {}: {e}", entry.name))
-}
-
-fn evaluate(entry: &Entry, args: &[Value]) -> Value {
-    entry
-        .run(args.to_vec(), FUEL, &mut |_, _| {})
-        .expect("evaluates")
-        .0
-}
-
 const SUM: &str = "let main (xs: Vector) (w: Double) =\n  ifold (fun acc i -> acc + w * xs[i]) 0.25 (length xs)\n";
-
-/// γ_m = m u / (1 − m u), u = 2⁻⁵³ (Higham §3.1).
-fn gamma(m: usize) -> f64 {
-    let mu = m as f64 * f64::EPSILON / 2.0;
-    mu / (1.0 - mu)
-}
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]

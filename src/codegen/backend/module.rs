@@ -177,6 +177,10 @@ pub fn define_entry<M: Module>(
                 &lowered.interchanged,
             ),
             (
+                "interchanged sums in blocks of eight (Note [Interchange], blocks): ",
+                &lowered.blocked,
+            ),
+            (
                 "loops behind a bounds guard (Note [Bounds guards]): ",
                 &lowered.guarded,
             ),

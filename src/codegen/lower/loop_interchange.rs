@@ -4,6 +4,8 @@
 //! fails), and the i-major fast paths of a `build` of sums and of a
 //! transposed `build` of `build`s.
 
+use rustc_hash::FxHashSet as HashSet;
+
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
 
@@ -13,6 +15,15 @@ use crate::codegen::abi;
 use crate::codegen::layout::{SLOT, elem_bytes};
 use crate::codegen::passes::loop_interchange;
 use crate::ir::{Name, Prim, Type};
+
+/// The elements of an interchanged sum's block (Note [Interchange],
+/// blocks): four `f64x2` sums in registers.
+const BLOCK: usize = 8;
+
+/// The values of i a block's sums take in registers before they are
+/// stored (Note [Interchange], blocks): the rows a tile reads stay in
+/// the first-level cache and TLB from one block to the next.
+const TILE: usize = 32;
 
 impl Lower<'_, '_> {
     /// The frame of an interchanged nest `build n (fun j -> outer)` (Note
@@ -129,7 +140,7 @@ impl Lower<'_, '_> {
         &mut self,
         n: Value,
         m: Value,
-        j: &Name,
+        (x, j): (&Name, &Name),
         plan: &loop_interchange::Plan<'_>,
     ) -> R<Value> {
         let zero = self.iconst(0);
@@ -154,7 +165,19 @@ impl Lower<'_, '_> {
                 }
                 _ => true,
             });
-        let some = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
+        // Whole blocks of BLOCK elements first, each sum in a register
+        // over all i (Note [Interchange], blocks); the rest, from `start`,
+        // as below.
+        let start = if pairs && loop_interchange::blocks(plan.terms, &varying) {
+            if !self.cold && !self.blocked.contains(x) {
+                self.blocked.push(x.clone());
+            }
+            self.sum_blocks(n, m, j, plan, &varying, out)?
+        } else {
+            zero
+        };
+        let left = self.b.ins().isub(n, start);
+        let some = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, left, 0);
         let rows = self.b.ins().select(some, m, zero);
         self.counted_loop(rows, &[], |l, i, _| {
             l.env.insert(plan.index.clone(), vec![i]);
@@ -190,14 +213,15 @@ impl Lower<'_, '_> {
                 })?;
                 return Ok(Vec::new());
             }
-            let half = l.b.ins().sshr_imm_u(n, 1);
+            let half = l.b.ins().sshr_imm_u(left, 1);
             l.counted_loop(half, &[], |l, p, _| {
                 let k = l.b.ins().ishl_imm_u(p, 1);
+                let k = l.b.ins().iadd(start, k);
                 l.pair(plan.terms, plan.term, &varying, j, k, (out, true))?;
                 Ok(Vec::new())
             })?;
-            // The last element when n is odd.
-            let odd = l.b.ins().band_imm_u(n, 1);
+            // The last element when n - start is odd.
+            let odd = l.b.ins().band_imm_u(left, 1);
             let (tail, done) = (l.b.create_block(), l.b.create_block());
             l.b.ins().brif(odd, tail, &[], done, &[]);
             l.b.switch_to_block(tail);
@@ -208,6 +232,76 @@ impl Lower<'_, '_> {
             Ok(Vec::new())
         })?;
         Ok(out)
+    }
+
+    /// The whole blocks of [`BLOCK`] elements of an interchanged `build` of
+    /// sums (Note [Interchange], blocks), their elements already `z`: per
+    /// tile of [`TILE`] values of i and per block, the sums are loaded
+    /// into `f64x2` registers, every i of the tile adds its terms to them
+    /// in order (the terms that do not depend on j again per block,
+    /// [`blocks`]), and they are stored. Returns where the elements left
+    /// start.
+    ///
+    /// [`blocks`]: loop_interchange::blocks
+    fn sum_blocks(
+        &mut self,
+        n: Value,
+        m: Value,
+        j: &Name,
+        plan: &loop_interchange::Plan<'_>,
+        varying: &HashSet<Name>,
+        out: Value,
+    ) -> R<Value> {
+        let flags = MemFlagsData::new().with_notrap();
+        let count = self.b.ins().sshr_imm_u(n, BLOCK.trailing_zeros() as i64);
+        let up = self.b.ins().iadd_imm_s(m, TILE as i64 - 1);
+        let tiles = self.b.ins().sshr_imm_u(up, TILE.trailing_zeros() as i64);
+        self.counted_loop(tiles, &[], |l, t, _| {
+            let i0 = l.b.ins().ishl_imm_u(t, TILE.trailing_zeros() as i64);
+            let rest = l.b.ins().isub(m, i0);
+            let tile = l.iconst(TILE as i64);
+            let len = l.b.ins().smin(rest, tile);
+            l.counted_loop(count, &[], |l, b, _| {
+                let k0 = l.b.ins().ishl_imm_u(b, BLOCK.trailing_zeros() as i64);
+                let mut sums = Vec::with_capacity(BLOCK / 2);
+                for p in 0..BLOCK / 2 {
+                    let k = l.b.ins().iadd_imm_s(k0, 2 * p as i64);
+                    let at = l.element(out, k, 8);
+                    sums.push(l.b.ins().load(types::F64X2, flags, at, 0));
+                }
+                let sums = l.counted_loop(len, &sums, |l, di, sums| {
+                    let i = l.b.ins().iadd(i0, di);
+                    l.env.insert(plan.index.clone(), vec![i]);
+                    l.trusted += 1;
+                    let r = plan
+                        .terms
+                        .iter()
+                        .filter(|b| !varying.contains(&b.name))
+                        .try_for_each(|b| l.bind(b));
+                    l.trusted -= 1;
+                    r?;
+                    let mut next = Vec::with_capacity(BLOCK / 2);
+                    for (p, sum) in sums.iter().enumerate() {
+                        let k = l.b.ins().iadd_imm_s(k0, 2 * p as i64);
+                        let vals = l.lanes(plan.terms, varying, j, k)?;
+                        let e = l.vector(&vals, plan.term)?;
+                        next.push(l.b.ins().fadd(*sum, e));
+                    }
+                    Ok(next)
+                })?;
+                for (p, sum) in sums.iter().enumerate() {
+                    let k = l.b.ins().iadd_imm_s(k0, 2 * p as i64);
+                    let at = l.element(out, k, 8);
+                    l.b.ins().store(flags, *sum, at, 0);
+                }
+                Ok(Vec::new())
+            })?;
+            Ok(Vec::new())
+        })?;
+        Ok(self
+            .b
+            .ins()
+            .ishl_imm_u(count, BLOCK.trailing_zeros() as i64))
     }
 
     /// The fast path of a `build` of `build`s transposed (Note

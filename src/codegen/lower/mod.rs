@@ -213,6 +213,7 @@ pub fn lower_function(
         in_place: None,
         updates,
         interchanged: Vec::new(),
+        blocked: Vec::new(),
         guarded: Vec::new(),
         paired: Vec::new(),
         skipping: Vec::new(),
@@ -259,6 +260,7 @@ pub fn lower_function(
         body: lowered.body,
         updates: l.updates,
         interchanged: l.interchanged,
+        blocked: l.blocked,
         guarded: l.guarded,
         paired: l.paired,
         skipping: l.skipping,
@@ -285,6 +287,8 @@ pub struct Lowered {
     pub updates: inplace::Updates,
     /// The loop nests interchanged (Note [Interchange]).
     pub interchanged: Vec<Name>,
+    /// The interchanged sums run in blocks (Note [Interchange], blocks).
+    pub blocked: Vec<Name>,
     /// The innermost loops behind a bounds guard (Note [Bounds guards]).
     pub guarded: Vec<Name>,
     /// The indices of the folds of `addAt`s run two iterations at a time
@@ -363,6 +367,9 @@ struct Lower<'a, 'f> {
     updates: inplace::Updates,
     /// The loop nests lowered interchanged (Note [Interchange]).
     interchanged: Vec<Name>,
+    /// ... and of those, the sums run in blocks (Note [Interchange],
+    /// blocks).
+    blocked: Vec<Name>,
     /// The innermost loops behind a bounds guard (Note [Bounds guards] in
     /// `codegen/passes/guard.rs`) ...
     guarded: Vec<Name>,
@@ -698,7 +705,7 @@ impl Lower<'_, '_> {
                                 this.interchanged.push(bind.name.clone());
                                 let code = abi::NEGATIVE_COUNT;
                                 this.nest(nest, plan.m, code, &plan.reads, |this, n, m| {
-                                    this.sums_i_major(n, m, index, &plan)
+                                    this.sums_i_major(n, m, (&bind.name, index), &plan)
                                 })
                             } else if let Some(plan) =
                                 passes::loop_interchange::transpose(index, body)

@@ -4,7 +4,9 @@
 
 use fsmooth::eval::Value;
 
-use super::{Outcome, exactly_all, listing_of, listing_says, vector};
+use super::{
+    Outcome, compile, exactly_all, exactly_on, listing_of, listing_says, load_entry, vector,
+};
 
 /// Note [Interchange]: a `build` of sums reading a matrix at `a[i][j]`
 /// runs i-major behind a guard; every bit is the evaluator's, and so is
@@ -127,6 +129,116 @@ fn builds_of_sums_run_interchanged_exactly() {
     assert_ne!(said("k"), "none");
     // f's terms that depend on j run in the lanes of an f64x2.
     assert!(listing_of(src, "f").contains("f64x2"));
+}
+
+/// Note [Interchange], blocks: an interchanged sum whose terms without j
+/// are cheap runs its elements in blocks of eight, each sum in a register
+/// over a tile of i, the rest as pairs and a last element. Every length
+/// from none to three blocks and a tail, and several tiles, give the
+/// evaluator's bits; a zero
+/// divisor in a block (first, second lane, last pair) or in the tail, a
+/// short row and a negative count give its ⊥. Terms without j that
+/// compute (`o`) run once per block; one that divides or calls `exp`
+/// keeps the nest out of blocks (it would run once per block).
+#[test]
+fn interchanged_sums_run_in_blocks_exactly() {
+    let src = "let b (q: Vector) (ys: Matrix) (z: Double) = build (length (ys[0])) (fun j -> ifold (fun t s -> t + q[s] * ys[s][j]) z (length q))\n\
+               let d (q: Vector) (ys: Matrix) (w: Vector) = build (length w) (fun j -> ifold (fun t s -> t + q[s] * ys[s][j] / w[j]) 0.0 (length q))\n\
+               let o (q: Vector) (ys: Matrix) (k: Double) = build (length (ys[0])) (fun j -> ifold (fun t s -> t + (k * q[s] - toDouble s) * ys[s][j]) 0.0 (length q))\n\
+               let m (q: Vector) (ys: Matrix) (c: Index) = build (length (ys[0])) (fun j -> ifold (fun t s -> t + q[s] * ys[s][j]) 0.0 c)\n\
+               let x (q: Vector) (ys: Matrix) = build (length (ys[0])) (fun j -> ifold (fun t s -> t + exp (q[s]) * ys[s][j]) 0.0 (length q))\n\
+               let v (q: Vector) (ys: Matrix) = build (length (ys[0])) (fun j -> ifold (fun t s -> t + 1.0 / q[s] * ys[s][j]) 0.0 (length q))\n";
+    let said = |f: &str| {
+        listing_says(
+            src,
+            f,
+            ";; interchanged sums in blocks of eight (Note [Interchange], blocks): ",
+        )
+    };
+    for f in ["b", "d", "o", "m"] {
+        assert_ne!(said(f), "none", "{f}");
+    }
+    assert_eq!(said("x"), "none");
+    assert_eq!(said("v"), "none");
+    // Deterministic values of every magnitude and sign, so that the order
+    // of the additions shows in the bits.
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let m = (seed >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+        m * f64::powi(10.0, (seed % 7) as i32 - 3)
+    };
+    let q: Vec<f64> = (0..5).map(|_| next()).collect();
+    let matrix = |rows: usize, n: usize, next: &mut dyn FnMut() -> f64| {
+        Value::array(
+            (0..rows)
+                .map(|_| vector(&(0..n).map(|_| next()).collect::<Vec<_>>()))
+                .collect(),
+        )
+    };
+    let (eb, ed) = (load_entry(src, "b"), load_entry(src, "d"));
+    let (nb, nd) = (compile(&eb), compile(&ed));
+    for n in 1..=27 {
+        let ys = matrix(5, n, &mut next);
+        exactly_on(
+            &eb,
+            &nb,
+            "b",
+            &[vector(&q), ys.clone(), Value::Double(0.375)],
+        );
+        let w: Vec<f64> = (0..n).map(|_| next()).collect();
+        exactly_on(&ed, &nd, "d", &[vector(&q), ys.clone(), vector(&w)]);
+        // A zero divisor at each place: in a block's either lane, in a
+        // tail pair, in the last element.
+        for at in [0, 1, n / 2, n - 1].into_iter().filter(|&at| at < n) {
+            let mut w0 = w.clone();
+            w0[at] = 0.0;
+            exactly_on(&ed, &nd, "d", &[vector(&q), ys.clone(), vector(&w0)]);
+        }
+    }
+    // More values of i than a tile's (32): two whole tiles and part of a
+    // third.
+    let long: Vec<f64> = (0..70).map(|_| next()).collect();
+    for n in [8, 13, 24] {
+        let ys = matrix(70, n, &mut next);
+        exactly_on(&eb, &nb, "b", &[vector(&long), ys, Value::Double(-1.25)]);
+    }
+    let ys = matrix(5, 19, &mut next);
+    let short = {
+        let Value::Array(rows) = &ys else {
+            unreachable!()
+        };
+        let mut rows = rows.to_vec();
+        rows[3] = vector(&[1.0; 18]);
+        Value::array(rows)
+    };
+    let cases: Vec<(&str, Vec<Value>, Outcome)> = vec![
+        (
+            "b",
+            vec![vector(&q), short, Value::Double(0.0)],
+            Outcome::Bottom,
+        ),
+        (
+            "o",
+            vec![vector(&q), ys.clone(), Value::Double(-3.5)],
+            Outcome::Value,
+        ),
+        (
+            "m",
+            vec![vector(&q), ys.clone(), Value::Index(-1)],
+            Outcome::Bottom,
+        ),
+        (
+            "m",
+            vec![vector(&q), ys.clone(), Value::Index(0)],
+            Outcome::Value,
+        ),
+        ("x", vec![vector(&q), ys.clone()], Outcome::Value),
+        ("v", vec![vector(&q), ys.clone()], Outcome::Value),
+    ];
+    exactly_all(src, &cases);
 }
 
 /// Note [Interchange], builds of builds: `build n (fun k -> build m (fun

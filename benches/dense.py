@@ -13,7 +13,9 @@ before and after.
 
 fsmooth (release binary, `--engine native`):
   - GMM: `adbench gmm FILE --mode rev --repeat N` (objective and gradient,
-    the fastest call of each);
+    the fastest call of each), and with `--batched` (the data term for all
+    points at once, examples/adbench/gmm.fsm's `batchedDataTerm`: the same
+    bits, checked; its rows are compared with the same JAX figures);
   - NNMF: `run examples/nnmf.fsm --entry nnmf --repeat N` (objective) and
     `grad … --wrt v --mode fwd-opt --repeat N` (gradient);
   - BA: `jacobian … --entry projectAll --wrt cam --mode fwd-rows --repeat N`.
@@ -104,11 +106,14 @@ def fsmooth_all(names, files, repeat, config):
     out = {}
     for name in names:
         path = os.path.join(DATA, f"gmm_{name}.txt")
-        stdout, _ = fsm(["adbench", "gmm", path, "--mode", "rev", "--engine", "native",
-                         "--repeat", str(repeat)] + extra)
-        j = json.loads(stdout)
-        t = j["timings"]
-        out[name] = {"value": j["objective"], "f_ms": t["objective_ms"], "j_ms": t["gradient_ms"]}
+        # The pointwise program, and the batched data term (the same bits).
+        for key, batched in ((name, []), (f"{name}/batched", ["--batched"])):
+            stdout, _ = fsm(["adbench", "gmm", path, "--mode", "rev", "--engine", "native",
+                             "--repeat", str(repeat)] + batched + extra)
+            j = json.loads(stdout)
+            t = j["timings"]
+            out[key] = {"value": j["objective"], "f_ms": t["objective_ms"],
+                        "j_ms": t["gradient_ms"]}
     nnmf = os.path.join(ROOT, "examples", "nnmf.fsm")
     stdout, err = fsm(["run", nnmf, "--entry", "nnmf", "--input-file", files["nnmf"],
                        "--engine", "native", "--repeat", str(repeat)] + extra)
@@ -247,11 +252,17 @@ def main():
             if rho(j["value"], f["value"]) > 1e-9:
                 sys.exit(f"{k}: JAX's value {j['value']} is not fsmooth's {f['value']}")
 
+    for config in CONFIGS:
+        for n in names:
+            if ours[config][f"{n}/batched"]["value"] != ours[config][n]["value"]:
+                sys.exit(f"{n}: the batched program's value is not the pointwise one's")
+
     def row(label, key, what):
         s1, r1 = ours["strict1"][key][what], ours["relaxed1"][key][what]
         r2 = ours["relaxed2"][key][what]
-        j1 = theirs[1].get(key, {}).get(what)
-        j2 = theirs[2].get(key, {}).get(what)
+        peer = key.split("/")[0]
+        j1 = theirs[1].get(peer, {}).get(what)
+        j2 = theirs[2].get(peer, {}).get(what)
         ratio = lambda a, b: "—" if a is None or b is None else f"{a / b:.2f}"
         return (f"| {label} | {cell(s1)} | {cell(r1)} | {cell(j1)} | {ratio(s1, j1)} | "
                 f"{ratio(r1, j1)} | {cell(r2)} | {cell(j2)} | {ratio(r2, j2)} |")
@@ -271,7 +282,9 @@ def main():
     ]
     for n in names:
         lines.append(row(f"GMM {n} objective", n, "f_ms"))
+        lines.append(row(f"GMM {n} objective, batched", f"{n}/batched", "f_ms"))
         lines.append(row(f"GMM {n} gradient", n, "j_ms"))
+        lines.append(row(f"GMM {n} gradient, batched", f"{n}/batched", "j_ms"))
     lines.append(row("NNMF objective, m = n = 1000", "nnmf", "f_ms"))
     lines.append(row("NNMF gradient (`fwd-opt`)", "nnmf", "j_ms"))
     lines.append(row("BA `project` Jacobian, N = 10⁵ (`fwd-rows`)", "ba", "j_ms"))
@@ -281,9 +294,10 @@ def main():
               "| --- | --- | --- | --- | --- | --- |"]
     for n in names:
         jf = lambda d: "—" if not d else f"{d['j_ms'] / d['f_ms']:.2f}"
-        lines.append(f"| {n} | {jf(ours['strict1'][n])} | {jf(ours['relaxed1'][n])} | "
-                     f"{jf(ours['relaxed2'][n])} | {jf(theirs[1].get(n))} | "
-                     f"{jf(theirs[2].get(n))} |")
+        for key, label in ((n, n), (f"{n}/batched", f"{n}, batched")):
+            lines.append(f"| {label} | {jf(ours['strict1'][key])} | "
+                         f"{jf(ours['relaxed1'][key])} | {jf(ours['relaxed2'][key])} | "
+                         f"{jf(theirs[1].get(n))} | {jf(theirs[2].get(n))} |")
     if missing:
         lines += ["", "Not in this snapshot of ADBench's data, so not measured: "
                   + ", ".join(f"gmm_{m}.txt" for m in missing) + "."]

@@ -251,6 +251,11 @@ pub enum AdbenchCmd {
         /// The file holds one point line for all n points (ADBench's 2.5M files).
         #[arg(long)]
         replicate_point: bool,
+        /// Differentiate `gmmObjectiveBatchedFlat`, the data term for all
+        /// points at once (the same bits), instead of `gmmObjectiveFlat`,
+        /// point by point (examples/adbench/gmm.fsm).
+        #[arg(long)]
+        batched: bool,
         #[command(flatten)]
         run: WorkloadArgs,
     },

@@ -22,6 +22,7 @@ pub fn adbench(cmd: AdbenchCmd) -> Result<(), Failure> {
         AdbenchCmd::Gmm {
             file,
             replicate_point,
+            batched,
             run,
         } => {
             let input = read_data(&file, |t| {
@@ -32,7 +33,12 @@ pub fn adbench(cmd: AdbenchCmd) -> Result<(), Failure> {
                 }
             })?;
             let source = ("examples/adbench/gmm.fsm", gmm::GMM_SOURCE);
-            scalar(source, "gmmObjectiveFlat", input.flat_args(), &run)
+            let entry = if batched {
+                "gmmObjectiveBatchedFlat"
+            } else {
+                "gmmObjectiveFlat"
+            };
+            scalar(source, entry, input.flat_args(), &run)
         }
         AdbenchCmd::Lstm { file, run } => {
             let input = read_data(&file, lstm::read_lstm)?;

@@ -381,7 +381,8 @@ fn gmm_golden_gradient_in_every_mode() {
 }
 
 /// `adbench gmm --engine native` reproduces the ADBench golden with the
-/// forward and reverse derivative programs, and `--repeat` adds timings.
+/// forward and reverse derivative programs, and with the batched data
+/// term (`--batched`), and `--repeat` adds timings.
 /// (fwd-opt on native code is tested on the dot product in
 /// `native::programs::native_engine_from_the_command_line_matches_the_evaluator`;
 /// optimising GMM under `opt --check` takes minutes in a debug build.)
@@ -392,8 +393,8 @@ fn gmm_golden_from_the_command_line_with_native_code() {
     let want = golden["gradient"].as_array().expect("gradient").clone();
     let file =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/adbench/data/gmm/test.txt");
-    for mode in ["fwd", "rev"] {
-        let o = crate::common::cli(&[
+    for (mode, batched) in [("fwd", false), ("rev", false), ("rev", true)] {
+        let mut args = vec![
             "adbench",
             "gmm",
             file.to_str().unwrap(),
@@ -403,7 +404,11 @@ fn gmm_golden_from_the_command_line_with_native_code() {
             "native",
             "--repeat",
             "2",
-        ]);
+        ];
+        if batched {
+            args.push("--batched");
+        }
+        let o = crate::common::cli(&args);
         assert!(
             o.status.success(),
             "{mode}: {}",

@@ -49,22 +49,23 @@
 //!
 //! Paired, each element still makes a round trip through memory per `i`
 //! (load `x[j]`, add, store), and the loop is bound by it. So when the
-//! elements pair and the terms that do not depend on `j` are cheap to
-//! repeat ([`blocks`]: reads, `+ - *`, projections, `length`,
-//! `toDouble`), the elements run in blocks of eight first: per tile of
-//! 32 values of `i` and per block, four `f64x2` sums are loaded into
-//! registers, every `i` of the tile in order adds its terms to them (the
-//! terms that do not depend on `j` recomputed per block: none of them can
-//! be ⊥), and they are stored. (The tile keeps the rows it reads in the
-//! first-level cache and TLB from one block to the next: untiled, NNMF's
-//! update rule walked 1 000 rows of 8 KB per block and took 1.2 ms
-//! instead of 0.83.) The elements
-//! left (fewer than eight) run as above. Each element still adds the same
-//! terms in the same order, so every bit is the same, and the only ⊥ is
-//! still a division by zero, the same from any element. The products of a batched GMM (the
-//! triangular factor times the points' deviations, for every point at
-//! once) are such a nest: two loads, a multiplication and an addition per
-//! two elements, no store.
+//! elements pair, no term divides (a division's throughput would bound
+//! the loop anyway), and the terms that do not depend on `j` are cheap to
+//! repeat and cannot be ⊥ ([`blocks`]: reads, Double `+ - *`,
+//! projections, `length`, `toDouble`), the elements run in blocks of
+//! eight first: per tile of 32 values of `i` and per block, four `f64x2`
+//! sums are loaded into registers, every `i` of the tile in order adds
+//! its terms to them (the terms that do not depend on `j` recomputed per
+//! block), and they are stored. The tile keeps the rows it reads in the
+//! first-level cache and TLB from one block to the next (untiled, NNMF's
+//! update rule, which divides and is not blocked now, walked 1 000 rows
+//! of 8 KB per block and took 1.2 ms instead of 0.83). The elements left
+//! (fewer than eight) run as above. Each element still adds the same
+//! terms in the same order, so every bit is the same, and inside the
+//! guard nothing can be ⊥. The products of a batched GMM (the triangular
+//! factor times the points' deviations, for every point at once:
+//! `examples/adbench/gmm_batched.fsm`) are such a nest: two loads, a
+//! multiplication and an addition per two elements, no store.
 //!
 //! ## Builds of builds
 //!
@@ -263,22 +264,23 @@ pub fn pairs(terms: &[Binding], term: &Atom, varying: &HashSet<Name>, math: bool
             })
 }
 
-/// Whether the terms that do not depend on j may run once per block of
-/// elements instead of once per i (Note [Interchange], blocks): each is a
-/// read (the guard tests it), a projection, `length`, `toDouble`, or
-/// `+ - *` or negation that cannot be ⊥ (Double); nothing costly to
-/// repeat, and no ⊥ but the elements' divisions.
+/// Whether a nest whose elements pair runs in blocks (Note [Interchange],
+/// blocks): no term divides (a division's throughput, not the round trip
+/// through memory, bounds such a loop), and the terms that do not depend
+/// on j, run once per block instead of once per i, are each a read (the
+/// guard tests it), a projection, `length`, `toDouble`, or `+ - *` or
+/// negation that cannot be ⊥ (Double): nothing costly to repeat, and no
+/// ⊥ at all.
 pub fn blocks(terms: &[Binding], varying: &HashSet<Name>) -> bool {
-    terms
-        .iter()
-        .filter(|b| !varying.contains(&b.name))
-        .all(|b| match &b.rhs {
-            Rhs::Prim(Prim::Get | Prim::Fst | Prim::Snd | Prim::Length | Prim::ToDouble, _) => true,
-            Rhs::Prim(op @ (Prim::Add | Prim::Sub | Prim::Mul | Prim::Neg), args) => {
-                !prim_can_fail(*op, args)
-            }
-            _ => false,
-        })
+    terms.iter().all(|b| match &b.rhs {
+        Rhs::Prim(Prim::Div, _) => false,
+        _ if varying.contains(&b.name) => true,
+        Rhs::Prim(Prim::Get | Prim::Fst | Prim::Snd | Prim::Length | Prim::ToDouble, _) => true,
+        Rhs::Prim(op @ (Prim::Add | Prim::Sub | Prim::Mul | Prim::Neg), args) => {
+            !prim_can_fail(*op, args)
+        }
+        _ => false,
+    })
 }
 
 /// The right side of `outer`'s one binding when `outer` is just that

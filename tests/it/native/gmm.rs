@@ -60,6 +60,67 @@ fn native_gmm_gradients_agree_with_the_evaluator() {
     assert_eq!(n, 8);
 }
 
+/// The batched data term (examples/adbench/gmm.fsm, `batchedDataTerm`)
+/// is the pointwise one's bit for bit: `gmmObjectiveBatchedFlat` and
+/// `gmmObjectiveFlat` give the same Double from the evaluator and from
+/// native code on ADBench's test file and 1k-point files, natively its
+/// products run in blocks (Note [Interchange], blocks), and both gradient
+/// programs agree with the evaluator on it.
+#[test]
+fn batched_gmm_is_the_pointwise_objective_bit_for_bit() {
+    let src = example("adbench/gmm.fsm");
+    let pointwise = load_entry(&src, "gmmObjectiveFlat");
+    let batched = load_entry(&src, "gmmObjectiveBatchedFlat");
+    let (np, nb) = (compile(&pointwise), compile(&batched));
+    // The evaluator on the small files; natively (whose pointwise code is
+    // the evaluator's bit for bit) on d10_K25 too.
+    for (file, evaluate) in [
+        ("data/gmm/test.txt", true),
+        ("data/gmm/1k/gmm_d2_K5.txt", true),
+        ("data/gmm/1k/gmm_d10_K25.txt", false),
+    ] {
+        let input = read_gmm(&adbench_file(file)).expect("reads");
+        let args = input.flat_args();
+        let run = |e: &Entry| {
+            e.run(args.clone(), super::FUEL, &mut |_, _| {})
+                .map(|v| v.0)
+                .ok()
+        };
+        let want = if evaluate {
+            run(&pointwise)
+        } else {
+            np.call(&args).ok()
+        };
+        let want = want.and_then(|v| v.as_f64()).expect("a Double");
+        let mut got = vec![("native", nb.call(&args).ok())];
+        if evaluate {
+            got.push(("evaluator", run(&batched)));
+            got.push(("native pointwise", np.call(&args).ok()));
+        }
+        for (what, got) in got {
+            let got = got.and_then(|v| v.as_f64()).expect("a Double");
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "{file} {what}: {got} vs {want}"
+            );
+        }
+    }
+    let listing = super::listing_of(&src, "gmmObjectiveBatchedFlat");
+    let blocked = listing
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(";; interchanged sums in blocks of eight (Note [Interchange], blocks): ")
+        })
+        .expect("the listing says");
+    assert_eq!(blocked.split(", ").count(), 2, "{blocked}");
+    let input = read_gmm(&adbench_file("data/gmm/test.txt")).expect("test.txt reads");
+    assert_eq!(
+        gradient_programs_agree(&src, "gmmObjectiveBatchedFlat", "theta", &input.flat_args()),
+        2
+    );
+}
+
 /// Dense accumulators (spec/ad-reverse.md §5.6) natively: GMM's reverse
 /// program joins no list and densifies none — every contribution is an
 /// `addAt` — and each of them updates its accumulator in place (Note

@@ -26,6 +26,15 @@ const BLOCK: usize = 8;
 const TILE: usize = 32;
 
 impl Lower<'_, '_> {
+    /// `binds` bound inside an interchanged nest's guard (Note
+    /// [Interchange]): their reads are in bounds.
+    fn bind_trusted<'b>(&mut self, binds: impl IntoIterator<Item = &'b Binding>) -> R<()> {
+        self.trusted += 1;
+        let r = binds.into_iter().try_for_each(|b| self.bind(b));
+        self.trusted -= 1;
+        r
+    }
+
     /// The frame of an interchanged nest `build n (fun j -> outer)` (Note
     /// [Interchange]): E-Build-Bot of `n`, then, when `n > 0`, the inner
     /// loop's count `m` tested (⊥ with `inner_code` when negative), then
@@ -181,24 +190,10 @@ impl Lower<'_, '_> {
         let rows = self.b.ins().select(some, m, zero);
         self.counted_loop(rows, &[], |l, i, _| {
             l.env.insert(plan.index.clone(), vec![i]);
-            l.trusted += 1;
-            let r = plan
-                .terms
-                .iter()
-                .filter(|b| !varying.contains(&b.name))
-                .try_for_each(|b| l.bind(b));
-            l.trusted -= 1;
-            r?;
+            l.bind_trusted(plan.terms.iter().filter(|b| !varying.contains(&b.name)))?;
             let each = |l: &mut Self, k: Value| -> R<()> {
                 l.env.insert(j.clone(), vec![k]);
-                l.trusted += 1;
-                let r = plan
-                    .terms
-                    .iter()
-                    .filter(|b| varying.contains(&b.name))
-                    .try_for_each(|b| l.bind(b));
-                l.trusted -= 1;
-                r?;
+                l.bind_trusted(plan.terms.iter().filter(|b| varying.contains(&b.name)))?;
                 let e = l.scalar(plan.term)?;
                 let at = l.element(out, k, 8);
                 let old = l.b.ins().load(types::F64, flags, at, 0);
@@ -272,14 +267,7 @@ impl Lower<'_, '_> {
                 let sums = l.counted_loop(len, &sums, |l, di, sums| {
                     let i = l.b.ins().iadd(i0, di);
                     l.env.insert(plan.index.clone(), vec![i]);
-                    l.trusted += 1;
-                    let r = plan
-                        .terms
-                        .iter()
-                        .filter(|b| !varying.contains(&b.name))
-                        .try_for_each(|b| l.bind(b));
-                    l.trusted -= 1;
-                    r?;
+                    l.bind_trusted(plan.terms.iter().filter(|b| !varying.contains(&b.name)))?;
                     let mut next = Vec::with_capacity(BLOCK / 2);
                     for (p, sum) in sums.iter().enumerate() {
                         let k = l.b.ins().iadd_imm_s(k0, 2 * p as i64);
@@ -345,16 +333,10 @@ impl Lower<'_, '_> {
         let m = self.b.ins().select(rows, m, none);
         self.counted_loop(m, &[], |l, i, _| {
             l.env.insert(plan.index.clone(), vec![i]);
-            l.trusted += 1;
-            let r = per_i.iter().try_for_each(|b| l.bind(b));
-            l.trusted -= 1;
-            r?;
+            l.bind_trusted(per_i.iter().copied())?;
             l.counted_loop(n, &[], |l, k, _| {
                 l.env.insert(j.clone(), vec![k]);
-                l.trusted += 1;
-                let r = per_ij.iter().try_for_each(|b| l.bind(b));
-                l.trusted -= 1;
-                r?;
+                l.bind_trusted(per_ij.iter().copied())?;
                 let v = l.atom(&plan.body.result)?;
                 let d = l.element(out, k, desc);
                 let row = l.b.ins().load(types::I64, flags, d, 0);

@@ -199,6 +199,40 @@ fn interchanged_sums_run_in_blocks_exactly() {
             exactly_on(&ed, &nd, "d", &[vector(&q), ys.clone(), vector(&w0)]);
         }
     }
+    // IEEE's special values in the terms and the start: each element's
+    // NaN, infinities and signed zeros as the evaluator's.
+    let specials = [
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        -0.0,
+        0.0,
+        5e-324,
+    ];
+    for (k, z) in specials.iter().enumerate() {
+        let mut q0 = q.clone();
+        q0[k % 5] = specials[(k + 1) % specials.len()];
+        let rows: Vec<Value> = (0..5)
+            .map(|r| {
+                let row: Vec<f64> = (0..17)
+                    .map(|i| {
+                        if (i + r + k) % 7 == 0 {
+                            specials[(i + r) % 6]
+                        } else {
+                            next()
+                        }
+                    })
+                    .collect();
+                vector(&row)
+            })
+            .collect();
+        exactly_on(
+            &eb,
+            &nb,
+            "b",
+            &[vector(&q0), Value::array(rows), Value::Double(*z)],
+        );
+    }
     // More values of i than a tile's (32): two whole tiles and part of a
     // third.
     let long: Vec<f64> = (0..70).map(|_| next()).collect();

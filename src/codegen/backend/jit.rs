@@ -296,6 +296,13 @@ impl Native {
         self.chunks.len()
     }
 
+    /// How many times, over every call so far, a loop ran as chunks on
+    /// several threads (rather than as written, too small to be worth it:
+    /// Note [Parallel loops], cost).
+    pub fn parallel_runs(&self) -> u64 {
+        self.workers.lock().map(|w| w.runs).unwrap_or(0)
+    }
+
     /// Time from the normal form (or the entry) to callable code.
     pub fn compile_time(&self) -> Duration {
         self.compile_time

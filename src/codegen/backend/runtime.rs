@@ -75,6 +75,8 @@ pub struct Parallel {
     /// dropped.
     pub kept: Vec<Arena>,
     pub pool: Pool,
+    /// How many loops ran as chunks, over every call so far.
+    pub runs: u64,
 }
 
 /// One chunk's call.
@@ -148,6 +150,7 @@ pub extern "C" fn fsmooth_parallel(
     ) else {
         return OUT_OF_MEMORY;
     };
+    par.runs += 1;
     // SAFETY: the call's arena outlives the call.
     let limit = unsafe { (*ctx.arena).limit() };
     while par.arenas.len() + 1 < threads {

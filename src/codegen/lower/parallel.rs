@@ -14,7 +14,7 @@ use crate::anf::Atom;
 use crate::codegen::abi::{self, CTX_A, CTX_B};
 use crate::codegen::compile_error;
 use crate::codegen::layout::{SLOT, slots};
-use crate::codegen::passes::parallel::{Kind, Leaf, Parallel};
+use crate::codegen::passes::parallel::{Kind, Leaf, MIN_SCALAR, Parallel};
 use crate::ir::{Name, Type};
 
 impl Lower<'_, '_> {
@@ -43,7 +43,36 @@ impl Lower<'_, '_> {
         // Too few iterations (a negative count among them, whose ⊥ the
         // loop reports): as written (Note [Parallel loops], cost).
         let least = (self.threads as i64).max(plan.min_count);
-        let few = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, count, least);
+        let mut few = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, count, least);
+        if !plan.work.is_empty() {
+            // Fewer iterations, but enough work in their loops: the count
+            // times the loops' counts, each clamped to 0 ..= 2^20 (no
+            // overflow with WORK_DEPTH ≤ 2), at least MIN_SCALAR, with an
+            // iteration per thread.
+            let (lo, hi) = (self.iconst(0), self.iconst(1 << 20));
+            let clamp = |l: &mut Self, v: Value| {
+                let v = l.b.ins().smax(v, lo);
+                l.b.ins().smin(v, hi)
+            };
+            let mut est = clamp(self, count);
+            for w in &plan.work {
+                let w = self.scalar(w)?;
+                let w = clamp(self, w);
+                est = self.b.ins().imul(est, w);
+            }
+            let big = self
+                .b
+                .ins()
+                .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, est, MIN_SCALAR);
+            let threads = self.threads as i64;
+            let each = self
+                .b
+                .ins()
+                .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, count, threads);
+            let worth = self.b.ins().band(big, each);
+            let not_worth = self.b.ins().bxor_imm_u(worth, 1);
+            few = self.b.ins().band(few, not_worth);
+        }
         let (ser, par, join) = self.diamond(few, &tys);
         self.b.switch_to_block(ser);
         let v = serial(self)?;

@@ -69,6 +69,14 @@
 //! body runs a loop, or [`MIN_SCALAR`] iterations of straight-line code,
 //! and at least one per thread; otherwise it runs as written. GMM's fold
 //! over its points qualifies, its folds over a few components do not.
+//! Fewer iterations still run on several threads when their loops do
+//! enough work: when the body runs a nest of loops whose counts are bound
+//! outside the loop (the deepest such nest, its outer [`WORK_DEPTH`]
+//! counts: [`Parallel::work`]), and the loop's count times theirs (each
+//! clamped to 2²⁰) is at least [`MIN_SCALAR`], with an iteration per
+//! thread. So the batched GMM's `build` over its components, each d rows
+//! of n points, runs on both cores, while the pointwise one's triangles
+//! (d rows of r + 1, a count that changes per row) do not.
 //!
 //! ⊥: a chunk that fails stops its own thread only; the failure reported
 //! is that of the first failing chunk in order, which holds the first
@@ -134,6 +142,11 @@ pub struct Parallel {
     /// The fewest iterations worth a thread's hand-over (Note [Parallel
     /// loops], cost).
     pub min_count: i64,
+    /// The counts of a nest of loops in the body that do not change from
+    /// one iteration to the next, outermost first (at most [`WORK_DEPTH`]):
+    /// fewer iterations than `min_count` still run on several threads
+    /// when their count times these is at least [`MIN_SCALAR`].
+    pub work: Vec<Atom>,
 }
 
 /// The fewest iterations of a loop whose body runs a loop, and of one
@@ -141,6 +154,9 @@ pub struct Parallel {
 /// loops], cost).
 pub const MIN_LOOPS: i64 = 64;
 pub const MIN_SCALAR: i64 = 1 << 14;
+
+/// The most loop counts [`Parallel::work`] multiplies.
+pub const WORK_DEPTH: usize = 2;
 
 /// The loops of `normal`'s own block that run on several threads, by the
 /// name they bind: its `build`s, and its folds when `folds` (the relaxed
@@ -192,6 +208,7 @@ fn build(bind: &Binding, normal: &Normal) -> Option<Parallel> {
     Some(Parallel {
         kind: Kind::Build((**elem).clone()),
         chunk,
+        work: work(body, &free),
         free,
         min_count: min_count(body),
     })
@@ -253,6 +270,7 @@ fn fold(bind: &Binding, normal: &Normal) -> Option<Parallel> {
     Some(Parallel {
         kind: Kind::Fold(leaves),
         chunk,
+        work: work(body, &free),
         free,
         min_count: min_count(body),
     })
@@ -560,6 +578,28 @@ fn binding(rhs: &Rhs, ty: &Type, env: &mut HashMap<Name, Carry>) -> Option<Carry
             }
         }
     }
+}
+
+/// The counts of the deepest nest of loops in `body` whose counts are
+/// literals or bound outside the loop (`free`), outermost first, at most
+/// [`WORK_DEPTH`] of them (Note [Parallel loops], cost).
+fn work(body: &Block, free: &[(Name, Type)]) -> Vec<Atom> {
+    let invariant = |a: &Atom| a.var().is_none_or(|x| free.iter().any(|(y, _)| y == x));
+    let mut best: Vec<Atom> = Vec::new();
+    for b in &body.binds {
+        if let Rhs::Loop { n, body, .. } = &b.rhs
+            && invariant(n)
+        {
+            let mut nest = vec![n.clone()];
+            if nest.len() < WORK_DEPTH {
+                nest.extend(work(body, free).into_iter().take(WORK_DEPTH - 1));
+            }
+            if nest.len() > best.len() {
+                best = nest;
+            }
+        }
+    }
+    best
 }
 
 fn has_loop(rhs: &Rhs) -> bool {

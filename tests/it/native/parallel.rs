@@ -493,3 +493,48 @@ fn repeat_times_compiled_code_from_the_command_line() {
     zero[7] = "0".into();
     assert_eq!(run(zero).status.code(), Some(2), "N ≥ 1");
 }
+
+/// Note [Parallel loops], cost: a loop of fewer than `MIN_LOOPS`
+/// iterations runs on several threads when its count times the counts of
+/// the loop nest in its body (bound outside it) is at least `MIN_SCALAR`:
+/// four components of 8 × 1 000 elements each run as chunks, of 8 × 10
+/// each as written, and a nest whose inner count changes per iteration
+/// counts only its outer loop. Every run is the evaluator's bits (a
+/// `build`, under the strict contract).
+#[test]
+fn few_iterations_with_enough_work_run_on_threads() {
+    let src = "let comps (k: Index) (d: Index) (xs: Vector) = build k (fun c -> build d (fun s -> ifold (fun t i -> t + xs[i] * toDouble (c + s)) 0.0 (length xs)))\n\
+               let ragged (k: Index) (xs: Vector) = build k (fun c -> build (c + 1) (fun s -> ifold (fun t i -> t + xs[i] * toDouble s) 0.0 (length xs)))\n";
+    let strict2 = NativeOptions {
+        fp: FpContract::Strict,
+        threads: 2,
+    };
+    let runs = |f: &str, args: Vec<Value>| {
+        let e = load_entry(src, f);
+        let native = compile_with(&e, strict2);
+        assert_eq!(native.parallel_loops(), 1, "{f}");
+        let want = evaluate(&e, &args);
+        let got = native.call(&args).expect("runs");
+        assert!(want.same(&got), "{f}: {want} vs {got}");
+        native.parallel_runs()
+    };
+    let xs = |n: usize| vector(&(0..n).map(|i| (i as f64).sin()).collect::<Vec<_>>());
+    let ix = Value::Index;
+    // 4 × 8 × 1000 = 32 000 ≥ 2^14: on threads.
+    assert_eq!(runs("comps", vec![ix(4), ix(8), xs(1000)]), 1);
+    // 4 × 8 × 10: as written.
+    assert_eq!(runs("comps", vec![ix(4), ix(8), xs(10)]), 0);
+    // One iteration: as written, whatever its work.
+    assert_eq!(runs("comps", vec![ix(1), ix(8), xs(5000)]), 0);
+    // Negative sizes: as written, with the evaluator's ⊥.
+    let e = load_entry(src, "comps");
+    let native = compile_with(&e, strict2);
+    let args = [ix(4), ix(-8), xs(1000)];
+    let want = e.run(args.to_vec(), FUEL, &mut |_, _| {}).expect_err("⊥");
+    let got = native.call(&args).expect_err("⊥");
+    assert_eq!(want.to_string(), got.unlocated().to_string());
+    assert_eq!(native.parallel_runs(), 0);
+    // `c + 1` changes per component: only the 40 components count, and
+    // 40 < MIN_LOOPS.
+    assert_eq!(runs("ragged", vec![ix(40), xs(1000)]), 0);
+}

@@ -526,7 +526,10 @@ pub struct RunArgs {
     pub entry: String,
     #[command(flatten)]
     pub input: InputArgs,
-    /// Print `{"steps": …, "ops": …}` to stderr as one JSON line.
+    /// Print `{"steps": …, "ops": …}` to stderr as one JSON line; with
+    /// `--engine native`, `{"engine", "compile_ms", "run_ms",
+    /// "parallel_loops", "parallel_runs"}`: the loops compiled to run on
+    /// several threads, and how many of them did (Note [Parallel loops]).
     #[arg(long)]
     pub stats: bool,
     /// Print every reduction step (rule name and focus) to stderr.

@@ -63,6 +63,8 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
                 "engine": "native",
                 "compile_ms": json::rounded(native.compile_time().as_secs_f64() * 1e3, 3),
                 "run_ms": json::rounded(run.as_secs_f64() * 1e3, 3),
+                "parallel_loops": native.parallel_loops(),
+                "parallel_runs": native.parallel_runs(),
             }));
         }
         if let Some(n) = args.repeat {

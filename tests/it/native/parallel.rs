@@ -500,7 +500,8 @@ fn repeat_times_compiled_code_from_the_command_line() {
 /// four components of 8 × 1 000 elements each run as chunks, of 8 × 10
 /// each as written, and a nest whose inner count changes per iteration
 /// counts only its outer loop. Every run is the evaluator's bits (a
-/// `build`, under the strict contract).
+/// `build`, under the strict contract); `run --stats` reports the loops
+/// compiled to run on threads and those that did.
 #[test]
 fn few_iterations_with_enough_work_run_on_threads() {
     let src = "let comps (k: Index) (d: Index) (xs: Vector) = build k (fun c -> build d (fun s -> ifold (fun t i -> t + xs[i] * toDouble (c + s)) 0.0 (length xs)))\n\
@@ -537,4 +538,44 @@ fn few_iterations_with_enough_work_run_on_threads() {
     // `c + 1` changes per component: only the 40 components count, and
     // 40 < MIN_LOOPS.
     assert_eq!(runs("ragged", vec![ix(40), xs(1000)]), 0);
+    // `run --stats` says so.
+    let file = crate::common::temp_file("few_iterations.fsm", src);
+    let input = format!(
+        "{{\"k\": 4, \"d\": 8, \"xs\": {:?}}}",
+        (0..1000).map(|i| i as f64).collect::<Vec<_>>()
+    );
+    let stats = |threads: &str| -> serde_json::Value {
+        let o = crate::common::cli(&[
+            "run",
+            file.to_str().unwrap(),
+            "--entry",
+            "comps",
+            "--input",
+            &input,
+            "--engine",
+            "native",
+            "--threads",
+            threads,
+            "--stats",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let err = String::from_utf8_lossy(&o.stderr);
+        serde_json::from_str(err.lines().last().expect("a line")).expect("json")
+    };
+    let two = stats("2");
+    assert_eq!(
+        (
+            two["parallel_loops"].as_u64(),
+            two["parallel_runs"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
+    let one = stats("1");
+    assert_eq!(
+        (
+            one["parallel_loops"].as_u64(),
+            one["parallel_runs"].as_u64()
+        ),
+        (Some(0), Some(0))
+    );
 }

@@ -56,6 +56,11 @@ impl Lower<'_, '_> {
         let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, m, 0);
         let bad = self.b.ins().band(some, neg);
         let zero = self.iconst(0);
+        // At the inner loop's site, as the nest as written would fail.
+        let was = match outer.binds.first() {
+            Some(inner) => self.enter_site(&inner.name),
+            None => self.here,
+        };
         self.fail_if(bad, inner_code, m, zero);
         let ok = self.nest_guard(reads, n, m)?;
         // E-Limit of the nest and of its rows (Note [Native limits]): past
@@ -64,6 +69,10 @@ impl Lower<'_, '_> {
         let ok = self.and_fits(ok, m);
         let (fast_b, slow, join) = self.diamond(ok, &[types::I64]);
         self.b.switch_to_block(fast_b);
+        // The inner loops' iterations, all at once (Note [Native limits]):
+        // n × m, at most 2⁶³ − 1 (m ≥ 0 here when n > 0), at their site.
+        self.charge_product(n, m);
+        self.here = was;
         // The fast path allocates first: a scratch array's buffer is its.
         let out = fast(self, n, m)?;
         self.b.ins().jump(join, &args_of(&[out]));
@@ -249,8 +258,13 @@ impl Lower<'_, '_> {
     ) -> R<Value> {
         let flags = MemFlagsData::new().with_notrap();
         let count = self.b.ins().sshr_imm_u(n, BLOCK.trailing_zeros() as i64);
-        let up = self.b.ins().iadd_imm_s(m, TILE as i64 - 1);
-        let tiles = self.b.ins().sshr_imm_u(up, TILE.trailing_zeros() as i64);
+        // ⌈m / TILE⌉ without overflow (m near 2⁶³ with the limits off);
+        // none when m ≤ 0.
+        let whole = self.b.ins().sshr_imm_u(m, TILE.trailing_zeros() as i64);
+        let part = self.b.ins().band_imm_u(m, TILE as i64 - 1);
+        let part = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, part, 0);
+        let part = self.b.ins().uextend(types::I64, part);
+        let tiles = self.b.ins().iadd(whole, part);
         self.counted_loop(tiles, &[], |l, t, _| {
             let i0 = l.b.ins().ishl_imm_u(t, TILE.trailing_zeros() as i64);
             let rest = l.b.ins().isub(m, i0);

@@ -403,7 +403,9 @@ impl Lower<'_, '_> {
 //   first iteration. So the innermost loop bodies pay nothing, and an
 //   `ifold` of 2⁶³ iterations ends at once. An iteration takes at least
 //   one evaluator step, so a program that finishes within `--fuel N` on
-//   the evaluator finishes within it natively too.
+//   the evaluator finishes within it natively too. An interchanged nest
+//   (Note [Interchange]) charges its inner loops' n × m iterations at
+//   once, at the inner loop's site, before it runs them.
 // - Every array `build`, `iscan`, `accum` and `concat` make is at most
 //   the limit, tested where the evaluator tests E-Limit, also for arrays
 //   native code never builds (a fused `build`'s guard fails, and the
@@ -429,6 +431,26 @@ impl Lower<'_, '_> {
         let out = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, left, 0);
         self.fail_if(out, abi::OUT_OF_FUEL, n, fuel);
         self.b.ins().store(flags, left, self.ctx, abi::CTX_FUEL);
+    }
+
+    /// [`charge`] of `n × m` iterations (`n`, `m` ≥ 0, or `n` = 0), the
+    /// product saturated at 2⁶³ − 1.
+    ///
+    /// [`charge`]: Self::charge
+    pub(super) fn charge_product(&mut self, n: Value, m: Value) {
+        if !self.limits {
+            return;
+        }
+        let zero = self.iconst(0);
+        let m = self.b.ins().smax(m, zero);
+        let low = self.b.ins().imul(n, m);
+        let high = self.b.ins().umulhi(n, m);
+        let wide = self.b.ins().icmp_imm_s(IntCC::NotEqual, high, 0);
+        let sign = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, low, 0);
+        let over = self.b.ins().bor(wide, sign);
+        let max = self.iconst(i64::MAX);
+        let total = self.b.ins().select(over, max, low);
+        self.charge(total);
     }
 
     /// The guard `ok`, and an array of `n ≥ 0` elements within the call's

@@ -64,7 +64,7 @@
 //! terms in the same order, so every bit is the same, and inside the
 //! guard nothing can be ⊥. The products of a batched GMM (the triangular
 //! factor times the points' deviations, for every point at once:
-//! `examples/adbench/gmm_batched.fsm`) are such a nest: two loads, a
+//! `batchedDataTerm` in `examples/adbench/gmm.fsm`) are such a nest: two loads, a
 //! multiplication and an addition per two elements, no store.
 //!
 //! ## Builds of builds

@@ -343,3 +343,64 @@ fn builds_of_builds_run_transposed_exactly() {
         assert_ne!(said, "none", "{f}");
     }
 }
+
+/// An interchanged nest charges its inner loops' iterations (n × m, Note
+/// [Native limits]) where it starts them, at the inner loop's site, so
+/// that it runs out of fuel where the evaluator does (m = 2²⁸ and m =
+/// 2⁶³ − 1, blocked); and it reports a negative inner count at the inner
+/// loop, the evaluator's error code and location.
+#[test]
+fn interchanged_nests_charge_their_inner_loops_at_their_site() {
+    let src = "let g (v: Vector) (m: Index) = build (length v) (fun j -> ifold (fun t s -> t + v[j]) 0.5 m)\n\
+               let b (q: Vector) (ys: Matrix) (c: Index) = build (length (ys[0])) (fun j -> ifold (fun t s -> t + q[s] * ys[s][j]) 0.0 c)\n";
+    let file = crate::common::temp_file("interchange_limits.fsm", src);
+    let first_line = |engine: &str, entry: &str, input: &str, extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            file.to_str().unwrap(),
+            "--entry",
+            entry,
+            "--input",
+            input,
+            "--engine",
+            engine,
+        ];
+        args.extend_from_slice(extra);
+        let o = crate::common::cli(&args);
+        assert!(!o.status.success(), "{engine} {entry} {input}: no error");
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        let line = err.lines().next().unwrap_or_default().to_string();
+        // `path:line:col: error[code]`.
+        line.split(": ").take(2).collect::<Vec<_>>().join(": ")
+    };
+    let v8 = "[1, 2, 3, 4, 5, 6, 7, 8]";
+    for (entry, input, extra) in [
+        (
+            "g",
+            format!(r#"{{"v": {v8}, "m": 268435456}}"#),
+            vec!["--fuel", "1000"],
+        ),
+        (
+            "g",
+            format!(r#"{{"v": {v8}, "m": 9223372036854775807}}"#),
+            vec!["--fuel", "1000000"],
+        ),
+        (
+            "b",
+            r#"{"q": [1, 2], "ys": [[1, 2, 3], [4, 5, 6]], "c": -1}"#.to_string(),
+            vec![],
+        ),
+    ] {
+        let want = first_line("eval", entry, &input, &extra);
+        let got = first_line("native", entry, &input, &extra);
+        if extra.is_empty() {
+            assert_eq!(got, want, "{entry} {input}");
+        } else {
+            // Out of fuel: the evaluator stops at the step that overdraws
+            // it, native code at the loop (spec/semantics.md §9).
+            let code = |l: &str| l.rsplit(": ").next().unwrap_or_default().to_string();
+            assert_eq!(code(&got), "error[out-of-fuel]", "{got}");
+            assert_eq!(code(&got), code(&want), "{entry} {input}");
+        }
+    }
+}

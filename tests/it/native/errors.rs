@@ -333,3 +333,57 @@ fn native_engine_errors_from_the_command_line() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--engine native"));
 }
+
+/// A `build` that vertical fusion computes in the loop that reads it
+/// (Note [Vertical fusion]) is never built, but its E-Limit still holds:
+/// past `--max-elements` native code stops with the evaluator's
+/// `array-too-large`, at the `build` — a producer read by a fold, and a
+/// chain of two producers; within the limit, the same value.
+#[test]
+fn a_build_fused_into_its_reader_keeps_its_element_limit() {
+    let src = "let a (v: Vector) = let x = build (length v) (fun j -> v[j] * 2.0) in ifold (fun acc j -> acc + x[j]) 0.0 (length x)\n\
+               let h (v: Vector) = let a = build (length v) (fun k -> v[k] * 2.0) in let b = build (length v) (fun k -> a[k] + 1.0) in ifold (fun s k -> s + b[k]) 0.0 (length b)\n";
+    let file = crate::common::temp_file("vertical_limit.fsm", src);
+    let run = |entry: &str, engine: &str, limit: &str| {
+        crate::common::cli(&[
+            "run",
+            file.to_str().unwrap(),
+            "--entry",
+            entry,
+            "--input",
+            r#"{"v": [1, 2, 3]}"#,
+            "--engine",
+            engine,
+            "--max-elements",
+            limit,
+        ])
+    };
+    let first = |o: &std::process::Output| {
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        err.lines().next().unwrap_or_default().to_string()
+    };
+    for entry in ["a", "h"] {
+        for limit in ["2", "3"] {
+            let (want, got) = (run(entry, "eval", limit), run(entry, "native", limit));
+            assert_eq!(
+                got.status.success(),
+                want.status.success(),
+                "{entry} {limit}"
+            );
+            assert_eq!(
+                String::from_utf8_lossy(&got.stdout),
+                String::from_utf8_lossy(&want.stdout),
+                "{entry} {limit}"
+            );
+            assert_eq!(first(&got), first(&want), "{entry} {limit}");
+        }
+        let o = run(entry, "native", "2");
+        assert!(
+            first(&o).ends_with(
+                "error[array-too-large]: an array of 3 elements is larger than the limit of 2"
+            ),
+            "{}",
+            first(&o)
+        );
+    }
+}

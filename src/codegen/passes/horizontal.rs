@@ -131,20 +131,8 @@ pub fn groups(block: &Block, fused: &dyn Fn(&Name) -> bool) -> Vec<Group> {
     let mut deferred: Vec<usize> = Vec::new();
     let mut later: HashSet<&Name> = HashSet::default();
     let mut size = 0;
-    // A build of a literal that nothing reads (vertical fusion's stand-in
-    // for a producer, Note [Vertical fusion]) is no member: grouped, it
-    // would make a group of a lone `build` that fusion would otherwise
-    // recompute where it is read, and build it.
-    let mut read: HashSet<Name> = HashSet::default();
-    block.for_each_atom(&mut |a| {
-        if let Some(x) = a.var() {
-            read.insert(x.clone());
-        }
-    });
     for (p, b) in binds.iter().enumerate() {
-        let stand_in = matches!(&b.rhs, Rhs::Loop { body, .. }
-            if body.binds.is_empty() && matches!(body.result, Atom::Lit(..)));
-        let shape = member(b).filter(|_| !stand_in || read.contains(&b.name));
+        let shape = member(b);
         // Whether `b` can be a member of a group of `names`, after the
         // deferred `later`.
         let fits = |names: &HashSet<&Name>, later: &HashSet<&Name>| {

@@ -188,13 +188,10 @@ fn build(bind: &Binding, normal: &Normal) -> Option<Parallel> {
     let Type::Array(elem) = &bind.ty else {
         return None;
     };
-    // Elements that are a literal or a name are no work (vertical
-    // fusion's stand-in for a producer, Note [Vertical fusion]); a view of
-    // an array is none either (Note [Native layout]); a nest the
+    // A view of an array is no work (Note [Native layout]); a nest the
     // lowering interchanges runs over whole rows, which chunks of the
     // outer index would break (Note [Interchange]).
-    if body.binds.is_empty()
-        || super::view::copied(body, index).is_some()
+    if super::view::copied(body, index).is_some()
         || super::loop_interchange::plan(index, body, &bind.ty).is_some()
         || super::loop_interchange::transpose(index, body).is_some()
     {

@@ -43,15 +43,6 @@
 //! column is computed once (1: one read per iteration), so nothing is
 //! recomputed, and every value is the same.
 //!
-//! E-Limit. The producer is never built, but the evaluator tests its size
-//! against `--max-elements` (E-Limit) before `B` runs. So in its place the
-//! merge leaves `d = build n (fun r -> 0.0)`, which nothing reads: fused
-//! (Note [Fusion]) or an internal member of a horizontal group (Note
-//! [Horizontal fusion]), it is never built either, but its guard tests
-//! `n ≥ 0` and E-Limit at `d`'s site, and when either fails it is built
-//! as written, which stops there with the producer's ⊥: code, details and
-//! location.
-//!
 //! Merged, the consumer's body holds the producer's, and is searched
 //! again: the wrapper's column is a `build` flattening the points'
 //! projections, which the consumer's inner loop reads once per element,
@@ -318,26 +309,7 @@ fn merge(b: &mut Block, m: Merge) {
     else {
         return;
     };
-    // In the producer's place, a `build` of its size whose elements are
-    // literals, which nothing reads (Note [Vertical fusion], E-Limit).
-    b.binds.insert(
-        m.d,
-        Binding {
-            name: producer.name.clone(),
-            ty: Type::array(Type::Double),
-            rhs: Rhs::Loop {
-                kind: LoopKind::Build,
-                n: n.clone(),
-                state: None,
-                index: r.clone(),
-                body: Block {
-                    binds: Vec::new(),
-                    result: Atom::Lit(Lit::Double(0.0), Type::Double),
-                },
-            },
-        },
-    );
-    let t = m.t;
+    let t = m.t - 1;
     let Rhs::Loop { index: c, body, .. } = &mut b.binds[t].rhs else {
         return;
     };

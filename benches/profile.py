@@ -104,6 +104,8 @@ def main():
         sys.exit(f"perf record: {err.strip()}")
     script = subprocess.run(["perf", "script", "-i", data, "-F", "ip,sym"],
                             capture_output=True, text=True).stdout
+    # The map is complete once the command has ended: read it once.
+    funcs = dict(functions(pid))
     per_fn = collections.defaultdict(collections.Counter)
     others = collections.Counter()
     total = 0
@@ -113,7 +115,7 @@ def main():
             continue
         total += 1
         ip = int(parts[0], 16)
-        home = next((s for s, n in functions(pid) if s <= ip < s + n), None)
+        home = next((s for s, n in funcs.items() if s <= ip < s + n), None)
         if home is None:
             others[parts[1] if len(parts) > 1 else "?"] += 1
         else:
@@ -121,7 +123,7 @@ def main():
     print(f"{total} samples; native code {sum(sum(c.values()) for c in per_fn.values())}")
     for start, counts in sorted(per_fn.items(), key=lambda kv: -sum(kv[1].values())):
         n = sum(counts.values())
-        size = dict(functions(pid))[start]
+        size = funcs[start]
         print(f"\n== JIT function at {start:#x} ({size} bytes): {n} samples "
               f"({100 * n / total:.1f}% of all)")
         windows = collections.Counter()

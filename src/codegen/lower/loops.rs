@@ -433,24 +433,31 @@ impl Lower<'_, '_> {
         self.b.ins().store(flags, left, self.ctx, abi::CTX_FUEL);
     }
 
-    /// [`charge`] of `n × m` iterations (`n`, `m` ≥ 0, or `n` = 0), the
-    /// product saturated at 2⁶³ − 1.
+    /// [`charge`] of `n × m` iterations (`n` ≥ 0; a negative `m` counts
+    /// as none), the product saturated at 2⁶³ − 1.
     ///
     /// [`charge`]: Self::charge
     pub(super) fn charge_product(&mut self, n: Value, m: Value) {
         if !self.limits {
             return;
         }
+        let total = self.count_product(n, m);
+        self.charge(total);
+    }
+
+    /// `a × b` of two counts, each negative one taken as 0, saturated at
+    /// 2⁶³ − 1: the iterations of a nest, which cannot overflow.
+    pub(super) fn count_product(&mut self, a: Value, b: Value) -> Value {
         let zero = self.iconst(0);
-        let m = self.b.ins().smax(m, zero);
-        let low = self.b.ins().imul(n, m);
-        let high = self.b.ins().umulhi(n, m);
+        let a = self.b.ins().smax(a, zero);
+        let b = self.b.ins().smax(b, zero);
+        let low = self.b.ins().imul(a, b);
+        let high = self.b.ins().umulhi(a, b);
         let wide = self.b.ins().icmp_imm_s(IntCC::NotEqual, high, 0);
         let sign = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, low, 0);
         let over = self.b.ins().bor(wide, sign);
         let max = self.iconst(i64::MAX);
-        let total = self.b.ins().select(over, max, low);
-        self.charge(total);
+        self.b.ins().select(over, max, low)
     }
 
     /// The guard `ok`, and an array of `n ≥ 0` elements within the call's

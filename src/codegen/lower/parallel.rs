@@ -46,19 +46,12 @@ impl Lower<'_, '_> {
         let mut few = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, count, least);
         if !plan.work.is_empty() {
             // Fewer iterations, but enough work in their loops: the count
-            // times the loops' counts, each clamped to 0 ..= 2^20 (no
-            // overflow with WORK_DEPTH ≤ 2), at least MIN_SCALAR, with an
-            // iteration per thread.
-            let (lo, hi) = (self.iconst(0), self.iconst(1 << 20));
-            let clamp = |l: &mut Self, v: Value| {
-                let v = l.b.ins().smax(v, lo);
-                l.b.ins().smin(v, hi)
-            };
-            let mut est = clamp(self, count);
+            // times the loops' counts (saturated), at least MIN_SCALAR,
+            // with an iteration per thread.
+            let mut est = count;
             for w in &plan.work {
                 let w = self.scalar(w)?;
-                let w = clamp(self, w);
-                est = self.b.ins().imul(est, w);
+                est = self.count_product(est, w);
             }
             let big = self
                 .b

@@ -72,8 +72,9 @@
 //! Fewer iterations still run on several threads when their loops do
 //! enough work: when the body runs a nest of loops whose counts are bound
 //! outside the loop (the deepest such nest, its outer [`WORK_DEPTH`]
-//! counts: [`Parallel::work`]), and the loop's count times theirs (each
-//! clamped to 2²⁰) is at least [`MIN_SCALAR`], with an iteration per
+//! counts: [`Parallel::work`]), and the loop's count times theirs (a
+//! negative one taken as 0, the product saturated) is at least
+//! [`MIN_SCALAR`], with an iteration per
 //! thread. So the batched GMM's `build` over its components, each d rows
 //! of n points, runs on both cores, while the pointwise one's triangles
 //! (d rows of r + 1, a count that changes per row) do not.

@@ -43,6 +43,7 @@ import json
 import math
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -87,6 +88,28 @@ def inputs(tmp):
     return {"nnmf": nnmf, "ba": ba, "ba_fsm": program}
 
 
+def synthetic_gmm(tmp, name):
+    """An ADBench-format GMM input of the shape `name` (dD_KK, n = 1000) for
+    the sizes this snapshot of ADBench's data lacks: drawn the way
+    GradBench's gmm eval draws its inputs (α, q, l and x standard normal,
+    μ uniform on [0, 1); γ = 1, m = 0), from a fixed seed, written with six
+    decimals as ADBench's files are. Both tools read the same file."""
+    d, k = (int(t) for t in re.fullmatch(r"d(\d+)_K(\d+)", name).groups())
+    n = 1000
+    rnd = random.Random(31337 + 1000 * d + k)
+    fmt = lambda xs: " ".join(f"{x:.6f}" for x in xs)
+    lines = [f"{d} {k} {n}"]
+    lines += [fmt([rnd.gauss(0, 1)]) for _ in range(k)]
+    lines += [fmt([rnd.random() for _ in range(d)]) for _ in range(k)]
+    lines += [fmt([rnd.gauss(0, 1) for _ in range(d * (d + 1) // 2)]) for _ in range(k)]
+    lines += [fmt([rnd.gauss(0, 1) for _ in range(d)]) for _ in range(n)]
+    lines.append("1.000000 0")
+    path = os.path.join(tmp, f"gmm_{name}.txt")
+    with open(path, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    return path
+
+
 def fsm(args):
     p = subprocess.run([FSMOOTH] + args, capture_output=True, text=True)
     if p.returncode != 0:
@@ -105,7 +128,7 @@ def fsmooth_all(names, files, repeat, config):
     extra = CONFIGS[config]
     out = {}
     for name in names:
-        path = os.path.join(DATA, f"gmm_{name}.txt")
+        path = files["gmm"][name]
         # The pointwise program, and the batched data term (the same bits).
         for key, batched in ((name, []), (f"{name}/batched", ["--batched"])):
             stdout, _ = fsm(["adbench", "gmm", path, "--mode", "rev", "--engine", "native",
@@ -148,7 +171,7 @@ def jax_worker(names, files, repeat):
 
     results = {}
     for name in names:
-        theta, x, d, k, n, gamma, wm = jax_models.read_gmm(os.path.join(DATA, f"gmm_{name}.txt"))
+        theta, x, d, k, n, gamma, wm = jax_models.read_gmm(files["gmm"][name])
         gmm = jax_models.gmm(d, k, n, gamma, wm)
         f = jax.jit(gmm)
         g = jax.jit(jax.grad(gmm))
@@ -216,13 +239,14 @@ def main():
     if o.jax_worker is not None:
         jax_worker([n for n in o.jax_worker.split(",") if n], json.loads(o.files_json), o.repeat)
         return
-    names, missing = [], []
-    for n in o.files.split(","):
-        (names if os.path.exists(os.path.join(DATA, f"gmm_{n}.txt")) else missing).append(n)
     if not os.path.exists(FSMOOTH):
         sys.exit(f"{FSMOOTH}: missing (cargo build --release)")
     tmp = tempfile.mkdtemp(prefix="fsmooth-dense-")
     files = inputs(tmp)
+    names = [n for n in o.files.split(",") if n]
+    synthetic = [n for n in names if not os.path.exists(os.path.join(DATA, f"gmm_{n}.txt"))]
+    files["gmm"] = {n: synthetic_gmm(tmp, n) if n in synthetic
+                    else os.path.join(DATA, f"gmm_{n}.txt") for n in names}
     load_before = os.getloadavg()
     ours = {c: {} for c in CONFIGS}
     theirs = {1: {}, 2: {}}
@@ -298,9 +322,11 @@ def main():
             lines.append(f"| {label} | {jf(ours['strict1'][key])} | "
                          f"{jf(ours['relaxed1'][key])} | {jf(ours['relaxed2'][key])} | "
                          f"{jf(theirs[1].get(n))} | {jf(theirs[2].get(n))} |")
-    if missing:
-        lines += ["", "Not in this snapshot of ADBench's data, so not measured: "
-                  + ", ".join(f"gmm_{m}.txt" for m in missing) + "."]
+    if synthetic:
+        lines += ["", "Not in this snapshot of ADBench's data, so generated (`synthetic_gmm` in "
+                  "benches/dense.py: ADBench's format and shape, n = 1000, drawn as GradBench's "
+                  "gmm eval draws its inputs, fixed seed): "
+                  + ", ".join(f"gmm_{m}.txt" for m in synthetic) + "."]
     for threads, err in why.items():
         lines += ["", f"JAX ({threads} thread(s)): {err}"]
     table = "\n".join(lines)

@@ -130,7 +130,7 @@ pub fn check_scalar(src: &str, limits: Limits) -> Result<Counts, String> {
         for (name, r) in modes {
             match r {
                 Ok(c) => ok.push((name, c.value, c.columns[0][0])),
-                Err(e) if e.code() == "out-of-fuel" => bottom = Some((name, e)),
+                Err(e) if e.is_resource_limit() => bottom = Some((name, e)),
                 Err(e) => {
                     let code = e.code();
                     if !(singular && matches!(code, "division-by-zero" | "domain-error")) {
@@ -143,7 +143,7 @@ pub fn check_scalar(src: &str, limits: Limits) -> Result<Counts, String> {
             }
         }
         if let Some((_, e)) = &bottom {
-            if e.code() != "out-of-fuel" {
+            if !e.is_resource_limit() {
                 counts.singular += 1;
             }
             continue;
@@ -827,7 +827,7 @@ pub fn check_native(src: &str, limits: Limits) -> Result<Counts, String> {
 }
 
 fn out_of_fuel<T>(r: &Result<T, crate::pipeline::RunError>) -> bool {
-    matches!(r, Err(e) if e.is_out_of_fuel())
+    matches!(r, Err(e) if e.is_resource_limit())
 }
 
 /// How far native code's Doubles may be from the evaluator's for the

@@ -113,7 +113,7 @@ pub fn check(subject: &Subject<'_>, opts: &Options) -> Result<Passed, String> {
         };
         // The entry on both engines.
         let e = base.run_on(Engine::Eval, args.clone(), opts.limits);
-        if matches!(&e, Err(e) if e.is_out_of_fuel()) {
+        if matches!(&e, Err(e) if e.is_resource_limit()) {
             // The evaluator is slower than native code: too long to check.
             passed
                 .undefined
@@ -156,9 +156,12 @@ pub fn check(subject: &Subject<'_>, opts: &Options) -> Result<Passed, String> {
                 ));
             }
         }
-        if let Some((mode, wrt)) = subject.derivative {
-            derivative(subject, &base, mode, wrt, args, opts)
-                .map_err(|why| format!("{why} at {}", at()))?;
+        if let Some((mode, wrt)) = subject.derivative
+            && let Some(why) = derivative(subject, &base, mode, wrt, args, opts)
+                .map_err(|why| format!("{why} at {}", at()))?
+        {
+            passed.undefined.push(format!("{what}: {why}"));
+            continue;
         }
         passed.checked += 1;
     }
@@ -167,7 +170,14 @@ pub fn check(subject: &Subject<'_>, opts: &Options) -> Result<Passed, String> {
 
 /// The derivative checks at one input: the mode on native code against
 /// the evaluator; the mode against reverse mode (or forward mode); and
-/// against finite differences where they are smooth.
+/// against finite differences where they are smooth. `Some(why)` when
+/// the derivative is ⊥ on the evaluator, by a division by zero or outside
+/// a primitive's domain, and the run passes through a singular point of a
+/// primitive (the tape says so: `sqrt` at 0, the norm of a zero vector,
+/// also where the value is not used): there the AD modes may differ on
+/// definedness (spec/ad-forward.md §7.2, "Singular points"), so there is
+/// nothing to compare, and the command's own run reports the ⊥ at its
+/// source. Any other ⊥ of the derivative is a failure.
 fn derivative(
     subject: &Subject<'_>,
     base: &Rc<Entry>,
@@ -175,9 +185,10 @@ fn derivative(
     wrt: &str,
     args: &[Value],
     opts: &Options,
-) -> Result<(), String> {
+) -> Result<Option<String>, String> {
     let limits = opts.limits;
-    let run = |m: Mode, engine: Engine| -> Result<Option<Columns>, String> {
+    // Err: the reason, and the code of a ⊥.
+    let run = |m: Mode, engine: Engine| -> Result<Option<Columns>, (String, Option<String>)> {
         let plan = Plan::new(
             subject.session,
             subject.entry,
@@ -191,29 +202,66 @@ fn derivative(
             // This mode cannot differentiate with respect to this
             // variable (a forward mode and a tuple): nothing to compare.
             Err(_) if m != mode => return Ok(None),
-            Err(d) => return Err(d.message),
+            Err(d) => return Err((d.message, None)),
         };
         match p.columns(args.to_vec(), engine, limits) {
             Ok(c) => Ok(Some(c)),
             // Too long to check on the evaluator: no verdict.
-            Err(e) if e.is_out_of_fuel() => Ok(None),
-            Err(e) => Err(format!(
-                "{} on {} is ⊥ ({}: {e}) where the entry is defined",
-                m.name(),
-                if engine == Engine::Native {
-                    "native code"
-                } else {
-                    "the evaluator"
-                },
-                e.code()
+            Err(e) if e.is_resource_limit() => Ok(None),
+            Err(e) => Err((
+                format!(
+                    "{} on {} is ⊥ ({}: {e}) where the entry is defined",
+                    m.name(),
+                    if engine == Engine::Native {
+                        "native code"
+                    } else {
+                        "the evaluator"
+                    },
+                    e.code()
+                ),
+                Some(e.code().to_string()),
             )),
         }
     };
-    let Some(ours) = run(mode, Engine::Eval)? else {
-        return Ok(());
+    // One independent derivative to compare with: reverse mode, or, for
+    // reverse mode itself, forward mode (not the optimised one, whose
+    // optimisation would cost more than the compilation it guards).
+    let reference = if mode == Mode::Rev {
+        Mode::Fwd
+    } else {
+        Mode::Rev
+    };
+    let k = base
+        .params
+        .iter()
+        .position(|(n, _)| n == wrt)
+        .ok_or_else(|| format!("no parameter `{wrt}`"))?;
+    let ours = match run(mode, Engine::Eval) {
+        Ok(Some(c)) => c,
+        Ok(None) => return Ok(None),
+        Err((why, code)) => {
+            let singular_code =
+                matches!(code.as_deref(), Some("division-by-zero" | "domain-error"));
+            let taped = crate::tape::vjp(
+                &base.program,
+                &base.name_in_program(),
+                args.to_vec(),
+                k,
+                None,
+                limits,
+            );
+            if singular_code && taped.is_ok_and(|t| t.singular) {
+                return Ok(Some(format!(
+                    "the {} derivative is ⊥ ({}) at a singular point of a primitive",
+                    mode.name(),
+                    code.unwrap_or_default()
+                )));
+            }
+            return Err(why);
+        }
     };
     if mode.runs_natively()
-        && let Some(native) = run(mode, Engine::Native)?
+        && let Some(native) = run(mode, Engine::Native).map_err(|e| e.0)?
         && let Some(diff) = native_differs(&ours, &native, opts.native_rho)
     {
         return Err(format!(
@@ -223,25 +271,12 @@ fn derivative(
     }
     // Central differences at steps h and h/2 (None where a run is ⊥ or
     // changes the result's shape).
-    let k = base
-        .params
-        .iter()
-        .position(|(n, _)| n == wrt)
-        .ok_or_else(|| format!("no parameter `{wrt}`"))?;
     let [fd_h, fd_h2] = [1.0, 0.5].map(|scale| {
         finite_differences_scaled(base, k, args.to_vec(), limits, scale)
             .ok()
             .map(|c| c.columns)
     });
-    // One independent derivative to compare with: reverse mode, or, for
-    // reverse mode itself, forward mode (not the optimised one, whose
-    // optimisation would cost more than the compilation it guards).
-    let reference = if mode == Mode::Rev {
-        Mode::Fwd
-    } else {
-        Mode::Rev
-    };
-    if let Some(c) = run(reference, Engine::Eval)?
+    if let Some(c) = run(reference, Engine::Eval).map_err(|e| e.0)?
         && let Some((j, i, a, b)) = columns_disagree(&ours.columns, &c.columns, 1e-9)
     {
         let fd = fd_h2
@@ -282,7 +317,7 @@ fn derivative(
             }
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// The first element where two sets of columns differ by more than

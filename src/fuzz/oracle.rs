@@ -12,8 +12,11 @@
 //!   idempotent, spec/syntax.md §4.3);
 //! - `native`: native code gives the evaluator's value (bit for bit or
 //!   ρ ≤ 1e-12, NaN = NaN) or the same ⊥ code, on the entry and on its
-//!   derivative programs; a run the evaluator ends out of fuel is not
-//!   compared (native code has no fuel);
+//!   derivative programs; a run the evaluator ends at a resource limit
+//!   (out of fuel, or an array past `--max-elements`) is not compared
+//!   (spec/semantics.md §9). The entry runs twice: with the default
+//!   limits, and with a limit of three elements, under which native code
+//!   must end wherever the evaluator does (spec/semantics.md §3.8);
 //! - `opt`: the optimised entry refines the entry — where the entry is
 //!   defined on the input, the optimised one is defined and equal
 //!   (ρ ≤ 1e-9; an `ieee-inexact` rounding difference is excused when the
@@ -63,10 +66,6 @@ pub enum Subject {
 }
 
 /// Limits of a run: the case's fuel (other limits at their defaults).
-#[allow(
-    clippy::needless_update,
-    reason = "the engines' array-size limit is being added to `Limits`: keep its default"
-)]
 fn limits(fuel: u64) -> Limits {
     Limits {
         fuel,
@@ -368,7 +367,7 @@ fn compare_columns(
     n: &Result<Columns, RunError>,
 ) -> Option<Verdict> {
     match (e, n) {
-        (Err(a), _) if a.code() == "out-of-fuel" => None,
+        (Err(a), _) if a.is_resource_limit() => None,
         (Ok(a), Ok(b)) => {
             if !values_agree(&a.value, &b.value, 1e-12) {
                 return Some(Verdict::new(
@@ -531,8 +530,42 @@ fn native(src: &str, case: &Case, input: Option<&str>, wrt: Option<&(String, Mod
     if matches!(&e, Err(x) if x.code() == "out-of-fuel") {
         return Verdict::new(Outcome::CleanError, "out-of-fuel");
     }
-    let n = entry.run_on(Engine::Native, args, lim);
-    match (&e, &n) {
+    let n = entry.run_on(Engine::Native, args.clone(), lim);
+    let verdict = compare_runs(&e, &n, src);
+    if verdict.outcome > Outcome::CleanError {
+        return verdict;
+    }
+    // Again under a small `--max-elements` (E-Limit), which most generated
+    // programs' arrays pass: where the evaluator is not stopped by it,
+    // native code must not be either (spec/semantics.md §3.8).
+    let small = Limits {
+        elements: SMALL_ELEMENTS,
+        ..lim
+    };
+    let e = entry.run_on(Engine::Eval, args.clone(), small);
+    if matches!(&e, Err(x) if x.code() == "out-of-fuel") {
+        return verdict;
+    }
+    let n = entry.run_on(Engine::Native, args, small);
+    std::cmp::max_by_key(verdict, compare_runs(&e, &n, src), |v| v.outcome)
+}
+
+/// The element limit of the native oracle's second run.
+const SMALL_ELEMENTS: u64 = 3;
+
+/// The evaluator's run `e` of the user's entry in `src` against native
+/// code's `n`: the same value, or the same ⊥ code, both clean. Where the
+/// evaluator meets a resource limit (`array-too-large` here: the caller
+/// does not run native code when it is out of fuel), there is no verdict
+/// on the values (spec/semantics.md §9, "Resource limits"): native code
+/// may return the program's value (an array it fuses is never made, so
+/// never too large) or stop, cleanly.
+fn compare_runs<T>(
+    e: &Result<(Value, T), RunError>,
+    n: &Result<(Value, T), RunError>,
+    src: &str,
+) -> Verdict {
+    match (e, n) {
         (Ok((a, _)), Ok((b, _))) => {
             if values_agree(a, b, 1e-12) {
                 Verdict::ok()
@@ -543,20 +576,16 @@ fn native(src: &str, case: &Case, input: Option<&str>, wrt: Option<&(String, Mod
                 )
             }
         }
-        (Err(a), Err(b)) if a.code() == b.code() => {
-            // The same ⊥: both must be clean (native code's location is a
-            // known defect).
+        (Err(a), Ok(_)) if a.is_resource_limit() => Verdict::new(Outcome::CleanError, a.code()),
+        (Err(a), Err(b)) if a.code() == b.code() || a.is_resource_limit() => {
+            // Both must be clean (with a location, Note [Known defects]).
             let va = fail(Diagnostic::from(a), run_subject(a, src));
             let vb = fail(Diagnostic::from(b), run_subject(b, src));
             std::cmp::max_by_key(va, vb, |v| v.outcome)
         }
         _ => Verdict::new(
             Outcome::Disagree,
-            format!(
-                "the evaluator gives {}, native code {}",
-                show(&e.map(|_| ())),
-                show(&n.map(|_| ()))
-            ),
+            format!("the evaluator gives {}, native code {}", show(e), show(n)),
         ),
     }
 }

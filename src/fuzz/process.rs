@@ -19,6 +19,7 @@
 use super::case::{Arg, Case, Command};
 use super::oracle::{KNOWN_UNLOCATED, is_code, is_internal, uses_derivatives};
 use super::{Outcome, Verdict};
+use crate::pipeline::is_resource_limit;
 
 /// How a process ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -201,8 +202,10 @@ fn compare_outputs(e: &Exit, n: &Exit) -> Verdict {
                 ),
             }
         }
-        _ if code_of(e).as_deref() == Some("out-of-fuel") => {
-            Verdict::new(Outcome::CleanError, "out-of-fuel")
+        // A resource limit (E-Fuel, E-Limit) is no verdict: native code
+        // need not stop where the evaluator does (spec/semantics.md §9).
+        _ if code_of(e).is_some_and(|c| is_resource_limit(&c)) => {
+            Verdict::new(Outcome::CleanError, code_of(e).unwrap_or_default())
         }
         (Status::Code(1), Status::Code(1)) if code_of(e) == code_of(n) => {
             Verdict::new(Outcome::CleanError, code_of(e).unwrap_or_default())

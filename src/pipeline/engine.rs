@@ -51,10 +51,19 @@ impl Diagnose for RunError {
     }
 }
 
+/// Whether an error code is a resource limit's, `out-of-fuel` (E-Fuel) or
+/// `array-too-large` (E-Limit): not an observation of the program, so a
+/// checker that meets one on either side has no verdict (spec/semantics.md
+/// §9, "Resource limits").
+pub fn is_resource_limit(code: &str) -> bool {
+    matches!(code, "out-of-fuel" | "array-too-large")
+}
+
 impl RunError {
-    /// The run spent its fuel (E-Fuel): no verdict on the program.
-    pub fn is_out_of_fuel(&self) -> bool {
-        self.code() == "out-of-fuel"
+    /// The run met a resource limit (E-Fuel, E-Limit): no verdict on the
+    /// program (spec/semantics.md §9, "Resource limits").
+    pub fn is_resource_limit(&self) -> bool {
+        is_resource_limit(self.code())
     }
 
     /// The evaluator's error back from a run on [`Engine::Eval`].

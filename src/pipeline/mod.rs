@@ -36,7 +36,7 @@ use crate::ir::Program;
 use crate::syntax::parse_into;
 
 pub use crate::ad::{Checkpointing, ForwardMode};
-pub use engine::{Engine, RunError};
+pub use engine::{Engine, RunError, is_resource_limit};
 pub use entry::Entry;
 pub use optimise::{OptOptions, Optimised};
 pub use passes::Pass;

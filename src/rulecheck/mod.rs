@@ -91,7 +91,8 @@ pub struct RuleReport {
     pub held: u64,
     /// ... where the right side refines the left side.
     pub agreed: u64,
-    /// Fuel ran out, or a non-finite value under an `ieee-inexact` rule.
+    /// Fuel ran out or an array passed the element limit (resource
+    /// limits, spec/semantics.md §9), or a non-finite value under an `ieee-inexact` rule.
     pub inconclusive: u64,
     pub failed: u64,
     /// ... of them in boundary cases (`EDGE_EVERY`).
@@ -574,7 +575,9 @@ const LOOP_INDEX: &str = "q";
 enum Outcome {
     Value(Value),
     Bottom(String),
-    Fuel,
+    /// A resource limit: out of fuel (E-Fuel) or an array past the element
+    /// limit (E-Limit); not an observation (spec/semantics.md §9).
+    Limit(&'static str),
 }
 
 impl fmt::Display for Outcome {
@@ -582,7 +585,7 @@ impl fmt::Display for Outcome {
         match self {
             Outcome::Value(v) => write!(f, "{v}"),
             Outcome::Bottom(e) => write!(f, "⊥ ({e})"),
-            Outcome::Fuel => write!(f, "out of fuel"),
+            Outcome::Limit(code) => write!(f, "{code} (a resource limit)"),
         }
     }
 }
@@ -781,7 +784,8 @@ fn typed(e: &RecExpr<Fsm>, ty: &Type) -> Result<std::rc::Rc<pipeline::Entry>, St
 fn evaluate(e: &pipeline::Entry, opts: &Options) -> Outcome {
     match e.run(Vec::new(), Limits::with_fuel(opts.fuel), &mut |_, _| {}) {
         Ok((v, _)) => Outcome::Value(v),
-        Err(EvalError::OutOfFuel { .. }) => Outcome::Fuel,
+        Err(EvalError::OutOfFuel { .. }) => Outcome::Limit("out-of-fuel"),
+        Err(EvalError::TooLarge { .. }) => Outcome::Limit("array-too-large"),
         Err(err) => Outcome::Bottom(crate::diagnostic::Diagnose::code(&err).to_string()),
     }
 }
@@ -790,7 +794,7 @@ fn evaluate(e: &pipeline::Entry, opts: &Options) -> Outcome {
 fn judge(rule: &RuleDef, l: &Outcome, r: &Outcome) -> Verdict {
     let inexact = rule.has_tag("ieee-inexact");
     match (l, r) {
-        (Outcome::Fuel, _) | (_, Outcome::Fuel) => Verdict::Inconclusive,
+        (Outcome::Limit(_), _) | (_, Outcome::Limit(_)) => Verdict::Inconclusive,
         (Outcome::Bottom(_), Outcome::Bottom(_)) => Verdict::Agreed,
         (Outcome::Bottom(_), Outcome::Value(_)) if rule.has_tag("refines") => Verdict::Agreed,
         (Outcome::Bottom(_), Outcome::Value(_)) => Verdict::Failed(format!(

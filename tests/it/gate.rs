@@ -160,3 +160,42 @@ fn sound_programs_pass_the_gate_in_every_mode() {
         assert!(stderr(&o).is_empty(), "{mode}: {}", stderr(&o));
     }
 }
+
+/// Found by `fsmooth fuzz --target native` (seeds 12 and 13): at a
+/// singular point of a primitive the derivative rules are ⊥ even where
+/// the entry is defined — `sqrt` at 0 in forward mode, though its value
+/// is not used; reverse mode through the norm of a zero vector — and the
+/// modes may differ there (spec/ad-forward.md §7.2). The gate failed
+/// such a run with an unlocated `gate-failed`; it now has no verdict at
+/// that input, and native code reports the evaluator's ⊥ at its source.
+#[test]
+fn a_derivative_bottom_at_a_singular_point_is_the_evaluators_not_the_gates() {
+    let cases = [
+        (
+            "dead_sqrt.fsm",
+            "let main = fun (p: Double) -> (fun x1 -> x1) ((fun x2 -> p) (sqrt p))\n",
+            "fwd",
+            "[0.0]",
+        ),
+        (
+            "zero_norm.fsm",
+            "let main = fun (p: Double) -> 2.0 * vectorNorm (vectorMap [p, -1.5] (fun x1 -> -0.0))\n",
+            "rev",
+            "[1e-300]",
+        ),
+    ];
+    for (name, text, mode, input) in cases {
+        let src = program(name, text);
+        let src = src.to_str().expect("path");
+        let first = |engine: &str| {
+            let o = cli(&[
+                "jacobian", src, "--wrt", "p", "--mode", mode, "--input", input, "--engine", engine,
+            ]);
+            assert_eq!(o.status.code(), Some(1), "{name} {engine}: {}", stderr(&o));
+            stderr(&o).lines().next().unwrap_or("").to_string()
+        };
+        let eval = first("eval");
+        assert!(eval.contains("error[division-by-zero]"), "{name}: {eval}");
+        assert_eq!(first("native"), eval, "{name}");
+    }
+}

@@ -406,11 +406,18 @@ impl Lower<'_, '_> {
 //   the evaluator finishes within it natively too. An interchanged nest
 //   (Note [Interchange]) charges its inner loops' n × m iterations at
 //   once, at the inner loop's site, before it runs them.
-// - Every array `build`, `iscan`, `accum` and `concat` make is at most
-//   the limit, tested where the evaluator tests E-Limit, also for arrays
-//   native code never builds (a fused `build`'s guard fails, and the
-//   array is built as written, which stops there): `length (build n f)`
-//   with n past the limit is ⊥ in both engines.
+// - Every array native code makes with `build`, `iscan`, `accum` and
+//   `concat` is at most the limit, tested where the evaluator tests
+//   E-Limit (`length (build n f)` with n past the limit is ⊥ in both
+//   engines). It makes no array larger than one the evaluator makes in
+//   the same run — an invariant array moves before its loop only when
+//   the loop runs (Note [Hoisting], "Limits") — so a run that ends within
+//   `--max-elements N` on the evaluator ends within it natively. An array
+//   it never makes (a `build` fused into the fold that reads it, merged
+//   into its reader by vertical fusion, unrolled into registers) is not
+//   tested: it takes no memory, and like fuel the limit is not an
+//   observation (spec/semantics.md §3.8 and §9, "Resource limits"), so
+//   `vectorSum (build n f)` with n past the limit may be its sum natively.
 //
 // Code compiled for an object file reads neither (`limits` is off): its
 // memory is bounded by `fsmooth_ctx.limit`, and its loops, like C's, run

@@ -73,7 +73,7 @@ use crate::anf::{Atom, Binding, Block as AnfBlock, LoopKind, Normal, Rhs};
 use crate::codegen::abi::{self, CTX_A, CTX_B};
 use crate::codegen::layout::{SLOT, clif_types, elem_bytes, slots};
 use crate::codegen::passes::fuse::{self, Plan};
-use crate::codegen::passes::{self, hoist, inplace, scratch, unroll, version, vertical};
+use crate::codegen::passes::{self, Copies, hoist, inplace, scratch, unroll, version, vertical};
 use crate::codegen::{CodegenError, compile_error, unsupported};
 use crate::diagnostic::Span;
 use crate::ir::{Lit, Name, Prim, Type};
@@ -137,22 +137,26 @@ pub fn lower_function(
     // Producers computed in the loop that reads them (Note [Vertical
     // fusion]).
     vertical::fuse(&mut body);
+    // The copies the rewrites make, to report at their originals' spans.
+    let mut copies = Copies::new();
     // Loops of two to four iterations as straight-line code (Note
     // [Unrolling]), their values forwarded to their readers.
-    unroll::unroll(&mut body, &mut Default::default(), 'u');
+    unroll::unroll(&mut body, &mut Default::default(), 'u', &mut copies);
     fuse::forward_projections(&mut body);
     // Loop invariants computed once (Note [Hoisting]).
-    let mut speculative = hoist::hoist(&mut body);
+    let mut speculative = hoist::hoist(&mut body, limits, &mut copies);
     // Loops of a size their readers imply, in a copy of the rest of their
     // block where that size is a literal, unrolled (Note [Versioning]).
-    if version::version(&mut body, &mut speculative) {
-        unroll::unroll(&mut body, &mut speculative, 'w');
+    if version::version(&mut body, &mut speculative, &mut copies) {
+        unroll::unroll(&mut body, &mut speculative, 'w', &mut copies);
         fuse::forward_projections(&mut body);
     }
+    let mut spans = normal.spans.clone();
+    passes::carry_spans(&mut spans, &copies);
     let lowered = Normal {
         params: normal.params.clone(),
         body,
-        spans: normal.spans.clone(),
+        spans,
     };
     let normal = &lowered;
     let windows = func.dfg.alias_regions.insert(AliasRegionData {

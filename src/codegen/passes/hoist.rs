@@ -53,6 +53,19 @@
 //!    outer loop too), or is copied under fresh binder names, stays
 //!    speculative under its new name (`carry_speculative`).
 //!
+//! ## Limits
+//!
+//! Where the code checks `--max-elements` (JIT code; object files have no
+//! limits), a `build`, an `iscan` or a `concat` can be ⊥ by E-Limit
+//! whatever its operands: a `build 1000 …` is larger than a limit of 100.
+//! So there they are not rule 1 but rule 2 or 3, made before their loop
+//! only when the loop runs. Native code then makes no array the
+//! evaluator does not make (spec/semantics.md §3.8): rule 1 made an
+//! invariant `build 1000 (fun j -> toDouble j)` before an `ifold` over
+//! `k` and stopped a run at k = 0, `--max-elements 100`, that the
+//! evaluator ends with 0.0. A copy keeps its original's span ([`Copies`]),
+//! so such a ⊥ is still reported at the `build`.
+//!
 //! Only what Cranelift would not move itself is worth a register held
 //! across the loop: loops, conditionals, allocations (array literals,
 //! `concat`, `accum`), calls (`sin`, `cos`, `tan`, `log`, `exp`, `sqrt`,
@@ -77,17 +90,21 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use crate::anf::{Atom, Binding, Block, Rhs};
+use super::Copies;
+use crate::anf::{Atom, Binding, Block, LoopKind, Rhs};
 use crate::ir::prim::Compute;
 use crate::ir::{Lit, Name, Prim, Type};
 
 /// Folds literal Index arithmetic, then hoists loop invariants, in place.
 /// Returns the speculative conditionals (rule 3): a ⊥ in the branch that
 /// computes them must continue in the other branch instead of exiting.
-pub fn hoist(body: &mut Block) -> HashSet<Name> {
+/// Every copy is recorded in `made` with the name it copies.
+pub fn hoist(body: &mut Block, limits: bool, made: &mut Copies) -> HashSet<Name> {
     fold_block(body, &mut HashMap::default());
     let before = body.clone();
     let mut h = Hoister {
+        limits,
+        made: Copies::new(),
         counter: 0,
         speculative: HashSet::default(),
         lengths: HashMap::default(),
@@ -103,6 +120,7 @@ pub fn hoist(body: &mut Block) -> HashSet<Name> {
         *body = before;
         return HashSet::default();
     }
+    made.append(&mut h.made);
     h.speculative
 }
 
@@ -204,10 +222,18 @@ pub(super) fn fold_index(op: Prim, args: &[Atom]) -> Option<i64> {
 
 /// Whether evaluating `rhs` may be ⊥ (spec/semantics.md: E-Arith-Bot,
 /// E-Neg, E-Math-Bot, E-Get-Bot, E-Build-Bot, E-IFold-Bot, E-IScan-Bot,
-/// E-Accum-Bot). `safe` is a read that cannot be: `(a, i)` for the loop
-/// `i` over `0 .. length a`.
-fn can_fail(rhs: &Rhs, safe: Option<(&Name, &Name)>) -> bool {
+/// E-Accum-Bot; with `limits`, E-Limit too: a `build`, an `iscan` or a
+/// `concat` may be larger than `--max-elements`, Note [Hoisting], "Limits").
+/// `safe` is a read that cannot be: `(a, i)` for the loop `i` over
+/// `0 .. length a`.
+fn can_fail(rhs: &Rhs, safe: Option<(&Name, &Name)>, limits: bool) -> bool {
     match rhs {
+        // E-Limit.
+        Rhs::Prim(Prim::Concat, _)
+        | Rhs::Loop {
+            kind: LoopKind::Build | LoopKind::IScan,
+            ..
+        } if limits => true,
         Rhs::Prim(Prim::Get, args)
             if safe.is_some()
                 && args.len() == 2
@@ -217,9 +243,9 @@ fn can_fail(rhs: &Rhs, safe: Option<(&Name, &Name)>) -> bool {
         }
         Rhs::Prim(op, args) => prim_can_fail(*op, args),
         Rhs::Array(_) => false,
-        Rhs::If(_, t, e) => block_can_fail(t) || block_can_fail(e),
+        Rhs::If(_, t, e) => block_can_fail(t, limits) || block_can_fail(e, limits),
         Rhs::Loop { n, body, .. } => {
-            !matches!(n, Atom::Lit(Lit::Int(v), _) if *v >= 0) || block_can_fail(body)
+            !matches!(n, Atom::Lit(Lit::Int(v), _) if *v >= 0) || block_can_fail(body, limits)
         }
         // It may not end (E-Fuel).
         Rhs::While { .. } => true,
@@ -236,8 +262,8 @@ pub(super) fn prim_can_fail(op: Prim, args: &[Atom]) -> bool {
     op.info().can_fail(index)
 }
 
-fn block_can_fail(b: &Block) -> bool {
-    b.binds.iter().any(|bind| can_fail(&bind.rhs, None))
+fn block_can_fail(b: &Block, limits: bool) -> bool {
+    b.binds.iter().any(|bind| can_fail(&bind.rhs, None, limits))
 }
 
 // ----- mentions --------------------------------------------------------------
@@ -277,6 +303,11 @@ fn has_fun(t: &Type) -> bool {
 // ----- hoisting --------------------------------------------------------------
 
 struct Hoister {
+    /// Whether the code checks `--max-elements` (E-Limit): then an
+    /// allocation may be ⊥ (Note [Hoisting], "Limits").
+    limits: bool,
+    /// The copies made, with the names they copy.
+    made: Copies,
     counter: u32,
     /// The conditionals of rule 3, whose ⊥ the lowering catches.
     speculative: HashSet<Name>,
@@ -289,6 +320,13 @@ impl Hoister {
     fn fresh(&mut self, base: &str) -> Name {
         self.counter += 1;
         Name::from(format!("{base}'h{}", self.counter))
+    }
+
+    /// A fresh name for a copy of `base`'s binding, recorded.
+    fn copy_of(&mut self, base: &Name) -> Name {
+        let copy = self.fresh(base);
+        self.made.push((copy.clone(), base.clone()));
+        copy
     }
 
     fn block(&mut self, b: &mut Block) {
@@ -318,7 +356,7 @@ impl Hoister {
                         variant.insert(s.clone());
                     }
                     let over = n.var().and_then(|n| self.lengths.get(n));
-                    let inv = invariants(body, variant, over.map(|a| (a, &*index)));
+                    let inv = invariants(body, variant, over.map(|a| (a, &*index)), self.limits);
                     self.emit(&mut out, inv.moved, n.clone());
                     self.speculate(&mut out, inv.speculated, n.clone(), body);
                 }
@@ -369,7 +407,7 @@ impl Hoister {
         let targets: Vec<Name> = spec
             .iter()
             .map(|b| {
-                let h = self.fresh(&b.name);
+                let h = self.copy_of(&b.name);
                 redo.insert(b.name.clone(), h.clone());
                 h
             })
@@ -383,7 +421,7 @@ impl Hoister {
             };
             let mut again = bind.clone();
             self.freshen(&mut again.rhs);
-            again.name = self.fresh(&bind.name);
+            again.name = self.copy_of(&bind.name);
             let result = Atom::Var(again.name.clone(), bind.ty.clone());
             bind.rhs = Rhs::If(
                 Atom::Var(ran.clone(), Type::Bool),
@@ -407,7 +445,7 @@ impl Hoister {
         let map: HashMap<Name, Name> = binders
             .into_iter()
             .map(|x| {
-                let y = self.fresh(&x);
+                let y = self.copy_of(&x);
                 (x, y)
             })
             .collect();
@@ -458,7 +496,7 @@ impl Hoister {
     ) -> (Name, Option<Name>) {
         let map: HashMap<Name, Name> = binds
             .iter()
-            .map(|b| (b.name.clone(), self.fresh(&b.name)))
+            .map(|b| (b.name.clone(), self.copy_of(&b.name)))
             .collect();
         self.carry_speculative(&map);
         let mut then_binds = Vec::new();
@@ -595,6 +633,7 @@ fn invariants(
     body: &mut Block,
     mut variant: HashSet<Name>,
     safe: Option<(&Name, &Name)>,
+    limits: bool,
 ) -> Invariants {
     let mut clean = true;
     let mut kept = Vec::new();
@@ -602,7 +641,7 @@ fn invariants(
     let mut speculated = Vec::new();
     let mut spec_names: HashSet<Name> = HashSet::default();
     for bind in std::mem::take(&mut body.binds) {
-        let fails = can_fail(&bind.rhs, safe);
+        let fails = can_fail(&bind.rhs, safe, limits);
         let invariant = !has_fun(&bind.ty) && !mentions(&bind.rhs, &variant);
         let on_speculation = mentions(&bind.rhs, &spec_names);
         if invariant && !on_speculation && (clean || !fails) {

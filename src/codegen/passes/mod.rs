@@ -33,6 +33,11 @@
 //! function's own block run on several (Note [Parallel loops]) and makes
 //! their chunk functions, which the backend compiles beside the entry.
 
+use std::collections::HashMap;
+
+use crate::diagnostic::Span;
+use crate::ir::Name;
+
 pub(super) mod fuse;
 pub(super) mod guard;
 pub(super) mod hoist;
@@ -48,3 +53,19 @@ pub(super) mod unroll;
 pub(super) mod version;
 pub(super) mod vertical;
 pub(super) mod view;
+
+/// The copies of bindings the rewrites make under fresh names, each with
+/// the name it copies, in the order they are made (a copy of a copy
+/// after its original): the lowering gives each copy its original's
+/// span, so that a failure in a hoisted, unrolled or versioned binding is
+/// reported at the source of the binding it copies (Note [Failure sites]).
+pub type Copies = Vec<(Name, Name)>;
+
+/// Gives every copy in `copies` the span of the name it copies.
+pub fn carry_spans(spans: &mut HashMap<Name, Span>, copies: &Copies) {
+    for (copy, original) in copies {
+        if let Some(s) = spans.get(original).copied() {
+            spans.insert(copy.clone(), s);
+        }
+    }
+}

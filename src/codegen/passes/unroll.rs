@@ -31,6 +31,7 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
+use super::Copies;
 use super::hoist::fold_index;
 use crate::anf::{Atom, Binding, Block, LoopKind, Rhs};
 use crate::ir::{Lit, Name, Prim, Type};
@@ -45,12 +46,14 @@ pub const BUDGET: usize = 400;
 /// `speculative` (Note [Hoisting], rule 3) gains the names of the copies
 /// of speculative conditionals. Copies' binders are named `…'{tag}N`: each
 /// pass over one body needs its own `tag`, so that names stay unique.
-pub fn unroll(body: &mut Block, speculative: &mut HashSet<Name>, tag: char) {
+/// Every copy is recorded in `made` with the name it copies.
+pub fn unroll(body: &mut Block, speculative: &mut HashSet<Name>, tag: char, made: &mut Copies) {
     let mut u = Unroller {
         tag,
         ..Unroller::default()
     };
     u.block(body);
+    made.append(&mut u.made);
     for (old, copies) in u.copies {
         if speculative.contains(&old) {
             speculative.extend(copies);
@@ -71,6 +74,8 @@ struct Unroller {
     subst: HashMap<Name, Atom>,
     /// Every renamed binder's copies.
     copies: HashMap<Name, Vec<Name>>,
+    /// The same, in the order they are made.
+    made: Copies,
 }
 
 impl Unroller {
@@ -78,7 +83,9 @@ impl Unroller {
     fn fresh(&mut self, base: &Name) -> Name {
         self.counter += 1;
         let stem = base.split('\'').next().unwrap_or("x");
-        Name::from(format!("{stem}'{}{}", self.tag, self.counter))
+        let copy = Name::from(format!("{stem}'{}{}", self.tag, self.counter));
+        self.made.push((copy.clone(), base.clone()));
+        copy
     }
 
     fn literal(&self, a: &Atom) -> Option<i64> {

@@ -34,6 +34,7 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
+use super::Copies;
 use super::unroll::{MAX_TRIPS, size, substitute_block};
 use crate::anf::{Atom, Binding, Block, LoopKind, Rhs};
 use crate::ir::{Lit, Name, Prim, Type};
@@ -44,10 +45,12 @@ pub const BUDGET: usize = 2000;
 /// Versions the loop bodies of `body` in place (Note [Versioning]);
 /// `speculative` gains the new names of renamed speculative conditionals.
 /// Returns whether anything was versioned.
-pub fn version(body: &mut Block, speculative: &mut HashSet<Name>) -> bool {
+/// Every copy is recorded in `made` with the name it copies.
+pub fn version(body: &mut Block, speculative: &mut HashSet<Name>, made: &mut Copies) -> bool {
     let mut v = Versioner {
         counter: 0,
         speculative,
+        made,
         changed: false,
     };
     v.nested(body);
@@ -57,6 +60,8 @@ pub fn version(body: &mut Block, speculative: &mut HashSet<Name>) -> bool {
 struct Versioner<'a> {
     counter: u32,
     speculative: &'a mut HashSet<Name>,
+    /// The copies made, with the names they copy.
+    made: &'a mut Copies,
     changed: bool,
 }
 
@@ -118,6 +123,7 @@ impl Versioner<'_> {
             self.counter += 1;
             let stem = x.split('\'').next().unwrap_or("x");
             let y = Name::from(format!("{stem}'v{}", self.counter));
+            self.made.push((y.clone(), x.clone()));
             names.insert(x.clone(), y.clone());
             *x = y;
         });

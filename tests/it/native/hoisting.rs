@@ -454,16 +454,21 @@ fn hoisting_keeps_the_order_of_failing_bindings() {
             }
         }
     }
-    // The case that failed: ⊥ of the read, not of the power.
+    // The case that failed: ⊥ of the read, not of the power, located at
+    // the read (the hoisted copy keeps its span, `passes::Copies`).
     let e = load_entry(src, "f");
     let got = compile(&e).call(&[vector(&[1.0]), d(0.7)]);
+    let Err(CodegenError::Located { error, span }) = &got else {
+        panic!("a located ⊥: {got:?}");
+    };
     assert!(
         matches!(
-            got,
-            Err(CodegenError::IndexOutOfBounds { index: 3, len: 1 })
+            error.as_ref(),
+            CodegenError::IndexOutOfBounds { index: 3, len: 1 }
         ),
         "{got:?}"
     );
+    assert_eq!(&src[span.start as usize..span.end as usize], "v[3]");
 }
 
 /// Note [Hoisting], rule 3, moved twice: an inner fold's invariant that

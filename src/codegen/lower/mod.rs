@@ -464,9 +464,12 @@ impl Lower<'_, '_> {
     // knows which binding it is lowering (`here`), and each failure test
     // of JIT code stores its number into the call context
     // (`abi::CTX_SITE`) on the way to the exit; the wrapper turns the
-    // number back into the span (`CodegenError::Located`). Bindings that
-    // passes make of their own (unrolled copies, hoisted invariants) have
-    // no span and report the enclosing binding's. The store is in the
+    // number back into the span (`CodegenError::Located`). A copy a pass
+    // makes of a binding under a fresh name (unrolled, hoisted, versioned)
+    // has its original's span (`passes::Copies`); a binding a pass makes
+    // of its own has none and reports the enclosing binding's, and a
+    // parallel loop's threads that together overdraw the fuel report the
+    // loop's (`lower/parallel.rs`). The store is in the
     // cold block, so the fast path pays nothing; object files, whose
     // caller has no spans, store nothing.
     fn fail_with(&mut self, cond: Value, details: impl FnOnce(&mut Self) -> (Value, Value, Value)) {

@@ -11,7 +11,7 @@ use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
 
 use super::{Lower, R, Vals, args_of};
 use crate::anf::Atom;
-use crate::codegen::abi::{self, CTX_A, CTX_B};
+use crate::codegen::abi::{self, CTX_A, CTX_B, CTX_SITE};
 use crate::codegen::compile_error;
 use crate::codegen::layout::{SLOT, slots};
 use crate::codegen::passes::parallel::{Kind, Leaf, MIN_SCALAR, Parallel};
@@ -184,6 +184,16 @@ impl Lower<'_, '_> {
         self.b.set_cold_block(cold);
         self.b.ins().brif(failed, cold, &[], cont, &[]);
         self.b.switch_to_block(cold);
+        if self.limits {
+            // A ⊥ without a site (the threads together overdrew the fuel:
+            // `fsmooth_parallel`) is this loop's (Note [Failure sites]).
+            let was = self.b.ins().load(types::I64, flags, self.ctx, CTX_SITE);
+            let unlocated = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, was, 0);
+            let mine = self.iconst((self.first_site + self.sites.len()) as i64);
+            self.sites.push(self.here);
+            let site = self.b.ins().select(unlocated, mine, was);
+            self.b.ins().store(flags, site, self.ctx, CTX_SITE);
+        }
         let a = self.b.ins().load(types::I64, flags, self.ctx, CTX_A);
         let bb = self.b.ins().load(types::I64, flags, self.ctx, CTX_B);
         let fail = self.fail;

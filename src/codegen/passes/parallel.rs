@@ -93,7 +93,8 @@
 //! charges that the serial loop does not (its own count, and a fold's
 //! zero accumulators); what the threads' inner loops spent is taken from
 //! the call's when they finish, and a call that overdraws it ends with
-//! `out-of-fuel` (located at the entry). A chunk's own ⊥ is reported
+//! `out-of-fuel`, located at the loop (the threads' inner iterations
+//! together, and the fuel that was left). A chunk's own ⊥ is reported
 //! first, so a call that both overdraws its fuel and fails in a chunk
 //! reports the chunk's ⊥, where the serial loop might have run out of
 //! fuel before reaching it (fuel comparisons are inconclusive,

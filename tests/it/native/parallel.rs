@@ -155,7 +155,7 @@ let reads (xs: Vector) (k: Index) = ifold (fun acc i -> acc + xs[i * k]) 0.0 (le
 
 /// Fuel spent on the other threads counts against the call's: a parallel
 /// fold whose iterations, all threads together, overdraw the fuel ends
-/// with `out-of-fuel`, one within it runs.
+/// with `out-of-fuel`, located at the fold; one within it runs.
 #[test]
 fn fuel_spent_on_every_thread_counts() {
     let src = "let main (xs: Vector) = ifold (fun acc i -> acc + ifold (fun t j -> t + xs[j] * toDouble i) 0.0 (length xs)) 0.0 (length xs)\n";
@@ -173,6 +173,14 @@ fn fuel_spent_on_every_thread_counts() {
         .call_with(&args, limits(60_000))
         .expect_err("overdrawn");
     assert_eq!(err.code(), "out-of-fuel", "{err}");
+    // Located at the parallel fold (Note [Failure sites]), not the entry.
+    let fsmooth::codegen::CodegenError::Located { span, .. } = &err else {
+        panic!("a located ⊥: {err:?}");
+    };
+    assert!(
+        src[span.start as usize..].starts_with("ifold (fun acc i"),
+        "{err:?}"
+    );
 }
 
 /// Builds of the entry's own block run on threads under either contract,

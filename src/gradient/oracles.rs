@@ -69,6 +69,42 @@ pub fn finite_differences_scaled(
     })
 }
 
+/// Whether output `i` of the entry has a kink in input element `j` of
+/// parameter `wrt` at `args`: its second difference f(x + h) − 2 f(x) +
+/// f(x − h), which is O(h²) where f is smooth, is larger than 1e-3 · h ·
+/// (1 + |central difference|) (h as in [`finite_differences`]). At a kink
+/// (`abs` at 0, `max` at a tie, a branch's boundary) the central
+/// difference is the mean of the two one-sided slopes, which no
+/// derivative need equal; `abs` at 0 has a central difference of 0 at
+/// every step, so comparing two steps does not see it. `None` when a run
+/// is ⊥ or the elements are not there.
+pub fn kink(
+    base: &Entry,
+    wrt: usize,
+    args: &[Value],
+    (j, i): (usize, usize),
+    limits: Limits,
+) -> Option<bool> {
+    let mut xs = Vec::new();
+    flatten(args.get(wrt)?, &mut xs);
+    let x = *xs.get(j)?;
+    let h = f64::EPSILON.cbrt() * x.abs().max(1.0);
+    let out_at = |delta: f64| -> Option<f64> {
+        let mut p = xs.clone();
+        p[j] += delta;
+        let mut a = args.to_vec();
+        a[wrt] = unflatten(&args[wrt], &mut p.into_iter());
+        let (v, _) = base.run(a, limits, &mut |_, _| {}).ok()?;
+        let mut out = Vec::new();
+        flatten(&v, &mut out);
+        out.get(i).copied()
+    };
+    let (plus, mid, minus) = (out_at(h)?, out_at(0.0)?, out_at(-h)?);
+    let slope = (plus - minus) / (2.0 * h);
+    let second = plus - 2.0 * mid + minus;
+    Some(second.abs() > 1e-3 * h * (1.0 + slope.abs()))
+}
+
 /// Reverse mode by taping (`tape`): one backward sweep per output element.
 pub fn tape(
     base: &Entry,

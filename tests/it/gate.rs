@@ -199,3 +199,56 @@ fn a_derivative_bottom_at_a_singular_point_is_the_evaluators_not_the_gates() {
         assert_eq!(first("native"), eval, "{name}");
     }
 }
+
+/// Found by `fsmooth fuzz --target native` (seed 21): the gate compared
+/// modes at a NaN input, where forward mode's tangents carry NaN that
+/// reverse mode's cotangents do not (spec/ad-forward.md §7.2,
+/// "Non-finite points and kinks"), and finite differences at `abs`'s kink
+/// at 0, where they give 0 and every mode 1. Both failed runs that are
+/// right; now native code runs there, and gives the evaluator's values.
+#[test]
+fn the_gate_has_no_verdict_at_non_finite_points_and_kinks() {
+    let cases = [
+        (
+            "nan_cross.fsm",
+            "let main (p1: Matrix) (p2: Double) =\n  vectorCross [p2, 0.75, p2, p2] [p2, p2, 2., 2.0]\n",
+            "p1",
+            "rev",
+            r#"{"p1": [[-0.0], [3.5], [0], [1], [0]], "p2": "NaN"}"#,
+        ),
+        (
+            "abs_kink.fsm",
+            "let main (p2: Double) = abs p2\n",
+            "p2",
+            "rev",
+            "[0.0]",
+        ),
+    ];
+    for (name, text, wrt, mode, input) in cases {
+        let src = program(name, text);
+        let src = src.to_str().expect("path");
+        let out = |engine: &str| {
+            let o = cli(&[
+                "jacobian", src, "--wrt", wrt, "--mode", mode, "--input", input, "--engine", engine,
+            ]);
+            assert_eq!(o.status.code(), Some(0), "{name} {engine}: {}", stderr(&o));
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
+        assert_eq!(out("native"), out("eval"), "{name}");
+    }
+    // The kink test itself: `abs` at 0 and `max` at a tie are kinks; a
+    // smooth point, of `abs` away from 0 or of a square, is not.
+    let session =
+        fsmooth::pipeline::Session::load("let a (x: Double) = abs x\nlet m (x: Double) = max x 1.0\nlet q (x: Double) = x * x * 3.0\n")
+            .expect("loads");
+    let limits = fsmooth::eval::Limits::default();
+    let kink = |f: &str, x: f64| {
+        let e = session.entry(f).expect("entry");
+        fsmooth::gradient::kink(&e, 0, &[fsmooth::eval::Value::Double(x)], (0, 0), limits)
+    };
+    assert_eq!(kink("a", 0.0), Some(true));
+    assert_eq!(kink("m", 1.0), Some(true));
+    assert_eq!(kink("a", 0.5), Some(false));
+    assert_eq!(kink("m", 3.0), Some(false));
+    assert_eq!(kink("q", 100.0), Some(false));
+}

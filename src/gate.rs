@@ -170,14 +170,15 @@ pub fn check(subject: &Subject<'_>, opts: &Options) -> Result<Passed, String> {
 
 /// The derivative checks at one input: the mode on native code against
 /// the evaluator; the mode against reverse mode (or forward mode); and
-/// against finite differences where they are smooth. `Some(why)` when
-/// the derivative is ⊥ on the evaluator, by a division by zero or outside
-/// a primitive's domain, and the run passes through a singular point of a
-/// primitive (the tape says so: `sqrt` at 0, the norm of a zero vector,
-/// also where the value is not used): there the AD modes may differ on
-/// definedness (spec/ad-forward.md §7.2, "Singular points"), so there is
-/// nothing to compare, and the command's own run reports the ⊥ at its
-/// source. Any other ⊥ of the derivative is a failure.
+/// against finite differences where they are smooth. `Some(why)` — no
+/// verdict at this input — where the modes may differ (spec/ad-forward.md
+/// §7.2): the run passes through a singular point of a primitive (the
+/// tape says so: `sqrt` at 0, the norm of a zero vector, also where the
+/// value is not used; `log` at a subnormal) and the derivative is ⊥ by a
+/// division by zero or outside a primitive's domain, or the modes
+/// disagree; or an input or the result is not finite. The command's own
+/// run then reports its result or ⊥. Any other ⊥ of the derivative is a
+/// failure.
 fn derivative(
     subject: &Subject<'_>,
     base: &Rc<Entry>,
@@ -236,21 +237,29 @@ fn derivative(
         .iter()
         .position(|(n, _)| n == wrt)
         .ok_or_else(|| format!("no parameter `{wrt}`"))?;
+    // Whether the run passes through a singular point of a primitive
+    // (spec/ad-forward.md §7.2): a partial that is not finite where the
+    // result is — `sqrt` at 0, or `log` at a subnormal, whose 1/x
+    // overflows — where the modes may differ (asked only on a
+    // disagreement: a taped run).
+    let singular = || {
+        crate::tape::vjp(
+            &base.program,
+            &base.name_in_program(),
+            args.to_vec(),
+            k,
+            None,
+            limits,
+        )
+        .is_ok_and(|t| t.singular)
+    };
     let ours = match run(mode, Engine::Eval) {
         Ok(Some(c)) => c,
         Ok(None) => return Ok(None),
         Err((why, code)) => {
             let singular_code =
                 matches!(code.as_deref(), Some("division-by-zero" | "domain-error"));
-            let taped = crate::tape::vjp(
-                &base.program,
-                &base.name_in_program(),
-                args.to_vec(),
-                k,
-                None,
-                limits,
-            );
-            if singular_code && taped.is_ok_and(|t| t.singular) {
+            if singular_code && singular() {
                 return Ok(Some(format!(
                     "the {} derivative is ⊥ ({}) at a singular point of a primitive",
                     mode.name(),
@@ -292,6 +301,13 @@ fn derivative(
     if let Some(c) = run(reference, Engine::Eval).map_err(|e| e.0)?
         && let Some((j, i, a, b)) = columns_disagree(&ours.columns, &c.columns, 1e-9)
     {
+        if singular() {
+            return Ok(Some(format!(
+                "the {} and {} derivatives differ at a singular point of a primitive",
+                mode.name(),
+                reference.name()
+            )));
+        }
         let fd = fd_h2
             .as_ref()
             .and_then(|d| d.get(j).and_then(|c| c.get(i)))

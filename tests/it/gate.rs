@@ -200,14 +200,17 @@ fn a_derivative_bottom_at_a_singular_point_is_the_evaluators_not_the_gates() {
     }
 }
 
-/// Found by `fsmooth fuzz --target native` (seed 21): the gate compared
-/// modes at a NaN input, where forward mode's tangents carry NaN that
-/// reverse mode's cotangents do not (spec/ad-forward.md §7.2,
-/// "Non-finite points and kinks"), and finite differences at `abs`'s kink
-/// at 0, where they give 0 and every mode 1. Both failed runs that are
-/// right; now native code runs there, and gives the evaluator's values.
+/// Found by `fsmooth fuzz --target native` (seeds 21 and 32): the gate
+/// compared modes at a NaN input, where forward mode's tangents carry NaN
+/// that reverse mode's cotangents do not (spec/ad-forward.md §7.2,
+/// "Non-finite points and kinks"); finite differences at `abs`'s kink at
+/// 0, where they give 0 and every mode 1; and modes at a singular point,
+/// `p · log p` at the smallest subnormal, where forward mode's 1/p
+/// overflows to ∞ and reverse mode's product does not. All three failed
+/// runs that are right; now native code runs there, and gives the
+/// evaluator's values.
 #[test]
-fn the_gate_has_no_verdict_at_non_finite_points_and_kinks() {
+fn the_gate_has_no_verdict_where_the_modes_may_differ() {
     let cases = [
         (
             "nan_cross.fsm",
@@ -215,6 +218,13 @@ fn the_gate_has_no_verdict_at_non_finite_points_and_kinks() {
             "p1",
             "rev",
             r#"{"p1": [[-0.0], [3.5], [0], [1], [0]], "p2": "NaN"}"#,
+        ),
+        (
+            "subnormal_log.fsm",
+            "let main = fun (p: Double) -> p * log p\n",
+            "p",
+            "fwd",
+            "[5e-324]",
         ),
         (
             "abs_kink.fsm",

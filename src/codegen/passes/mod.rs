@@ -8,7 +8,12 @@
 //! of `codegen/layout.rs`): none names Cranelift, so each can be read,
 //! and tested, as a function from normal forms to normal forms or to a
 //! plan. Every one keeps the evaluator's values and its first ⊥ (the
-//! exactness argument is in the pass's own Note). `lower::lower_function`
+//! exactness argument is in the pass's own Note); a resource limit is not
+//! an observation (spec/semantics.md §3.8: native code meets
+//! `--max-elements` only where the evaluator does, and an array a pass
+//! removes is not checked). A pass that copies a binding under a fresh
+//! name records the copy ([`Copies`]), so that its ⊥ keeps its source
+//! location. `lower::lower_function`
 //! sequences them; there are three kinds.
 //!
 //! Rewrites of the whole function, in this order: projections of pairs

@@ -325,7 +325,13 @@ fn derivative(
     // Finite differences, element by element, where the stencil is smooth:
     // the two steps agree, and there is no kink (`kink`: `abs` at 0).
     if let (Some(d1), Some(d2)) = (&fd_h, &fd_h2) {
+        let mut outs = Vec::new();
+        crate::eval::flatten(&ours.value, &mut outs);
+        let mut ins = Vec::new();
+        crate::eval::flatten(&args[k], &mut ins);
         for (j, col) in ours.columns.iter().enumerate() {
+            // The smaller step (`finite_differences_scaled` at 0.5).
+            let h = 0.5 * f64::EPSILON.cbrt() * ins.get(j).map_or(1.0, |x| x.abs().max(1.0));
             for (i, &x) in col.iter().enumerate() {
                 let (Some(&a), Some(&b)) = (
                     d1.get(j).and_then(|c| c.get(i)),
@@ -338,7 +344,12 @@ fn derivative(
                 if !a.is_finite() || !b.is_finite() || trunc > 1e-3 * (1.0 + b.abs()) {
                     continue;
                 }
-                if (x - b).abs() > 10.0 * trunc + 1e-6 * (1.0 + b.abs())
+                // Rounding: the difference of two values of magnitude
+                // |f|, each within a few ulp, over the step (an input of
+                // 1.8e308 beside the one varied absorbs the change).
+                let f = outs.get(i).map_or(0.0, |f| f.abs());
+                let rounding = 256.0 * f64::EPSILON * (f + 1.0) / h;
+                if (x - b).abs() > 10.0 * trunc + rounding + 1e-6 * (1.0 + b.abs())
                     && kink(base, k, args, (j, i), limits) == Some(false)
                 {
                     return Err(format!(

@@ -200,7 +200,7 @@ fn a_derivative_bottom_at_a_singular_point_is_the_evaluators_not_the_gates() {
     }
 }
 
-/// Found by `fsmooth fuzz --target native` (seeds 21, 32 and 51): the gate
+/// Found by `fsmooth fuzz --target native` (seeds 21, 32, 51, 54): the gate
 /// compared modes at a NaN input, where forward mode's tangents carry NaN
 /// that reverse mode's cotangents do not (spec/ad-forward.md §7.2,
 /// "Non-finite points and kinks"); finite differences at `abs`'s kink at
@@ -218,6 +218,15 @@ fn the_gate_has_no_verdict_where_the_modes_may_differ() {
             "p1",
             "rev",
             r#"{"p1": [[-0.0], [3.5], [0], [1], [0]], "p2": "NaN"}"#,
+        ),
+        (
+            // Seed 54: forward mode is defined; reverse mode, the gate's
+            // reference, is ⊥ at the norm of a zero vector.
+            "zero_norm_fwd.fsm",
+            "let main = fun (p: Double) -> vectorNorm (build (length [p, p, -1.5]) (fun x1 -> -0.0)) + 3.25\n",
+            "p",
+            "fwd",
+            "[0.0]",
         ),
         (
             "subnormal_log.fsm",

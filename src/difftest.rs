@@ -216,6 +216,25 @@ pub fn overflows(entry: &Entry, args: Vec<Value>, limits: Limits) -> bool {
     found
 }
 
+/// The largest magnitude of a finite Double in any state of evaluating
+/// `entry` on `args` (read back as a literal): what bounds the rounding
+/// of a finite difference through that run (an input of 1.8e308 added to
+/// the one varied absorbs the step, whatever the result's size).
+pub fn largest_magnitude(entry: &Entry, args: Vec<Value>, limits: Limits) -> f64 {
+    let mut largest = 0.0f64;
+    let _ = entry.run(args, limits, &mut |_, snap| {
+        let rb = snap.readback("state'rb");
+        for e in rb.exprs.values() {
+            if let Expr::Lit(Lit::Double(x)) = e
+                && x.is_finite()
+            {
+                largest = largest.max(x.abs());
+            }
+        }
+    });
+    largest
+}
+
 /// The finite-difference step at `x`: ε^(1/3)·max(1, |x|).
 fn step(x: f64) -> f64 {
     f64::EPSILON.cbrt() * x.abs().max(1.0)

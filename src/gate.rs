@@ -23,7 +23,7 @@
 use std::rc::Rc;
 
 use crate::diagnostic::Diagnose;
-use crate::difftest::values_agree;
+use crate::difftest::{largest_magnitude, values_agree};
 use crate::eval::{Limits, Value};
 use crate::gradient::{Columns, Mode, Plan, finite_differences_scaled, kink};
 use crate::ir::Type;
@@ -359,11 +359,16 @@ fn derivative(
                     continue;
                 }
                 // Rounding: the difference of two values of magnitude
-                // |f|, each within a few ulp, over the step (an input of
-                // 1.8e308 beside the one varied absorbs the change).
+                // |f|, each within a few ulp, over the step — or of the
+                // largest value the run passes through, asked only on a
+                // disagreement (an input of 1.8e308 summed with the one
+                // varied absorbs the step, whatever the result's size).
                 let f = outs.get(i).map_or(0.0, |f| f.abs());
-                let rounding = 256.0 * f64::EPSILON * (f + 1.0) / h;
-                if (x - b).abs() > 10.0 * trunc + rounding + 1e-6 * (1.0 + b.abs())
+                let rounding = |m: f64| 256.0 * f64::EPSILON * (m + 1.0) / h;
+                let bound = 10.0 * trunc + 1e-6 * (1.0 + b.abs());
+                if (x - b).abs() > bound + rounding(f)
+                    && (x - b).abs()
+                        > bound + rounding(largest_magnitude(base, args.to_vec(), limits))
                     && kink(base, k, args, (j, i), limits) == Some(false)
                 {
                     return Err(format!(

@@ -200,7 +200,7 @@ fn a_derivative_bottom_at_a_singular_point_is_the_evaluators_not_the_gates() {
     }
 }
 
-/// Found by `fsmooth fuzz --target native` (seeds 21, 32, 51, 54): the gate
+/// Found by `fsmooth fuzz --target native` (seeds 21, 32, 51, 54, 61): the gate
 /// compared modes at a NaN input, where forward mode's tangents carry NaN
 /// that reverse mode's cotangents do not (spec/ad-forward.md §7.2,
 /// "Non-finite points and kinks"); finite differences at `abs`'s kink at
@@ -245,6 +245,16 @@ fn the_gate_has_no_verdict_where_the_modes_may_differ() {
             "p1",
             "fwd-vec",
             r#"{"p1": [-1.3, 1.7976931348623157e308, 0.4, 100.25, 0]}"#,
+        ),
+        (
+            // Seed 61: the same absorption inside the run, with a result
+            // of size 1 (`cos` of the sum): the rounding bound takes the
+            // largest value the run passes through.
+            "absorbed_inside.fsm",
+            "let main (p1: Array<Vector>) = cos (matrixSum p1)\n",
+            "p1",
+            "fwd",
+            r#"{"p1": [[3.5, 1.7976931348623157e308, 3.5], [100.25, -1.3, 0]]}"#,
         ),
         (
             "abs_kink.fsm",

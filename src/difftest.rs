@@ -28,7 +28,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use crate::diagnostic::Diagnose;
 use crate::eval::{Limits, Value};
-use crate::gradient::{Mode, Plan};
+use crate::gradient::{Mode, Plan, step};
 use crate::ir::{Expr, Lit};
 use crate::numeric::rho;
 use crate::pipeline::{Artefact, Checkpointing, Engine, Entry, OptOptions, Session};
@@ -200,18 +200,33 @@ pub fn check_scalar(src: &str, limits: Limits) -> Result<Counts, String> {
     Ok(counts)
 }
 
+/// Every Double literal of every state of evaluating `entry` on `args`
+/// (read back), to `visit` until it returns false.
+fn state_doubles(
+    entry: &Entry,
+    args: Vec<Value>,
+    limits: Limits,
+    mut visit: impl FnMut(f64) -> bool,
+) {
+    let mut going = true;
+    let _ = entry.run(args, limits, &mut |_, snap| {
+        if going {
+            let rb = snap.readback("state'rb");
+            going = rb.exprs.values().all(|e| match e {
+                Expr::Lit(Lit::Double(x)) => visit(*x),
+                _ => true,
+            });
+        }
+    });
+}
+
 /// Whether some state of evaluating `entry` on `args` holds a non-finite
 /// Double (read back as a literal): an IEEE overflow the reals do not have.
 pub fn overflows(entry: &Entry, args: Vec<Value>, limits: Limits) -> bool {
     let mut found = false;
-    let _ = entry.run(args, limits, &mut |_, snap| {
-        if !found {
-            let rb = snap.readback("state'rb");
-            found = rb
-                .exprs
-                .values()
-                .any(|e| matches!(e, Expr::Lit(Lit::Double(x)) if !x.is_finite()));
-        }
+    state_doubles(entry, args, limits, |x| {
+        found = !x.is_finite();
+        !found
     });
     found
 }
@@ -222,22 +237,13 @@ pub fn overflows(entry: &Entry, args: Vec<Value>, limits: Limits) -> bool {
 /// the one varied absorbs the step, whatever the result's size).
 pub fn largest_magnitude(entry: &Entry, args: Vec<Value>, limits: Limits) -> f64 {
     let mut largest = 0.0f64;
-    let _ = entry.run(args, limits, &mut |_, snap| {
-        let rb = snap.readback("state'rb");
-        for e in rb.exprs.values() {
-            if let Expr::Lit(Lit::Double(x)) = e
-                && x.is_finite()
-            {
-                largest = largest.max(x.abs());
-            }
+    state_doubles(entry, args, limits, |x| {
+        if x.is_finite() {
+            largest = largest.max(x.abs());
         }
+        true
     });
     largest
-}
-
-/// The finite-difference step at `x`: ε^(1/3)·max(1, |x|).
-fn step(x: f64) -> f64 {
-    f64::EPSILON.cbrt() * x.abs().max(1.0)
 }
 
 /// The central difference of `entry` (Double → Double) at `x` with its

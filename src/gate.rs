@@ -25,7 +25,7 @@ use std::rc::Rc;
 use crate::diagnostic::Diagnose;
 use crate::difftest::{largest_magnitude, values_agree};
 use crate::eval::{Limits, Value};
-use crate::gradient::{Columns, Mode, Plan, finite_differences_scaled, kink};
+use crate::gradient::{Columns, Mode, Plan, finite_differences_scaled, kink, step};
 use crate::ir::Type;
 use crate::numeric::rho;
 use crate::pipeline::{Checkpointing, Engine, Entry, RunError, Session};
@@ -253,21 +253,20 @@ fn derivative(
         )
         .is_ok_and(|t| t.singular)
     };
+    // Mode `m`'s derivative ⊥ on the evaluator: no verdict when it is a
+    // division by zero or outside a domain at a singular point, else a
+    // failure.
+    let bottom = |m: Mode, (why, code): (String, Option<String>)| match code.as_deref() {
+        Some(c @ ("division-by-zero" | "domain-error")) if singular() => Ok(Some(format!(
+            "the {} derivative is ⊥ ({c}) at a singular point of a primitive",
+            m.name()
+        ))),
+        _ => Err(why),
+    };
     let ours = match run(mode, Engine::Eval) {
         Ok(Some(c)) => c,
         Ok(None) => return Ok(None),
-        Err((why, code)) => {
-            let singular_code =
-                matches!(code.as_deref(), Some("division-by-zero" | "domain-error"));
-            if singular_code && singular() {
-                return Ok(Some(format!(
-                    "the {} derivative is ⊥ ({}) at a singular point of a primitive",
-                    mode.name(),
-                    code.unwrap_or_default()
-                )));
-            }
-            return Err(why);
-        }
+        Err(e) => return bottom(mode, e),
     };
     if mode.runs_natively()
         && let Some(native) = run(mode, Engine::Native).map_err(|e| e.0)?
@@ -300,17 +299,7 @@ fn derivative(
     });
     let theirs = match run(reference, Engine::Eval) {
         Ok(c) => c,
-        Err((why, code)) => {
-            // The reference mode ⊥ at a singular point: as for our mode.
-            if matches!(code.as_deref(), Some("division-by-zero" | "domain-error")) && singular() {
-                return Ok(Some(format!(
-                    "the {} derivative is ⊥ ({}) at a singular point of a primitive",
-                    reference.name(),
-                    code.unwrap_or_default()
-                )));
-            }
-            return Err(why);
-        }
+        Err(e) => return bottom(reference, e),
     };
     if let Some(c) = theirs
         && let Some((j, i, a, b)) = columns_disagree(&ours.columns, &c.columns, 1e-9)
@@ -343,9 +332,11 @@ fn derivative(
         crate::eval::flatten(&ours.value, &mut outs);
         let mut ins = Vec::new();
         crate::eval::flatten(&args[k], &mut ins);
+        // The largest value the run passes through, once, when asked.
+        let largest = std::cell::OnceCell::new();
         for (j, col) in ours.columns.iter().enumerate() {
             // The smaller step (`finite_differences_scaled` at 0.5).
-            let h = 0.5 * f64::EPSILON.cbrt() * ins.get(j).map_or(1.0, |x| x.abs().max(1.0));
+            let h = 0.5 * step(ins.get(j).copied().unwrap_or(0.0));
             for (i, &x) in col.iter().enumerate() {
                 let (Some(&a), Some(&b)) = (
                     d1.get(j).and_then(|c| c.get(i)),
@@ -368,7 +359,11 @@ fn derivative(
                 let bound = 10.0 * trunc + 1e-6 * (1.0 + b.abs());
                 if (x - b).abs() > bound + rounding(f)
                     && (x - b).abs()
-                        > bound + rounding(largest_magnitude(base, args.to_vec(), limits))
+                        > bound
+                            + rounding(
+                                *largest
+                                    .get_or_init(|| largest_magnitude(base, args.to_vec(), limits)),
+                            )
                     && kink(base, k, args, (j, i), limits) == Some(false)
                 {
                     return Err(format!(

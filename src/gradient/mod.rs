@@ -22,7 +22,7 @@ use crate::interchange::InputError;
 use crate::pipeline::Engine as Runner;
 use crate::pipeline::{Artefact, Checkpointing, Entry, Form, ForwardMode, RunError, Session};
 
-pub use oracles::{finite_differences, finite_differences_scaled, kink, tape};
+pub use oracles::{finite_differences, finite_differences_scaled, kink, step, tape};
 pub use reading::{primal, tangent};
 
 /// How a derivative is computed (README, "Using the command line").

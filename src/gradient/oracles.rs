@@ -5,7 +5,7 @@
 
 use super::Columns;
 use super::reading::one_hot;
-use crate::eval::{EvalError, Limits, Value, flatten, unflatten};
+use crate::eval::{EvalError, Limits, Stats, Value, flatten, unflatten};
 use crate::pipeline::Entry;
 
 /// Central finite differences: (f(x + h eⱼ) − f(x − h eⱼ)) / 2h with
@@ -33,17 +33,11 @@ pub fn finite_differences_scaled(
     flatten(&args[wrt], &mut xs);
     let mut columns = Vec::with_capacity(xs.len());
     for j in 0..xs.len() {
-        let h = scale * f64::EPSILON.cbrt() * xs[j].abs().max(1.0);
+        let h = scale * step(xs[j]);
         let mut eval_at = |delta: f64| -> Result<Vec<f64>, EvalError> {
-            let mut p = xs.clone();
-            p[j] += delta;
-            let mut a = args.clone();
-            a[wrt] = unflatten(&args[wrt], &mut p.into_iter());
-            let (v, s) = base.run(a, limits, &mut |_, _| {})?;
+            let (out, s) = outputs_at(base, (wrt, &args, &xs), (j, delta), limits)?;
             stats.steps += s.steps;
             stats.ops += s.ops;
-            let mut out = Vec::new();
-            flatten(&v, &mut out);
             Ok(out)
         };
         let plus = eval_at(h)?;
@@ -69,10 +63,34 @@ pub fn finite_differences_scaled(
     })
 }
 
+/// The finite-difference step at `x`: ε^(1/3) · max(1, |x|), which
+/// balances truncation (O(h²)) against rounding (O(ε/h)).
+pub fn step(x: f64) -> f64 {
+    f64::EPSILON.cbrt() * x.abs().max(1.0)
+}
+
+/// The entry's outputs, flattened, with element `j` of parameter `wrt`
+/// (whose elements are `xs`) moved by `delta`.
+fn outputs_at(
+    base: &Entry,
+    (wrt, args, xs): (usize, &[Value], &[f64]),
+    (j, delta): (usize, f64),
+    limits: Limits,
+) -> Result<(Vec<f64>, Stats), EvalError> {
+    let mut p = xs.to_vec();
+    p[j] += delta;
+    let mut a = args.to_vec();
+    a[wrt] = unflatten(&args[wrt], &mut p.into_iter());
+    let (v, stats) = base.run(a, limits, &mut |_, _| {})?;
+    let mut out = Vec::new();
+    flatten(&v, &mut out);
+    Ok((out, stats))
+}
+
 /// Whether output `i` of the entry has a kink in input element `j` of
 /// parameter `wrt` at `args`: its second difference f(x + h) − 2 f(x) +
 /// f(x − h), which is O(h²) where f is smooth, is larger than 1e-3 · h ·
-/// (1 + |central difference|) (h as in [`finite_differences`]). At a kink
+/// (1 + |central difference|) (h as in [`finite_differences`]: [`step`]). At a kink
 /// (`abs` at 0, `max` at a tie, a branch's boundary) the central
 /// difference is the mean of the two one-sided slopes, which no
 /// derivative need equal; `abs` at 0 has a central difference of 0 at
@@ -87,16 +105,9 @@ pub fn kink(
 ) -> Option<bool> {
     let mut xs = Vec::new();
     flatten(args.get(wrt)?, &mut xs);
-    let x = *xs.get(j)?;
-    let h = f64::EPSILON.cbrt() * x.abs().max(1.0);
+    let h = step(*xs.get(j)?);
     let out_at = |delta: f64| -> Option<f64> {
-        let mut p = xs.clone();
-        p[j] += delta;
-        let mut a = args.to_vec();
-        a[wrt] = unflatten(&args[wrt], &mut p.into_iter());
-        let (v, _) = base.run(a, limits, &mut |_, _| {}).ok()?;
-        let mut out = Vec::new();
-        flatten(&v, &mut out);
+        let (out, _) = outputs_at(base, (wrt, args, &xs), (j, delta), limits).ok()?;
         out.get(i).copied()
     };
     let (plus, mid, minus) = (out_at(h)?, out_at(0.0)?, out_at(-h)?);

@@ -92,7 +92,8 @@ pub struct RuleReport {
     /// ... where the right side refines the left side.
     pub agreed: u64,
     /// Fuel ran out or an array passed the element limit (resource
-    /// limits, spec/semantics.md §9), or a non-finite value under an `ieee-inexact` rule.
+    /// limits, spec/semantics.md §9), or a non-finite value under an
+    /// `ieee-inexact` rule.
     pub inconclusive: u64,
     pub failed: u64,
     /// ... of them in boundary cases (`EDGE_EVERY`).

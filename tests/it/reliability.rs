@@ -237,24 +237,28 @@ fn resource_limits_end_work_cleanly_in_both_engines() {
             let o = cli(&all);
             let err = String::from_utf8_lossy(&o.stderr).to_string();
             assert!(!err.contains("panicked"), "{err}");
-            (o.status.code(), err)
+            let out = String::from_utf8_lossy(&o.stdout).trim().to_string();
+            (o.status.code(), err, out)
         };
-        let (status, err) = code(&[big]);
+        let (status, err, _) = code(&[big]);
         assert_eq!(status, Some(1), "{engine}: {err}");
         assert!(err.contains("error[array-too-large]"), "{engine}: {err}");
-        let (status, err) = code(&[long, "--fuel", "1000000"]);
+        let (status, err, _) = code(&[long, "--fuel", "1000000"]);
         assert_eq!(status, Some(1), "{engine}: {err}");
         assert!(err.contains("error[out-of-fuel]"), "{engine}: {err}");
         // The limit is configurable. Past it the evaluator stops; native
         // code stops too, or gives the sum, its array never made
         // (spec/semantics.md §3.8: the limit is not an observation).
-        let (status, err) = code(&[small, "--input", "[100]", "--max-elements", "99"]);
+        let (status, err, out) = code(&[small, "--input", "[100]", "--max-elements", "99"]);
         if engine == "eval" || status != Some(0) {
             assert_eq!(status, Some(1), "{engine}: {err}");
             assert!(err.contains("error[array-too-large]"), "{engine}: {err}");
+        } else {
+            assert_eq!(out, "4950.0", "{engine}: the sum");
         }
-        let (status, err) = code(&[small, "--input", "[100]", "--max-elements", "100"]);
+        let (status, err, out) = code(&[small, "--input", "[100]", "--max-elements", "100"]);
         assert_eq!(status, Some(0), "{engine}: {err}");
+        assert_eq!(out, "4950.0", "{engine}");
     }
 }
 

@@ -480,14 +480,21 @@ impl Lower<'_, '_> {
         let (code, a, b) = details(self);
         if self.limits {
             // Note [Failure sites]
-            let site = self.iconst((self.first_site + self.sites.len()) as i64);
-            self.sites.push(self.here);
+            let site = self.site_here();
             let flags = MemFlagsData::trusted();
             self.b.ins().store(flags, site, self.ctx, abi::CTX_SITE);
         }
         let fail = self.fail;
         self.b.ins().jump(fail, &args_of(&[code, a, b]));
         self.b.switch_to_block(cont);
+    }
+
+    /// A new failure site at the binding being lowered (Note [Failure
+    /// sites]): its number.
+    fn site_here(&mut self) -> Value {
+        let site = self.iconst((self.first_site + self.sites.len()) as i64);
+        self.sites.push(self.here);
+        site
     }
 
     fn call(&mut self, helper: &str, args: &[Value]) -> R<Option<Value>> {

@@ -189,8 +189,7 @@ impl Lower<'_, '_> {
             // `fsmooth_parallel`) is this loop's (Note [Failure sites]).
             let was = self.b.ins().load(types::I64, flags, self.ctx, CTX_SITE);
             let unlocated = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, was, 0);
-            let mine = self.iconst((self.first_site + self.sites.len()) as i64);
-            self.sites.push(self.here);
+            let mine = self.site_here();
             let site = self.b.ins().select(unlocated, mine, was);
             self.b.ins().store(flags, site, self.ctx, CTX_SITE);
         }

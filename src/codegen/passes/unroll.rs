@@ -53,12 +53,12 @@ pub fn unroll(body: &mut Block, speculative: &mut HashSet<Name>, tag: char, made
         ..Unroller::default()
     };
     u.block(body);
-    made.append(&mut u.made);
-    for (old, copies) in u.copies {
-        if speculative.contains(&old) {
-            speculative.extend(copies);
+    for (copy, old) in &u.made {
+        if speculative.contains(old) {
+            speculative.insert(copy.clone());
         }
     }
+    made.append(&mut u.made);
 }
 
 #[derive(Default)]
@@ -72,9 +72,8 @@ struct Unroller {
     items: HashMap<Name, Vec<Atom>>,
     /// Variables replaced by atoms: reads of array literals, unrolled folds.
     subst: HashMap<Name, Atom>,
-    /// Every renamed binder's copies.
-    copies: HashMap<Name, Vec<Name>>,
-    /// The same, in the order they are made.
+    /// Every renamed binder's copies, with the names they copy, in the
+    /// order they are made.
     made: Copies,
 }
 
@@ -191,9 +190,6 @@ impl Unroller {
                 names.insert(x.clone(), y.clone());
                 *x = y;
             });
-            for (x, y) in &names {
-                self.copies.entry(x.clone()).or_default().push(y.clone());
-            }
             let mut map: HashMap<Name, Atom> = HashMap::default();
             copy.for_each_atom(&mut |a| {
                 if let Atom::Var(x, t) = a

@@ -181,6 +181,10 @@ pub fn define_entry<M: Module>(
                 &lowered.blocked,
             ),
             (
+                "folds of folds of addAts run term-major (Note [Interchanged folds]), over: ",
+                &lowered.folds_interchanged,
+            ),
+            (
                 "loops behind a bounds guard (Note [Bounds guards]): ",
                 &lowered.guarded,
             ),

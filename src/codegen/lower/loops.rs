@@ -166,6 +166,16 @@ impl Lower<'_, '_> {
         self.check_count_of(n, count, abi::NEGATIVE_COUNT);
         let n = count;
         let z = self.atom(z)?;
+        // Term-major, when it is a fold of folds of `addAt`s (Note
+        // [Interchanged folds]).
+        if guard.is_none()
+            && let Some(plan) = self.fold_interchange_plan(index, s, st, body)
+        {
+            if !self.cold {
+                self.folds_interchanged.push(index.clone());
+            }
+            return self.interchanged_fold(n, &z, (s, index), body, &plan);
+        }
         if guard.is_none()
             && let Some(plan) = self.jam_plan(index, Some(s), body)
         {

@@ -31,6 +31,7 @@
 //!   under the relaxed contract (Note [Lane sums]);
 //! - `vmath.rs`: `log` in `f64x2` lanes, for the relaxed contract;
 //! - `loop_interchange.rs`: loop nests run i-major;
+//! - `fold_interchange.rs`: folds of folds of `addAt`s run term-major;
 //! - `jam.rs`: loops two iterations at a time with their inner folds
 //!   jammed;
 //! - `horizontal.rs`: sibling `build`s of one count as one loop;
@@ -44,6 +45,7 @@
 //! visible to every child and to nothing else.
 
 mod accum;
+mod fold_interchange;
 mod folds;
 mod fused;
 mod horizontal;
@@ -218,6 +220,7 @@ pub fn lower_function(
         updates,
         interchanged: Vec::new(),
         blocked: Vec::new(),
+        folds_interchanged: Vec::new(),
         guarded: Vec::new(),
         paired: Vec::new(),
         skipping: Vec::new(),
@@ -265,6 +268,7 @@ pub fn lower_function(
         updates: l.updates,
         interchanged: l.interchanged,
         blocked: l.blocked,
+        folds_interchanged: l.folds_interchanged,
         guarded: l.guarded,
         paired: l.paired,
         skipping: l.skipping,
@@ -293,6 +297,9 @@ pub struct Lowered {
     pub interchanged: Vec<Name>,
     /// The interchanged sums run in blocks (Note [Interchange], blocks).
     pub blocked: Vec<Name>,
+    /// The indices of the folds of folds of `addAt`s run term-major
+    /// (Note [Interchanged folds]).
+    pub folds_interchanged: Vec<Name>,
     /// The innermost loops behind a bounds guard (Note [Bounds guards]).
     pub guarded: Vec<Name>,
     /// The indices of the folds of `addAt`s run two iterations at a time
@@ -371,6 +378,8 @@ struct Lower<'a, 'f> {
     updates: inplace::Updates,
     /// The loop nests lowered interchanged (Note [Interchange]).
     interchanged: Vec<Name>,
+    /// The indices of the folds run term-major (Note [Interchanged folds]).
+    folds_interchanged: Vec<Name>,
     /// ... and of those, the sums run in blocks (Note [Interchange],
     /// blocks).
     blocked: Vec<Name>,

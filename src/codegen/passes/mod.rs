@@ -30,7 +30,8 @@
 //!
 //! Plans the lowering asks for one loop or block at a time, where it knows
 //! what is fused and which reads are in bounds: loop interchange
-//! (`loop_interchange.rs`), bounds guards (`guard.rs`), jamming
+//! (`loop_interchange.rs`, and `fold_interchange.rs` for reverse mode's
+//! folds of folds of `addAt`s), bounds guards (`guard.rs`), jamming
 //! (`jam.rs`), skipping folds (`skip.rs`), folds two iterations per trip
 //! (`twice.rs`), and horizontal fusion (`horizontal.rs`).
 //!
@@ -43,6 +44,7 @@ use std::collections::HashMap;
 use crate::diagnostic::Span;
 use crate::ir::Name;
 
+pub(super) mod fold_interchange;
 pub(super) mod fuse;
 pub(super) mod guard;
 pub(super) mod hoist;

@@ -86,12 +86,17 @@ fn fuse_with(b: &mut Block, lengths: &HashSet<Name>) {
         // The consumer's body now holds the producer's: a producer there
         // may feed the loop that read the column (the Jacobian wrapper's
         // flattened column, then its tangents).
+        // Its projections of the producer's pairs are forwarded first: a
+        // tape's tuple that held a column the body also reads (reverse
+        // mode's `(qy, (tape, false))`) no longer uses it once the tuple's
+        // projection is its component.
         if let Some(Rhs::Loop { body, .. }) = b
             .binds
             .iter_mut()
             .find(|x| x.name == consumer)
             .map(|x| &mut x.rhs)
         {
+            super::fuse::forward_projections(body);
             fuse_with(body, lengths);
         }
     }

@@ -227,8 +227,8 @@ impl Lower<'_, '_> {
     }
 
     /// The fast path of an interchanged fold, inside its guard: for the
-    /// inner iterations s < m (none without a point), four at a time and
-    /// then one, for every point i < n, the terms and `addAt`s of
+    /// inner iterations s < m (none without a point), four at a time,
+    /// then two, then one, for every point i < n, the terms and `addAt`s of
     /// s, s + 1, … in order (Note [Interchanged folds]).
     fn term_major(
         &mut self,
@@ -269,8 +269,15 @@ impl Lower<'_, '_> {
             .b
             .ins()
             .ishl_imm_u(blocks, WIDTH.trailing_zeros() as i64);
+        // The last three at most: two together (two chains of additions
+        // in flight rather than one), then one.
         let left = self.b.ins().isub(count, start);
-        self.inner_blocks(n, (left, start), 1, z, index, plan, &split)
+        let two = self.b.ins().sshr_imm_u(left, 1);
+        self.inner_blocks(n, (two, start), 2, z, index, plan, &split)?;
+        let start = self.b.ins().iadd(start, two);
+        let start = self.b.ins().iadd(start, two);
+        let one = self.b.ins().band_imm_u(left, 1);
+        self.inner_blocks(n, (one, start), 1, z, index, plan, &split)
     }
 
     /// `count` blocks of `width` inner iterations from `start`, each run

@@ -64,7 +64,10 @@ impl Lower<'_, '_> {
         self.b.switch_to_block(fast);
         // The inner loops' n × m iterations, at once, at the inner loop's
         // site (Note [Native limits]).
-        let inner = body.binds.iter().find(|b| matches!(b.rhs, Rhs::Loop { .. }));
+        let inner = body
+            .binds
+            .iter()
+            .find(|b| matches!(b.rhs, Rhs::Loop { .. }));
         let was = match inner {
             Some(b) => self.enter_site(&b.name),
             None => self.here,
@@ -128,7 +131,10 @@ impl Lower<'_, '_> {
             let below = |l: &mut Self, c: Option<Value>, count: Value| {
                 let room = l.b.ins().isub(len, count);
                 match c {
-                    None => l.b.ins().icmp_imm_s(IntCC::SignedGreaterThanOrEqual, room, 0),
+                    None => {
+                        l.b.ins()
+                            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, room, 0)
+                    }
                     Some(c) => {
                         let nonneg = l.b.ins().icmp_imm_s(IntCC::SignedGreaterThanOrEqual, c, 0);
                         let fits = l.b.ins().icmp(IntCC::SignedLessThanOrEqual, c, room);

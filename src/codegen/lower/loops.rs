@@ -67,8 +67,18 @@ impl Lower<'_, '_> {
             // `build n (fun i -> c)`, reverse mode's zero cotangents: no
             // element can be ⊥, so a fill (`memset` for +0.0; paired, the
             // zero was spilled and reloaded every iteration).
-            let x = self.scalar(&body.result)?;
-            self.fill(p, n, x)?;
+            let zero = match &body.result {
+                Atom::Lit(Lit::Double(v), _) => v.to_bits() == 0,
+                Atom::Lit(Lit::Int(v), _) => *v == 0,
+                _ => false,
+            };
+            if zero {
+                let bytes = self.b.ins().ishl_imm_u(n, 3);
+                self.call("fsmooth_zero", &[p, bytes])?;
+            } else {
+                let x = self.scalar(&body.result)?;
+                self.fill(p, n, x)?;
+            }
             return Ok(vec![p, n]);
         }
         if let Some((k, hot, cold)) = one_hot(body, index)

@@ -217,7 +217,13 @@ pub fn plan<'b>(
     let (m, init, s2, st2, s, ib) = inner?;
     // The outer result: the state itself, or literals.
     let mut literals = Vec::new();
-    if !returns_state(&sym(&body.result, &syms)?, st, &mut Vec::new(), st, &mut literals) {
+    if !returns_state(
+        &sym(&body.result, &syms)?,
+        st,
+        &mut Vec::new(),
+        st,
+        &mut literals,
+    ) {
         return None;
     }
     // The inner body: projections and pairs of its state, `addAt`s into
@@ -265,7 +271,7 @@ pub fn plan<'b>(
         }
     }
     if ib.result.var().is_some_and(|x| syms.contains_key(x))
-        || !same_leaves(&sym(&ib.result, &syms2)?, &init, st, st2)
+        || !same_leaves(&sym(&ib.result, &syms2)?, &init, st2)
     {
         return None;
     }
@@ -543,15 +549,15 @@ fn returns_state(
 /// Whether the inner fold's result `r` has, leaf by leaf over its state
 /// type `ty`, what its initial state `init` has: the same component of
 /// the outer state, or an equal literal.
-fn same_leaves(r: &Sym, init: &Sym, st: &Type, ty: &Type) -> bool {
+fn same_leaves(r: &Sym, init: &Sym, ty: &Type) -> bool {
     if let Type::Pair(a, b) = ty {
         if let (Sym::Path(p), Sym::Path(q)) = (r, init)
             && p == q
         {
             return true;
         }
-        return same_leaves(&r.proj(false), &init.proj(false), st, a)
-            && same_leaves(&r.proj(true), &init.proj(true), st, b);
+        return same_leaves(&r.proj(false), &init.proj(false), a)
+            && same_leaves(&r.proj(true), &init.proj(true), b);
     }
     match (r, init) {
         (Sym::Path(p), Sym::Path(q)) => p == q,

@@ -119,6 +119,43 @@ fn batched_gmm_is_the_pointwise_objective_bit_for_bit() {
         gradient_programs_agree(&src, "gmmObjectiveBatchedFlat", "theta", &input.flat_args()),
         2
     );
+    // Its reverse program: the products' forward sweep runs in blocks too
+    // (vertical fusion sees through the tape's tuple), and both reverse
+    // nests of folds of `addAt`s run term-major (Note [Interchanged
+    // folds]); on d2_K5, every bit of its gradient is the evaluator's.
+    let rev = common::plan(&src, "gmmObjectiveBatchedFlat", "theta", Mode::Rev).expect("plans");
+    let fsmooth::gradient::How::Reverse { rev: program, .. } = &rev.how else {
+        panic!("not a reverse-mode plan");
+    };
+    let options = AotOptions {
+        symbol: "batched_rev".into(),
+        origin: "test".into(),
+        listing: true,
+        fp: fsmooth::codegen::FpContract::Strict,
+    };
+    let listing = program
+        .object(&program.params, &options)
+        .expect("compiles")
+        .listing
+        .expect("a listing");
+    let says = |prefix: &str| {
+        listing
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .expect("the listing says")
+            .split(", ")
+            .count()
+    };
+    assert_eq!(
+        says(";; interchanged sums in blocks of eight (Note [Interchange], blocks): "),
+        4
+    );
+    assert_eq!(
+        says(";; folds of folds of addAts run term-major (Note [Interchanged folds]), over: "),
+        2
+    );
+    let input = read_gmm(&adbench_file("data/gmm/1k/gmm_d2_K5.txt")).expect("reads");
+    super::exactly_on(program, &compile(program), "rev", &input.flat_args());
 }
 
 /// Dense accumulators (spec/ad-reverse.md §5.6) natively: GMM's reverse

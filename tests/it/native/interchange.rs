@@ -5,7 +5,8 @@
 use fsmooth::eval::Value;
 
 use super::{
-    Outcome, compile, exactly_all, exactly_on, listing_of, listing_says, load_entry, vector,
+    Outcome, compare, compile, exactly_all, exactly_on, listing_of, listing_says, load_entry,
+    vector,
 };
 
 /// Note [Interchange]: a `build` of sums reading a matrix at `a[i][j]`
@@ -403,4 +404,98 @@ fn interchanged_nests_charge_their_inner_loops_at_their_site() {
             assert_eq!(code(&got), code(&want), "{entry} {input}");
         }
     }
+}
+
+/// Note [Interchanged folds]: a fold over points of a fold over terms
+/// that only adds into its state arrays (reverse mode's batched
+/// products) runs term-major behind a guard, four terms per point, then
+/// two, then one; every bit is the evaluator's, for every number of terms
+/// and points. Its `addAt`s add at `o[s] + i` (one slot per term and
+/// point), at `c + s` (a slot per term, kept in a register) and at `i`
+/// (a slot per point, added to by every term). When the guard fails —
+/// rows of `o` that overlap or run past the end, a short row of `ys`, a
+/// negative `c` — the nest runs as written: overlapping rows give the
+/// evaluator's bits (its order of additions), the rest its ⊥, at the same
+/// index. A constant index (`k`: every term and point the same slot) is
+/// not interchanged.
+#[test]
+fn folds_of_folds_of_add_ats_run_term_major_exactly() {
+    let src = "let f (o: Array<Index>) (w: Vector) (ys: Matrix) (t: Vector) (c: Index) =\n\
+               \x20 let m = length o\n\
+               \x20 let n = length t\n\
+               \x20 ifold (fun st i ->\n\
+               \x20     let ti = t[i]\n\
+               \x20     ifold (fun st2 s ->\n\
+               \x20         let a = addAt (fst st2) (o[s] + i) (ti * w[s])\n\
+               \x20         let b = addAt (fst (snd st2)) (c + s) (ti * ys[s][i])\n\
+               \x20         let e = addAt (snd (snd st2)) i (ti * w[s] - ys[s][i])\n\
+               \x20         (a, (b, e))) st m)\n\
+               \x20   (build (m * n + 2) (fun k -> 0.1), (build (m + c) (fun k -> 0.25), build n (fun k -> 0.0))) n\n\
+               let k (w: Vector) (t: Vector) =\n\
+               \x20 ifold (fun st i -> ifold (fun st2 s -> addAt st2 1 (t[i] * w[s])) st (length w)) (build 2 (fun j -> 0.0)) (length t)\n";
+    let said = |f: &str| {
+        listing_says(
+            src,
+            f,
+            ";; folds of folds of addAts run term-major (Note [Interchanged folds]), over: ",
+        )
+    };
+    assert_ne!(said("f"), "none");
+    assert_eq!(said("k"), "none");
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let m = (seed >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+        m * f64::powi(10.0, (seed % 7) as i32 - 3)
+    };
+    let indices = |xs: &[i64]| Value::array(xs.iter().map(|&x| Value::Index(x)).collect());
+    let matrix = |rows: usize, n: usize, next: &mut dyn FnMut() -> f64| {
+        Value::array(
+            (0..rows)
+                .map(|_| vector(&(0..n).map(|_| next()).collect::<Vec<_>>()))
+                .collect(),
+        )
+    };
+    let e = load_entry(src, "f");
+    let native = compile(&e);
+    let run = |o: &[i64], rows: usize, n: usize, c: i64, next: &mut dyn FnMut() -> f64| {
+        let m = o.len();
+        let w: Vec<f64> = (0..m).map(|_| next()).collect();
+        let t: Vec<f64> = (0..n).map(|_| next()).collect();
+        let args = [
+            indices(o),
+            vector(&w),
+            matrix(rows, n, next),
+            vector(&t),
+            Value::Index(c),
+        ];
+        exactly_on(&e, &native, "f", &args);
+    };
+    // Every number of terms from none to nine (blocks of four, two, one),
+    // rows of o spaced n apart, in order.
+    for m in 0..=9usize {
+        for n in [0usize, 1, 2, 7] {
+            let o: Vec<i64> = (0..m as i64).map(|s| s * n as i64 + 1).collect();
+            run(&o, m, n, 2, &mut next);
+        }
+    }
+    // Rows that overlap (the guard fails: as written, the same bits).
+    run(&[0, 1, 2], 3, 4, 0, &mut next);
+    run(&[5, 0, 2], 3, 2, 0, &mut next);
+    for _ in 0..4 {
+        run(&[0, 1, 2, 3, 4, 5, 6], 7, 9, 0, &mut next);
+    }
+    // The last row past the end, a negative row start, a short row of
+    // ys, a negative c: the evaluator's ⊥ at the same index.
+    run(&[0, 4, 9], 3, 4, 0, &mut next);
+    run(&[-1, 4], 2, 3, 0, &mut next);
+    let w = vector(&[1.0, 2.0]);
+    let short = Value::array(vec![vector(&[1.0, 2.0, 3.0]), vector(&[4.0, 5.0])]);
+    let t = vector(&[0.5, -0.25, 2.0]);
+    let args = [indices(&[0, 3]), w, short, t, Value::Index(0)];
+    assert_eq!(compare(&e, &native, &args), Ok(Outcome::Bottom));
+    exactly_on(&e, &native, "f", &args);
+    run(&[0, 3], 2, 3, -1, &mut next);
 }

@@ -120,13 +120,17 @@ fn folds_of_addats_run_two_iterations_at_a_time_exactly() {
 /// vector maximum's optimised gradient) is a fill with `cold` and one
 /// store of `hot` (a fill of all-zero bits, `+0.0` but not `-0.0`, is a
 /// `memset`): the evaluator's bits for every n (odd, even, zero) and k
-/// (inside, negative, past the end), in either order of the test.
+/// (inside, negative, past the end), in either order of the test. A
+/// `build` of a literal is the fill alone.
 #[test]
 fn one_hot_builds_fill_then_store_once() {
     let src = "let f (n: Index) (k: Index) (h: Double) = build n (fun i -> if i = k then h else 0.5)\n\
                let g (n: Index) (k: Index) = build n (fun i -> if k = i then 1.0 else 0.0)\n\
                let z (n: Index) (k: Index) (c: Double) = build n (fun i -> if i = k then 1.0 else c)\n\
-               let v (x: Vector) = vectorMap (grad (fun y -> vectorMax y) x) snd\n";
+               let v (x: Vector) = vectorMap (grad (fun y -> vectorMax y) x) snd\n\
+               let p (n: Index) = build n (fun i -> 0.0)\n\
+               let m (n: Index) = build n (fun i -> -0.0)\n\
+               let q (n: Index) = build n (fun i -> 2.5)\n";
     let ix = Value::Index;
     let mut cases: Vec<(&str, Vec<Value>, Outcome)> = Vec::new();
     for n in [0, 1, 4, 5] {
@@ -143,15 +147,28 @@ fn one_hot_builds_fill_then_store_once() {
         }
     }
     cases.push(("g", vec![ix(-1), ix(0)], Outcome::Bottom));
+    // A literal element (reverse mode's zero cotangents): a fill, `memset`
+    // for +0.0 only.
+    for f in ["p", "m", "q"] {
+        for n in [0, 1, 4, 5] {
+            cases.push((f, vec![ix(n)], Outcome::Value));
+        }
+        cases.push((f, vec![ix(-3)], Outcome::Bottom));
+    }
     cases.push((
         "v",
         vec![vector(&[1.0, 3.0, -2.0, 3.0, 0.5])],
         Outcome::Value,
     ));
     exactly_all(src, &cases);
-    for f in ["f", "g"] {
+    for f in ["f", "g", "m", "q"] {
         assert!(listing_of(src, f).contains("f64x2"), "{f}");
     }
+    let zeroes = lowered_ir(src, "p");
+    assert!(
+        !zeroes.contains("f64x2") && zeroes.contains("call fn"),
+        "{zeroes}"
+    );
 }
 
 /// Note [Selects]: a Double conditional of two atoms is a `select`; a

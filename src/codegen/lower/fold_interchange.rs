@@ -3,16 +3,17 @@
 //! the guard, the nest as written when it fails, and the term-major
 //! loops, four inner iterations per point.
 
-use rustc_hash::FxHashSet as HashSet;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
 
 use super::{Lower, R, Vals, args_of, offset};
-use crate::anf::{Binding, Block as AnfBlock, Rhs};
+use crate::anf::{Atom, Binding, Block as AnfBlock, Rhs};
+use crate::codegen::compile_error;
 use crate::codegen::layout::SLOT;
 use crate::codegen::passes::fold_interchange::{self, At, Check, Length, Plan, Share};
-use crate::ir::{Name, Type};
+use crate::ir::{Name, Prim, Type};
 
 /// The inner iterations run together for every point (Note
 /// [Interchanged folds]): four slots kept in registers per `addAt` that
@@ -300,6 +301,7 @@ impl Lower<'_, '_> {
         split: &Split<'_>,
     ) -> R<()> {
         let flags = MemFlagsData::trusted();
+        let pairs = pairable(index, plan, split);
         self.counted_loop(count, &[], |l, b, _| {
             let s0 = l.b.ins().imul_imm_s(b, width as i64);
             let s0 = l.b.ins().iadd(start, s0);
@@ -316,71 +318,40 @@ impl Lower<'_, '_> {
                 }
                 snaps.push(snap);
             }
-            let restore = |l: &mut Self, snap: &[(Name, Vals)]| {
-                for (x, v) in snap {
-                    l.env.insert(x.clone(), v.clone());
-                }
-            };
             // The slots added to once per inner iteration, in registers.
             let mut addrs = Vec::new();
             let mut regs = Vec::new();
             for add in plan.adds.iter().filter(|a| a.share == Share::PerInner) {
                 for snap in &snaps {
-                    restore(l, snap);
+                    l.restore(snap);
                     let k = l.scalar(&add.index)?;
                     let p = l.element(z[add.slot], k, 8);
                     addrs.push(p);
                     regs.push(l.b.ins().load(types::F64, flags, p, 0));
                 }
             }
-            let regs = l.counted_loop(n, &regs, |l, i, regs| {
-                l.env.insert(index.clone(), vec![i]);
-                for t in &plan.outer_terms {
-                    l.bind(t)?;
-                }
-                let mut next = regs.to_vec();
-                // Per add sharing one slot per point: (address, sum).
-                let mut shared: Vec<Option<(Value, Value)>> = vec![None; plan.adds.len()];
-                for (q, snap) in snaps.iter().enumerate() {
-                    restore(l, snap);
-                    for t in &split.per_point {
-                        l.bind(t)?;
-                    }
-                    let mut r = 0;
-                    for (k, add) in plan.adds.iter().enumerate() {
-                        let v = l.scalar(&add.value)?;
-                        match add.share {
-                            Share::None => {
-                                let at = l.scalar(&add.index)?;
-                                let p = l.element(z[add.slot], at, 8);
-                                let old = l.b.ins().load(types::F64, flags, p, 0);
-                                let new = l.b.ins().fadd(old, v);
-                                l.b.ins().store(flags, new, p, 0);
-                            }
-                            Share::PerOuter => {
-                                let (p, old) = match shared[k] {
-                                    Some(x) => x,
-                                    None => {
-                                        let at = l.scalar(&add.index)?;
-                                        let p = l.element(z[add.slot], at, 8);
-                                        (p, l.b.ins().load(types::F64, flags, p, 0))
-                                    }
-                                };
-                                shared[k] = Some((p, l.b.ins().fadd(old, v)));
-                            }
-                            Share::PerInner => {
-                                let at = r * width + q;
-                                next[at] = l.b.ins().fadd(next[at], v);
-                                r += 1;
-                            }
-                        }
-                    }
-                }
-                for (p, sum) in shared.into_iter().flatten() {
-                    l.b.ins().store(flags, sum, p, 0);
-                }
-                Ok(next)
-            })?;
+            let step = Step {
+                z,
+                index,
+                plan,
+                split,
+                snaps: &snaps,
+                width,
+            };
+            // Two points at a time in `f64x2` lanes where the terms allow,
+            // then the last point alone when n is odd; else one at a time.
+            let regs = if pairs {
+                let half = l.b.ins().sshr_imm_u(n, 1);
+                let regs = l.counted_loop(half, &regs, |l, h, regs| {
+                    let k = l.b.ins().ishl_imm_u(h, 1);
+                    l.point_pair(&step, k, regs)
+                })?;
+                let odd = l.b.ins().band_imm_u(n, 1);
+                let last = l.b.ins().iadd_imm_s(n, -1);
+                l.counted_loop(odd, &regs, |l, _, regs| l.point(&step, last, regs))?
+            } else {
+                l.counted_loop(n, &regs, |l, i, regs| l.point(&step, i, regs))?
+            };
             for (p, v) in addrs.iter().zip(&regs) {
                 l.b.ins().store(flags, *v, *p, 0);
             }
@@ -388,4 +359,232 @@ impl Lower<'_, '_> {
         })?;
         Ok(())
     }
+
+    /// Point `i` of a block: the outer terms, then for each inner
+    /// iteration of the block in order its terms and `addAt`s; `regs` are
+    /// the slots kept in registers (per `addAt` sharing a slot per inner
+    /// iteration, per iteration of the block).
+    fn point(&mut self, step: &Step<'_, '_>, i: Value, regs: &[Value]) -> R<Vals> {
+        let flags = MemFlagsData::trusted();
+        self.env.insert(step.index.clone(), vec![i]);
+        for t in &step.plan.outer_terms {
+            self.bind(t)?;
+        }
+        let mut next = regs.to_vec();
+        // Per add sharing one slot per point: (address, sum).
+        let mut shared: Vec<Option<(Value, Value)>> = vec![None; step.plan.adds.len()];
+        for (q, snap) in step.snaps.iter().enumerate() {
+            self.restore(snap);
+            for t in &step.split.per_point {
+                self.bind(t)?;
+            }
+            let mut r = 0;
+            for (k, add) in step.plan.adds.iter().enumerate() {
+                let v = self.scalar(&add.value)?;
+                match add.share {
+                    Share::None => {
+                        let at = self.scalar(&add.index)?;
+                        let p = self.element(step.z[add.slot], at, 8);
+                        let old = self.b.ins().load(types::F64, flags, p, 0);
+                        let new = self.b.ins().fadd(old, v);
+                        self.b.ins().store(flags, new, p, 0);
+                    }
+                    Share::PerOuter => {
+                        let (p, old) = match shared[k] {
+                            Some(x) => x,
+                            None => {
+                                let at = self.scalar(&add.index)?;
+                                let p = self.element(step.z[add.slot], at, 8);
+                                (p, self.b.ins().load(types::F64, flags, p, 0))
+                            }
+                        };
+                        shared[k] = Some((p, self.b.ins().fadd(old, v)));
+                    }
+                    Share::PerInner => {
+                        let at = r * step.width + q;
+                        next[at] = self.b.ins().fadd(next[at], v);
+                        r += 1;
+                    }
+                }
+            }
+        }
+        for (p, sum) in shared.into_iter().flatten() {
+            self.b.ins().store(flags, sum, p, 0);
+        }
+        Ok(next)
+    }
+
+    /// Points `k` and `k + 1` of a block in the lanes of `f64x2`s: each
+    /// term the scalar IEEE operation per lane, an `addAt` at a slot per
+    /// point a load, addition and store of both, and a slot kept in a
+    /// register added to lane 0 then lane 1 (the points in order).
+    fn point_pair(&mut self, step: &Step<'_, '_>, k: Value, regs: &[Value]) -> R<Vals> {
+        let flags = MemFlagsData::new().with_notrap();
+        let mut vals: HashMap<Name, Pair> = HashMap::default();
+        vals.insert(step.index.clone(), Pair::Index(k));
+        self.pair_terms(&step.plan.outer_terms, &mut vals)?;
+        let mut next = regs.to_vec();
+        let mut shared: Vec<Option<(Value, Value)>> = vec![None; step.plan.adds.len()];
+        for (q, snap) in step.snaps.iter().enumerate() {
+            self.restore(snap);
+            self.pair_terms(&step.split.per_point, &mut vals)?;
+            let mut r = 0;
+            for (a, add) in step.plan.adds.iter().enumerate() {
+                let v = self.pair_value(&vals, &add.value)?;
+                match add.share {
+                    Share::None | Share::PerOuter => {
+                        let at = match add.index.var().and_then(|x| vals.get(x)) {
+                            Some(Pair::Index(at)) => *at,
+                            _ => return Err(compile_error("a paired addAt not at a point")),
+                        };
+                        let (p, old) = match shared[a] {
+                            Some(x) => x,
+                            None => {
+                                let p = self.element(step.z[add.slot], at, 8);
+                                (p, self.b.ins().load(types::F64X2, flags, p, 0))
+                            }
+                        };
+                        let new = self.b.ins().fadd(old, v);
+                        if add.share == Share::None {
+                            self.b.ins().store(flags, new, p, 0);
+                        } else {
+                            shared[a] = Some((p, new));
+                        }
+                    }
+                    Share::PerInner => {
+                        let at = r * step.width + q;
+                        let first = self.b.ins().extractlane(v, 0);
+                        let second = self.b.ins().extractlane(v, 1);
+                        let sum = self.b.ins().fadd(next[at], first);
+                        next[at] = self.b.ins().fadd(sum, second);
+                        r += 1;
+                    }
+                }
+            }
+        }
+        for (p, sum) in shared.into_iter().flatten() {
+            self.b.ins().store(flags, sum, p, 0);
+        }
+        Ok(next)
+    }
+
+    /// `terms` for two points (see [`pairable`]), into `vals`.
+    fn pair_terms(&mut self, terms: &[&Binding], vals: &mut HashMap<Name, Pair>) -> R<()> {
+        let flags = MemFlagsData::new().with_notrap();
+        for b in terms {
+            let Rhs::Prim(op, args) = &b.rhs else {
+                return Err(compile_error("a paired term that is not a primitive"));
+            };
+            let v = match op {
+                Prim::Get => {
+                    let at = match args[1].var().and_then(|x| vals.get(x)) {
+                        Some(Pair::Index(at)) => *at,
+                        _ => return Err(compile_error("a paired read not at a point")),
+                    };
+                    let base = self.atom(&args[0])?[0];
+                    let p = self.element(base, at, 8);
+                    Pair::Lanes(self.b.ins().load(types::F64X2, flags, p, 0))
+                }
+                Prim::Add if b.ty == Type::Index => {
+                    let (x, c) = match args[0].var().and_then(|x| vals.get(x)) {
+                        Some(Pair::Index(x)) => (*x, &args[1]),
+                        _ => match args[1].var().and_then(|x| vals.get(x)) {
+                            Some(Pair::Index(x)) => (*x, &args[0]),
+                            _ => return Err(compile_error("a paired index not at a point")),
+                        },
+                    };
+                    let c = self.scalar(c)?;
+                    Pair::Index(self.b.ins().iadd(x, c))
+                }
+                Prim::Neg => {
+                    let x = self.pair_value(vals, &args[0])?;
+                    Pair::Lanes(self.b.ins().fneg(x))
+                }
+                Prim::Add | Prim::Sub | Prim::Mul => {
+                    let x = self.pair_value(vals, &args[0])?;
+                    let y = self.pair_value(vals, &args[1])?;
+                    Pair::Lanes(match op {
+                        Prim::Add => self.b.ins().fadd(x, y),
+                        Prim::Sub => self.b.ins().fsub(x, y),
+                        _ => self.b.ins().fmul(x, y),
+                    })
+                }
+                _ => return Err(compile_error("a paired term that is not arithmetic")),
+            };
+            vals.insert(b.name.clone(), v);
+        }
+        Ok(())
+    }
+
+    /// A Double of a paired term: its lanes, or a value of one inner
+    /// iteration or bound outside in both.
+    fn pair_value(&mut self, vals: &HashMap<Name, Pair>, a: &Atom) -> R<Value> {
+        match a.var().and_then(|x| vals.get(x)) {
+            Some(Pair::Lanes(v)) => Ok(*v),
+            Some(Pair::Index(_)) => Err(compile_error("an index as a paired Double")),
+            None => {
+                let x = self.scalar(a)?;
+                Ok(self.b.ins().splat(types::F64X2, x))
+            }
+        }
+    }
+}
+
+/// What every point of a block shares.
+struct Step<'a, 'b> {
+    z: &'a [Value],
+    index: &'a Name,
+    plan: &'a Plan<'b>,
+    split: &'a Split<'b>,
+    snaps: &'a [Vec<(Name, Vals)>],
+    width: usize,
+}
+
+/// A term of two points: its `f64x2` lanes, or an index (the first
+/// point's; the second's is one more).
+#[derive(Clone, Copy)]
+enum Pair {
+    Lanes(Value),
+    Index(Value),
+}
+
+/// Whether the terms of two points can run in lanes: every outer term and
+/// every term of the inner body that depends on the point is a read of
+/// Doubles at the point's index (`i`, `c + i`, `o[s] + i`), such an index,
+/// or Double `+ - *` or negation; every `addAt` that adds at the point's
+/// index adds at such an index.
+fn pairable(index: &Name, plan: &Plan<'_>, split: &Split<'_>) -> bool {
+    let mut lanes: HashSet<&Name> = HashSet::default();
+    let mut at: HashSet<&Name> = HashSet::default();
+    at.insert(index);
+    let point = |a: &Atom, at: &HashSet<&Name>| a.var().is_some_and(|x| at.contains(x));
+    for b in plan.outer_terms.iter().chain(&split.per_point) {
+        let Rhs::Prim(op, args) = &b.rhs else {
+            return false;
+        };
+        let double = |a: &Atom| *a.ty() == Type::Double && !point(a, &at);
+        let ok = match op {
+            Prim::Get => point(&args[1], &at) && b.ty == Type::Double,
+            Prim::Add if b.ty == Type::Index => {
+                let (x, c) = (point(&args[0], &at), point(&args[1], &at));
+                if x != c {
+                    at.insert(&b.name);
+                    continue;
+                }
+                false
+            }
+            Prim::Add | Prim::Sub | Prim::Mul | Prim::Neg => {
+                b.ty == Type::Double && args.iter().all(double)
+            }
+            _ => false,
+        };
+        if !ok {
+            return false;
+        }
+        lanes.insert(&b.name);
+    }
+    plan.adds.iter().all(|a| match a.share {
+        Share::PerInner => true,
+        _ => point(&a.index, &at),
+    })
 }

@@ -137,7 +137,7 @@ impl Lower<'_, '_> {
     }
 
     /// One iteration's values back in the environment.
-    fn restore(&mut self, lane: &[(Name, Vals)]) {
+    pub(super) fn restore(&mut self, lane: &[(Name, Vals)]) {
         for (x, v) in lane {
             self.env.insert(x.clone(), v.clone());
         }

@@ -53,9 +53,20 @@
 //! loops' n × m iterations are charged at once (Note [Native limits]).
 //!
 //! The lowering (`Lower::interchanged_fold`) runs the terms four at a
-//! time (s, s + 1, s + 2, s + 3 for every i, in that order: each slot's
-//! additions keep their order), the terms of the outer body once per i
-//! and block, and the terms that do not depend on i once per s.
+//! time, then two, then one (s, s + 1, s + 2, s + 3 for every i, in that
+//! order: each slot's additions keep their order; four sums in registers
+//! are four chains of additions in flight), the terms of the outer body
+//! once per i and block, and the terms that do not depend on i once per
+//! s. Where every term that depends on the point is a read of Doubles at
+//! `i`, `c + i` or `o[s] + i`, such an index, or Double `+ - *` or
+//! negation, two points run at a time in the lanes of `f64x2`s (the last
+//! alone when n is odd): a lane operation is the scalar IEEE operation, a
+//! slot per (s, i) or per i is a load, addition and store of both, and a
+//! slot in a register adds lane 0, then lane 1 — the points in order. So
+//! every bit is the evaluator's. GMM's batched gradient at d = 20, K = 5
+//! (`adbench gmm --batched`, best of three alternating runs against the
+//! parent commit): 3.20 → 1.23 ms, with the forward sweep's products
+//! blocked (Note [Vertical fusion]) and zero cotangents filled.
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 

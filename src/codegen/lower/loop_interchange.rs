@@ -165,11 +165,7 @@ impl Lower<'_, '_> {
         let out = self.alloc(n, 8)?;
         let z = self.scalar(plan.z)?;
         let flags = MemFlagsData::trusted();
-        self.counted_loop(n, &[], |l, k, _| {
-            let at = l.element(out, k, 8);
-            l.b.ins().store(flags, z, at, 0);
-            Ok(Vec::new())
-        })?;
+        self.fill(out, n, z)?;
         // The terms that do not depend on j, once per i (only when there
         // is an element: a division by zero among them would otherwise be
         // a ⊥ the nest does not have); the others per element, two at a

@@ -151,7 +151,7 @@ impl Lower<'_, '_> {
     /// Every one of the `n` Doubles at `p` set to `x`: `memset` when `x`
     /// is +0.0 (all bits zero), which writes a large buffer without
     /// reading it first, else two at a time.
-    fn fill(&mut self, p: Value, n: Value, x: Value) -> R<()> {
+    pub(super) fn fill(&mut self, p: Value, n: Value, x: Value) -> R<()> {
         let bits = self.b.ins().bitcast(types::I64, MemFlagsData::new(), x);
         let zero = self.b.ins().icmp_imm_s(IntCC::Equal, bits, 0);
         let (zeroes, fills, filled) = self.diamond(zero, &[]);

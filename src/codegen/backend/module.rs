@@ -181,6 +181,10 @@ pub fn define_entry<M: Module>(
                 &lowered.blocked,
             ),
             (
+                "rows of interchanged sums two at a time (Note [Interchange], pairs of rows), over: ",
+                &lowered.rows_paired,
+            ),
+            (
                 "folds of folds of addAts run term-major (Note [Interchanged folds]), over: ",
                 &lowered.folds_interchanged,
             ),

@@ -127,7 +127,11 @@ impl Lower<'_, '_> {
 
     /// One iteration's index and bindings `pre`, and their values (the
     /// inner fold may read both).
-    fn lane(&mut self, (index, at): (&Name, Value), pre: &[&Binding]) -> R<Vec<(Name, Vals)>> {
+    pub(super) fn lane(
+        &mut self,
+        (index, at): (&Name, Value),
+        pre: &[&Binding],
+    ) -> R<Vec<(Name, Vals)>> {
         let mut out = vec![(index.clone(), vec![at])];
         for b in pre {
             self.bind(b)?;

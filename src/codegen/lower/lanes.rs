@@ -93,9 +93,25 @@ impl Lower<'_, '_> {
         j: &Name,
         k: Value,
     ) -> R<HashMap<&'t Name, Value>> {
+        let mut vals: HashMap<&Name, Value> = HashMap::default();
+        self.lanes_into(terms, varying, j, k, &mut vals)?;
+        Ok(vals)
+    }
+
+    /// [`lanes`] into `vals`, which may hold the lanes of other terms
+    /// already (those of `terms` not in `varying` that the others read).
+    ///
+    /// [`lanes`]: Self::lanes
+    pub(super) fn lanes_into<'t>(
+        &mut self,
+        terms: &'t [Binding],
+        varying: &HashSet<Name>,
+        j: &Name,
+        k: Value,
+        vals: &mut HashMap<&'t Name, Value>,
+    ) -> R<()> {
         let lanes = types::F64X2;
         let flags = MemFlagsData::new().with_notrap();
-        let mut vals: HashMap<&Name, Value> = HashMap::default();
         let vector = |l: &mut Self, vals: &HashMap<&Name, Value>, a: &Atom| l.vector(vals, a);
         // Each term's ⊥ at its own site (Note [Failure sites]), as the
         // scalar code's.
@@ -111,8 +127,8 @@ impl Lower<'_, '_> {
                     .copied()
                     .ok_or_else(|| compile_error("a paired select without its comparison"))?;
                 let (t, e) = (
-                    vector(self, &vals, &t.result)?,
-                    vector(self, &vals, &e.result)?,
+                    vector(self, &*vals, &t.result)?,
+                    vector(self, &*vals, &e.result)?,
                 );
                 let mask = self.b.ins().bitcast(lanes, MemFlagsData::new(), c);
                 let v = self.b.ins().bitselect(mask, t, e);
@@ -152,20 +168,20 @@ impl Lower<'_, '_> {
                     self.b.ins().load(lanes, flags, at, 0)
                 }
                 Prim::Neg => {
-                    let x = vector(self, &vals, &args[0])?;
+                    let x = vector(self, &*vals, &args[0])?;
                     self.b.ins().fneg(x)
                 }
                 Prim::Lt | Prim::Gt | Prim::Le | Prim::Ge => {
                     // As the scalar comparison (Note [Selects]).
-                    let x = vector(self, &vals, &args[0])?;
-                    let y = vector(self, &vals, &args[1])?;
+                    let x = vector(self, &*vals, &args[0])?;
+                    let y = vector(self, &*vals, &args[1])?;
                     let (cc, swap) = float_cc(*op);
                     let (x, y) = if swap { (y, x) } else { (x, y) };
                     self.b.ins().fcmp(cc, x, y)
                 }
                 Prim::Add | Prim::Sub | Prim::Mul | Prim::Div => {
-                    let x = vector(self, &vals, &args[0])?;
-                    let y = vector(self, &vals, &args[1])?;
+                    let x = vector(self, &*vals, &args[0])?;
+                    let y = vector(self, &*vals, &args[1])?;
                     match op {
                         Prim::Add => self.b.ins().fadd(x, y),
                         Prim::Sub => self.b.ins().fsub(x, y),
@@ -190,7 +206,7 @@ impl Lower<'_, '_> {
                 }
                 Prim::Log | Prim::Exp if self.deferred.is_some() => {
                     // Under the relaxed contract only (Note [Lane sums]).
-                    let x = vector(self, &vals, &args[0])?;
+                    let x = vector(self, &*vals, &args[0])?;
                     let (y, bad) = if *op == Prim::Log {
                         self.vlog(x)
                     } else {
@@ -204,7 +220,7 @@ impl Lower<'_, '_> {
             vals.insert(&bind.name, v);
         }
         self.here = was;
-        Ok(vals)
+        Ok(())
     }
 
     /// An `i8`, non-zero when either lane of `y` is ±0.0: one compare,

@@ -4,7 +4,7 @@
 //! fails), and the i-major fast paths of a `build` of sums and of a
 //! transposed `build` of `build`s.
 
-use rustc_hash::FxHashSet as HashSet;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
@@ -19,6 +19,11 @@ use crate::ir::{Name, Prim, Type};
 /// The elements of an interchanged sum's block (Note [Interchange],
 /// blocks): four `f64x2` sums in registers.
 const BLOCK: usize = 8;
+
+/// A row of sums run in blocks with another (Note [Interchange], pairs of
+/// rows): its elements, and the values of its `pre` (none for a row
+/// alone).
+type RowSums<'a> = (Value, Option<&'a [(Name, Vals)]>);
 
 /// The values of i a block's sums take in registers before they are
 /// stored (Note [Interchange], blocks): the rows a tile reads stay in
@@ -164,7 +169,6 @@ impl Lower<'_, '_> {
         let zero = self.iconst(0);
         let out = self.alloc(n, 8)?;
         let z = self.scalar(plan.z)?;
-        let flags = MemFlagsData::trusted();
         self.fill(out, n, z)?;
         // The terms that do not depend on j, once per i (only when there
         // is an element: a division by zero among them would otherwise be
@@ -172,13 +176,7 @@ impl Lower<'_, '_> {
         // time when they are arithmetic on Doubles and reads at j of
         // arrays of Doubles (Note [Interchange], pairs).
         let varying = loop_interchange::varying(plan.terms, j);
-        let pairs = loop_interchange::pairs(plan.terms, plan.term, &varying, false)
-            && plan.terms.iter().all(|b| match &b.rhs {
-                Rhs::Prim(Prim::Get, args) if varying.contains(&b.name) => {
-                    args[0].var().is_some_and(|a| !self.fused.contains_key(a))
-                }
-                _ => true,
-            });
+        let pairs = self.sum_pairs(plan, &varying);
         // Whole blocks of BLOCK elements first, each sum in a register
         // over all i (Note [Interchange], blocks); the rest, from `start`,
         // as below.
@@ -186,10 +184,42 @@ impl Lower<'_, '_> {
             if !self.cold && !self.blocked.contains(x) {
                 self.blocked.push(x.clone());
             }
-            self.sum_blocks(n, m, j, plan, &varying, out)?
+            self.sum_blocks(n, (zero, m), j, plan, &varying, out)?
         } else {
             zero
         };
+        self.sums_rest(n, m, j, plan, (&varying, pairs), (start, out))?;
+        Ok(out)
+    }
+
+    /// Whether an interchanged sum's elements run two at a time (Note
+    /// [Interchange], pairs): its terms pair, and no term that depends on
+    /// j reads a fused array.
+    fn sum_pairs(&self, plan: &loop_interchange::Plan<'_>, varying: &HashSet<Name>) -> bool {
+        loop_interchange::pairs(plan.terms, plan.term, varying, false)
+            && plan.terms.iter().all(|b| match &b.rhs {
+                Rhs::Prim(Prim::Get, args) if varying.contains(&b.name) => {
+                    args[0].var().is_some_and(|a| !self.fused.contains_key(a))
+                }
+                _ => true,
+            })
+    }
+
+    /// The elements of an interchanged sum from `start` on, over all `m`
+    /// terms: per i, its terms that do not depend on j once, then the
+    /// elements two at a time (`pairs`) and the last alone, or one at a
+    /// time.
+    fn sums_rest(
+        &mut self,
+        n: Value,
+        m: Value,
+        j: &Name,
+        plan: &loop_interchange::Plan<'_>,
+        (varying, pairs): (&HashSet<Name>, bool),
+        (start, out): (Value, Value),
+    ) -> R<()> {
+        let zero = self.iconst(0);
+        let flags = MemFlagsData::trusted();
         let left = self.b.ins().isub(n, start);
         let some = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, left, 0);
         let rows = self.b.ins().select(some, m, zero);
@@ -217,7 +247,7 @@ impl Lower<'_, '_> {
             l.counted_loop(half, &[], |l, p, _| {
                 let k = l.b.ins().ishl_imm_u(p, 1);
                 let k = l.b.ins().iadd(start, k);
-                l.pair(plan.terms, plan.term, &varying, j, k, (out, true))?;
+                l.pair(plan.terms, plan.term, varying, j, k, (out, true))?;
                 Ok(Vec::new())
             })?;
             // The last element when n - start is odd.
@@ -231,66 +261,128 @@ impl Lower<'_, '_> {
             l.b.switch_to_block(done);
             Ok(Vec::new())
         })?;
-        Ok(out)
+        Ok(())
     }
 
     /// The whole blocks of [`BLOCK`] elements of an interchanged `build` of
-    /// sums (Note [Interchange], blocks), their elements already `z`: per
-    /// tile of [`TILE`] values of i and per block, the sums are loaded
-    /// into `f64x2` registers, every i of the tile adds its terms to them
-    /// in order (the terms that do not depend on j again per block,
-    /// [`blocks`]), and they are stored. Returns where the elements left
-    /// start.
+    /// sums (Note [Interchange], blocks), their elements already holding
+    /// the terms before `from`: per tile of [`TILE`] values of i in `from ..
+    /// m` and per block, the sums are loaded into `f64x2` registers, every
+    /// i of the tile adds its terms to them in order (the terms that do not
+    /// depend on j again per block, [`blocks`]), and they are stored.
+    /// Returns where the elements left start.
     ///
     /// [`blocks`]: loop_interchange::blocks
     fn sum_blocks(
         &mut self,
         n: Value,
-        m: Value,
+        (from, m): (Value, Value),
         j: &Name,
         plan: &loop_interchange::Plan<'_>,
         varying: &HashSet<Name>,
         out: Value,
     ) -> R<Value> {
+        let none = HashSet::default();
+        self.sum_blocks_of(n, (from, m), (j, plan, varying), &[(out, None)], &none)
+    }
+
+    /// [`sum_blocks`] of one row, or of two rows together (Note
+    /// [Interchange], pairs of rows): `rows` are each row's elements and
+    /// the values of its `pre` (none for one row), `own` the terms that
+    /// depend on the row, computed per row; the others, once for both.
+    ///
+    /// [`sum_blocks`]: Self::sum_blocks
+    fn sum_blocks_of(
+        &mut self,
+        n: Value,
+        (from, m): (Value, Value),
+        (j, plan, varying): (&Name, &loop_interchange::Plan<'_>, &HashSet<Name>),
+        rows: &[RowSums<'_>],
+        own: &HashSet<Name>,
+    ) -> R<Value> {
         let flags = MemFlagsData::new().with_notrap();
         let count = self.b.ins().sshr_imm_u(n, BLOCK.trailing_zeros() as i64);
-        // ⌈m / TILE⌉ without overflow (m near 2⁶³ with the limits off);
-        // none when m ≤ 0.
-        let whole = self.b.ins().sshr_imm_u(m, TILE.trailing_zeros() as i64);
-        let part = self.b.ins().band_imm_u(m, TILE as i64 - 1);
+        let shared: HashSet<Name> = varying.difference(own).cloned().collect();
+        let mine: HashSet<Name> = varying.intersection(own).cloned().collect();
+        let half = BLOCK / 2;
+        // ⌈(m − from) / TILE⌉ without overflow (m near 2⁶³ with the limits
+        // off; from ≥ 0); none when m ≤ from.
+        let span = self.b.ins().isub(m, from);
+        let whole = self.b.ins().sshr_imm_u(span, TILE.trailing_zeros() as i64);
+        let part = self.b.ins().band_imm_u(span, TILE as i64 - 1);
         let part = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, part, 0);
         let part = self.b.ins().uextend(types::I64, part);
         let tiles = self.b.ins().iadd(whole, part);
         self.counted_loop(tiles, &[], |l, t, _| {
             let i0 = l.b.ins().ishl_imm_u(t, TILE.trailing_zeros() as i64);
+            let i0 = l.b.ins().iadd(from, i0);
             let rest = l.b.ins().isub(m, i0);
             let tile = l.iconst(TILE as i64);
             let len = l.b.ins().smin(rest, tile);
             l.counted_loop(count, &[], |l, b, _| {
                 let k0 = l.b.ins().ishl_imm_u(b, BLOCK.trailing_zeros() as i64);
-                let mut sums = Vec::with_capacity(BLOCK / 2);
-                for p in 0..BLOCK / 2 {
-                    let k = l.b.ins().iadd_imm_s(k0, 2 * p as i64);
-                    let at = l.element(out, k, 8);
-                    sums.push(l.b.ins().load(types::F64X2, flags, at, 0));
+                let mut sums = Vec::with_capacity(half * rows.len());
+                for (out, _) in rows {
+                    for p in 0..half {
+                        let k = l.b.ins().iadd_imm_s(k0, 2 * p as i64);
+                        let at = l.element(*out, k, 8);
+                        sums.push(l.b.ins().load(types::F64X2, flags, at, 0));
+                    }
                 }
                 let sums = l.counted_loop(len, &sums, |l, di, sums| {
                     let i = l.b.ins().iadd(i0, di);
                     l.env.insert(plan.index.clone(), vec![i]);
-                    l.bind_trusted(plan.terms.iter().filter(|b| !varying.contains(&b.name)))?;
-                    let mut next = Vec::with_capacity(BLOCK / 2);
-                    for (p, sum) in sums.iter().enumerate() {
+                    let nonj = |b: &&Binding| !varying.contains(&b.name);
+                    l.bind_trusted(
+                        plan.terms
+                            .iter()
+                            .filter(nonj)
+                            .filter(|b| !own.contains(&b.name)),
+                    )?;
+                    // Each row's own terms that do not depend on j.
+                    let mut snaps = Vec::with_capacity(rows.len());
+                    for (_, lane) in rows {
+                        if let Some(lane) = lane {
+                            l.restore(lane);
+                        }
+                        let mine_nonj: Vec<&Binding> = plan
+                            .terms
+                            .iter()
+                            .filter(nonj)
+                            .filter(|b| own.contains(&b.name))
+                            .collect();
+                        l.bind_trusted(mine_nonj.iter().copied())?;
+                        let snap: Vec<(Name, Vals)> = mine_nonj
+                            .iter()
+                            .map(|b| (b.name.clone(), l.env[&b.name].clone()))
+                            .collect();
+                        snaps.push(snap);
+                    }
+                    let mut next = sums.to_vec();
+                    for p in 0..half {
                         let k = l.b.ins().iadd_imm_s(k0, 2 * p as i64);
-                        let vals = l.lanes(plan.terms, varying, j, k)?;
-                        let e = l.vector(&vals, plan.term)?;
-                        next.push(l.b.ins().fadd(*sum, e));
+                        let mut common = HashMap::default();
+                        l.lanes_into(plan.terms, &shared, j, k, &mut common)?;
+                        for (r, (_, lane)) in rows.iter().enumerate() {
+                            if let Some(lane) = lane {
+                                l.restore(lane);
+                            }
+                            l.restore(&snaps[r]);
+                            let mut vals = common.clone();
+                            l.lanes_into(plan.terms, &mine, j, k, &mut vals)?;
+                            let e = l.vector(&vals, plan.term)?;
+                            let at = r * half + p;
+                            next[at] = l.b.ins().fadd(sums[at], e);
+                        }
                     }
                     Ok(next)
                 })?;
-                for (p, sum) in sums.iter().enumerate() {
-                    let k = l.b.ins().iadd_imm_s(k0, 2 * p as i64);
-                    let at = l.element(out, k, 8);
-                    l.b.ins().store(flags, *sum, at, 0);
+                for (r, (out, _)) in rows.iter().enumerate() {
+                    for p in 0..half {
+                        let k = l.b.ins().iadd_imm_s(k0, 2 * p as i64);
+                        let at = l.element(*out, k, 8);
+                        l.b.ins().store(flags, sums[r * half + p], at, 0);
+                    }
                 }
                 Ok(Vec::new())
             })?;
@@ -300,6 +392,154 @@ impl Lower<'_, '_> {
             .b
             .ins()
             .ishl_imm_u(count, BLOCK.trailing_zeros() as i64))
+    }
+
+    /// The plan of `build d (fun r -> body)` over `index` to run two rows
+    /// at a time (Note [Interchange], pairs of rows): not in cold code,
+    /// nothing on a scratch stack, `pre` not fused, and each row's nest
+    /// run in blocks.
+    pub(super) fn rows_plan<'b>(
+        &self,
+        index: &Name,
+        body: &'b AnfBlock,
+    ) -> Option<loop_interchange::Rows<'b>> {
+        if self.cold || self.plain || self.scratch.loops.contains_key(index) {
+            return None;
+        }
+        let rows = loop_interchange::rows(body)?;
+        let built = |a: &Name| !self.fused.contains_key(a) && !self.plan.fused.contains_key(a);
+        let ok = rows.pre.iter().all(|b| built(&b.name))
+            && rows.plan.reads.iter().all(|r| match r {
+                loop_interchange::Read::Row(row) => built(&row.array),
+                _ => true,
+            });
+        let varying = loop_interchange::varying(rows.plan.terms, rows.j);
+        (ok && self.sum_pairs(&rows.plan, &varying)
+            && loop_interchange::blocks(rows.plan.terms, &varying))
+        .then_some(rows)
+    }
+
+    /// `build d (fun r -> body)` into `p` (its `d` rows allocated), rows r
+    /// and r + 1 together (Note [Interchange], pairs of rows): `pre` of
+    /// both, their nests' counts, guards and limits with a bail exit (any
+    /// ⊥ or failing guard runs row r alone as written), then both rows'
+    /// blocks over the terms they both have, each row's remaining terms
+    /// and elements, and their descriptors stored. The last row when `d`
+    /// is odd runs as written.
+    pub(super) fn paired_rows(
+        &mut self,
+        d: Value,
+        p: Value,
+        (index, body, ty): (&Name, &AnfBlock, &Type),
+        rows: &loop_interchange::Rows<'_>,
+    ) -> R<()> {
+        let desc = 2 * SLOT;
+        let el = array_elem(ty)?.clone();
+        let flags = MemFlagsData::trusted();
+        let plan = &rows.plan;
+        let varying = loop_interchange::varying(plan.terms, rows.j);
+        let mut row_names: HashSet<Name> = rows.pre.iter().map(|b| b.name.clone()).collect();
+        row_names.insert(index.clone());
+        let own = loop_interchange::depending(plan.terms, &row_names);
+        let (head, exit) = self.loop_entry(d, &[]);
+        let r = self.b.block_params(head)[0];
+        let r1 = self.b.ins().iadd_imm_s(r, 1);
+        let two = self.b.ins().icmp(IntCC::SignedLessThan, r1, d);
+        let (both, one) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().brif(two, both, &[], one, &[]);
+        self.b.switch_to_block(both);
+        // pre[r] as the row would start ...
+        self.env.insert(index.clone(), vec![r]);
+        let lane0 = self.lane((index, r), &rows.pre)?;
+        // ... then pre[r + 1], the counts and the guards, any ⊥ or failing
+        // guard abandoning the pair.
+        let bail = self.b.create_block();
+        for _ in 0..3 {
+            self.b.append_block_param(bail, types::I64);
+        }
+        self.b.set_cold_block(bail);
+        let exit_fail = std::mem::replace(&mut self.fail, bail);
+        let checked = (|| -> R<_> {
+            self.env.insert(index.clone(), vec![r1]);
+            let lane1 = self.lane((index, r1), &rows.pre)?;
+            let zero = self.iconst(0);
+            self.restore(&lane0);
+            let n = self.scalar(rows.n)?;
+            self.restore(&lane1);
+            let n1 = self.scalar(rows.n)?;
+            let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, n, 0);
+            self.fail_if(neg, abi::NEGATIVE_SIZE, n, zero);
+            let some = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
+            let mut ok = self.b.ins().icmp(IntCC::Equal, n, n1);
+            let mut ms = Vec::with_capacity(2);
+            for lane in [&lane0, &lane1] {
+                self.restore(lane);
+                let m = self.scalar(plan.m)?;
+                let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, m, 0);
+                let bad = self.b.ins().band(some, neg);
+                self.fail_if(bad, abi::NEGATIVE_COUNT, m, zero);
+                let g = self.nest_guard(&plan.reads, n, m)?;
+                ok = self.b.ins().band(ok, g);
+                ok = self.and_fits(ok, n);
+                ok = self.and_fits(ok, m);
+                ms.push(m);
+            }
+            let bad = self.b.ins().icmp_imm_s(IntCC::Equal, ok, 0);
+            self.fail_if(bad, abi::INDEX_OUT_OF_BOUNDS, zero, zero);
+            Ok((lane1, n, ms))
+        })();
+        self.fail = exit_fail;
+        let (lane1, n, ms) = checked?;
+        // Both nests' iterations, at their site (Note [Native limits]).
+        let was = self.enter_site(&rows.nest.name);
+        for &m in &ms {
+            self.charge(n);
+            self.charge_product(n, m);
+        }
+        self.here = was;
+        let lanes = [&lane0[..], &lane1[..]];
+        let mut outs = Vec::with_capacity(2);
+        for lane in lanes {
+            self.restore(lane);
+            let out = self.alloc(n, 8)?;
+            let z = self.scalar(plan.z)?;
+            self.fill(out, n, z)?;
+            outs.push(out);
+        }
+        let zero = self.iconst(0);
+        let common = self.b.ins().smin(ms[0], ms[1]);
+        let both_rows = [(outs[0], Some(lanes[0])), (outs[1], Some(lanes[1]))];
+        let start = self.sum_blocks_of(
+            n,
+            (zero, common),
+            (rows.j, plan, &varying),
+            &both_rows,
+            &own,
+        )?;
+        for (k, lane) in lanes.into_iter().enumerate() {
+            self.restore(lane);
+            self.sum_blocks(n, (common, ms[k]), rows.j, plan, &varying, outs[k])?;
+            self.sums_rest(n, ms[k], rows.j, plan, (&varying, true), (start, outs[k]))?;
+        }
+        for (at, out) in [(r, outs[0]), (r1, outs[1])] {
+            let d = self.element(p, at, desc);
+            self.b.ins().store(flags, out, d, 0);
+            self.b.ins().store(flags, n, d, SLOT as i32);
+        }
+        let r2 = self.b.ins().iadd_imm_s(r, 2);
+        self.loop_back((r2, d), &[], (head, exit));
+        self.b.switch_to_block(bail);
+        self.b.ins().jump(one, &[]);
+        // Row r alone, as written.
+        self.b.switch_to_block(one);
+        self.env.insert(index.clone(), vec![r]);
+        let v = self.iteration(index, body)?;
+        let at = self.element(p, r, desc);
+        self.store(&el, &v, at, 0)?;
+        let r1 = self.b.ins().iadd_imm_s(r, 1);
+        self.loop_back((r1, d), &[], (head, exit));
+        self.b.switch_to_block(exit);
+        Ok(())
     }
 
     /// The fast path of a `build` of `build`s transposed (Note

@@ -108,6 +108,15 @@ impl Lower<'_, '_> {
             })?;
             return Ok(vec![p, n]);
         }
+        // Two rows at a time where every row is an interchanged nest run in
+        // blocks (Note [Interchange], pairs of rows).
+        if guard.is_none()
+            && let Some(rows) = self.rows_plan(index, body)
+        {
+            self.rows_paired.push(index.clone());
+            self.paired_rows(n, p, (index, body, ty), &rows)?;
+            return Ok(vec![p, n]);
+        }
         if guard.is_none()
             && let Some(plan) = self.jam_plan(index, None, body)
         {

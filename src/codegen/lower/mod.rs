@@ -221,6 +221,7 @@ pub fn lower_function(
         interchanged: Vec::new(),
         blocked: Vec::new(),
         folds_interchanged: Vec::new(),
+        rows_paired: Vec::new(),
         guarded: Vec::new(),
         paired: Vec::new(),
         skipping: Vec::new(),
@@ -269,6 +270,7 @@ pub fn lower_function(
         interchanged: l.interchanged,
         blocked: l.blocked,
         folds_interchanged: l.folds_interchanged,
+        rows_paired: l.rows_paired,
         guarded: l.guarded,
         paired: l.paired,
         skipping: l.skipping,
@@ -300,6 +302,9 @@ pub struct Lowered {
     /// The indices of the folds of folds of `addAt`s run term-major
     /// (Note [Interchanged folds]).
     pub folds_interchanged: Vec<Name>,
+    /// The indices of the `build`s of interchanged rows run two rows at a
+    /// time (Note [Interchange], pairs of rows).
+    pub rows_paired: Vec<Name>,
     /// The innermost loops behind a bounds guard (Note [Bounds guards]).
     pub guarded: Vec<Name>,
     /// The indices of the folds of `addAt`s run two iterations at a time
@@ -380,6 +385,9 @@ struct Lower<'a, 'f> {
     interchanged: Vec<Name>,
     /// The indices of the folds run term-major (Note [Interchanged folds]).
     folds_interchanged: Vec<Name>,
+    /// The indices of the `build`s run two rows at a time (Note
+    /// [Interchange], pairs of rows).
+    rows_paired: Vec<Name>,
     /// ... and of those, the sums run in blocks (Note [Interchange],
     /// blocks).
     blocked: Vec<Name>,

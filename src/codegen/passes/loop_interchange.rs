@@ -67,6 +67,26 @@
 //! `batchedDataTerm` in `examples/adbench/gmm.fsm`) are such a nest: two loads, a
 //! multiplication and an addition per two elements, no store.
 //!
+//! ## Pairs of rows
+//!
+//! A `build` over rows `r` whose every row is such a nest, `build d (fun r
+//! -> pre; x = build n (fun j -> ifold (fun t s -> t + e) z m); x)` (the
+//! batched products `qy[r][j] = Σ_{s ≤ r} Q[r][s] · ys[s][j]`, `m = r +
+//! 1`), reads the same terms that do not depend on `r` — the row
+//! `ys[s]`, its block — for every row. So when `pre` allocates and writes
+//! nothing and both rows' nests run in blocks, rows r and r + 1 run
+//! together ([`rows`], `Lower::paired_rows`): `pre` of both, their sizes
+//! (equal), counts, guards and limits tested (any ⊥, failing guard or
+//! unequal size abandons the pair, and row r runs alone as written, as
+//! under Note [Jamming]), both rows allocated (r's
+//! first) and filled with their `z`, then per tile and block of eight
+//! points both rows' sums in registers (eight `f64x2`s) over the terms
+//! both have, the terms that do not depend on `r` computed once for both;
+//! then each row's remaining terms and elements alone, as above. Each
+//! element still adds the same terms in the same order, so every bit is
+//! the same. Loads of `ys`'s block are shared by the two rows: half of
+//! them per product.
+//!
 //! ## Builds of builds
 //!
 //! `x = build n (fun j -> build m (fun i -> e))`, with `m` bound outside
@@ -123,6 +143,69 @@ pub struct Plan<'b> {
     /// The term added: `e` of `s + e`.
     pub term: &'b Atom,
     pub reads: Vec<Read>,
+}
+
+/// A `build` of rows, each a nest to run interchanged, to run two rows at
+/// a time (Note [Interchange], pairs of rows).
+pub struct Rows<'b> {
+    /// The bindings before the nest, in order: they allocate and write
+    /// nothing.
+    pub pre: Vec<&'b Binding>,
+    /// The nest's binding, its size and index, and its plan.
+    pub nest: &'b Binding,
+    pub n: &'b Atom,
+    pub j: &'b Name,
+    pub plan: Plan<'b>,
+}
+
+/// The plan for `build d (fun r -> body)` whose every row is a nest that
+/// the interchange leaves exact, and `pre` primitives that allocate and
+/// write nothing (Note [Interchange], pairs of rows).
+pub fn rows<'b>(body: &'b Block) -> Option<Rows<'b>> {
+    let (nest, pre) = body.binds.split_last()?;
+    if body.result.var() != Some(&nest.name) {
+        return None;
+    }
+    let Rhs::Loop {
+        kind: LoopKind::Build,
+        n,
+        state: None,
+        index: j,
+        body: outer,
+    } = &nest.rhs
+    else {
+        return None;
+    };
+    let pure = |b: &Binding| matches!(&b.rhs, Rhs::Prim(op, _) if !matches!(op, Prim::Concat | Prim::Accum | Prim::AddAt));
+    if !pre.iter().all(pure) {
+        return None;
+    }
+    let plan = plan(j, outer, &nest.ty)?;
+    Some(Rows {
+        pre: pre.iter().collect(),
+        nest,
+        n,
+        j,
+        plan,
+    })
+}
+
+/// The bindings of `terms` that depend on any of `names`, directly or
+/// through another.
+pub fn depending(terms: &[Binding], names: &HashSet<Name>) -> HashSet<Name> {
+    let mut out: HashSet<Name> = HashSet::default();
+    for b in terms {
+        let mut uses = false;
+        b.rhs.for_each_atom(&mut |a| {
+            uses |= a
+                .var()
+                .is_some_and(|x| names.contains(x) || out.contains(x))
+        });
+        if uses {
+            out.insert(b.name.clone());
+        }
+    }
+    out
 }
 
 /// A `build` of `build`s to run transposed (Note [Interchange], builds of
@@ -216,16 +299,7 @@ pub fn transpose<'b>(j: &Name, outer: &'b Block) -> Option<Transpose<'b>> {
 /// The bindings of `terms` that depend on `j`, directly or through
 /// another.
 pub fn varying(terms: &[Binding], j: &Name) -> HashSet<Name> {
-    let mut out: HashSet<Name> = HashSet::default();
-    for b in terms {
-        let mut uses = false;
-        b.rhs
-            .for_each_atom(&mut |a| uses |= a.var().is_some_and(|x| x == j || out.contains(x)));
-        if uses {
-            out.insert(b.name.clone());
-        }
-    }
-    out
+    depending(terms, &HashSet::from_iter([j.clone()]))
 }
 
 /// Whether the terms that depend on j can run two elements at a time

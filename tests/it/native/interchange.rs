@@ -499,3 +499,89 @@ fn folds_of_folds_of_add_ats_run_term_major_exactly() {
     exactly_on(&e, &native, "f", &args);
     run(&[0, 3], 2, 3, -1, &mut next);
 }
+
+/// Note [Interchange], pairs of rows: a `build` over rows, each a nest
+/// that runs in blocks (the batched products `Q[r] · ys` over `s ≤ r`),
+/// runs two rows at a time, the terms both rows have together and the
+/// rest of each alone; every bit is the evaluator's for every number of
+/// rows (odd: the last alone) and points, with term counts that grow
+/// with the row (`t`), shrink with it (`u`) or are equal (`c`). A ⊥ of the
+/// second row's `pre` (`q` short by one row), a short row of `ys` (its
+/// guard fails), and a negative count in the second row give the
+/// evaluator's ⊥, the pair abandoned and its first row run as written.
+#[test]
+fn rows_of_interchanged_sums_run_two_at_a_time_exactly() {
+    let src = "let t (q: Matrix) (ys: Matrix) (d: Index) = build d (fun r -> let row = q[r] in let m = r + 1 in build (length (ys[0])) (fun i -> ifold (fun acc s -> acc + row[s] * ys[s][i]) 0.0 m))\n\
+               let u (q: Matrix) (ys: Matrix) (d: Index) = build d (fun r -> let row = q[r] in let m = d - r in build (length (ys[0])) (fun i -> ifold (fun acc s -> acc + row[s] * ys[s][i]) 0.25 m))\n\
+               let c (q: Matrix) (ys: Matrix) (d: Index) (k: Index) = build d (fun r -> let row = q[r] in let m = k - r * r in build (length (ys[0])) (fun i -> ifold (fun acc s -> acc + row[s] * ys[s][i]) 0.0 m))\n";
+    let said = |f: &str| {
+        listing_says(
+            src,
+            f,
+            ";; rows of interchanged sums two at a time (Note [Interchange], pairs of rows), over: ",
+        )
+    };
+    for f in ["t", "u", "c"] {
+        assert_ne!(said(f), "none", "{f}");
+    }
+    let mut seed = 0x853c_49e6_748f_ea9b_u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let m = (seed >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+        m * f64::powi(10.0, (seed % 7) as i32 - 3)
+    };
+    let matrix = |rows: usize, n: usize, next: &mut dyn FnMut() -> f64| {
+        Value::array(
+            (0..rows)
+                .map(|_| vector(&(0..n).map(|_| next()).collect::<Vec<_>>()))
+                .collect(),
+        )
+    };
+    let entries: Vec<_> = ["t", "u", "c"]
+        .iter()
+        .map(|f| {
+            let e = load_entry(src, f);
+            let n = compile(&e);
+            (*f, e, n)
+        })
+        .collect();
+    let ix = Value::Index;
+    for d in 0..=7usize {
+        for n in [1usize, 7, 8, 19, 40] {
+            let q = matrix(d.max(1), d.max(1), &mut next);
+            let ys = matrix(d.max(1), n, &mut next);
+            for (f, e, native) in &entries {
+                let mut args = vec![q.clone(), ys.clone(), ix(d as i64)];
+                if *f == "c" {
+                    args.push(ix(d as i64 + 2));
+                }
+                exactly_on(e, native, f, &args);
+            }
+        }
+    }
+    // q one row short: the second row's `pre` fails (E-Get-Bot).
+    let (_, e, native) = &entries[0];
+    let args = [matrix(3, 4, &mut next), matrix(4, 9, &mut next), ix(4)];
+    assert_eq!(compare(e, native, &args), Ok(Outcome::Bottom));
+    exactly_on(e, native, "t", &args);
+    // A short row of ys: the pair's guard fails.
+    let mut rows: Vec<Value> = (0..4)
+        .map(|_| vector(&(0..9).map(|_| next()).collect::<Vec<_>>()))
+        .collect();
+    rows[2] = vector(&[1.0, 2.0]);
+    let args = [matrix(4, 4, &mut next), Value::array(rows), ix(4)];
+    assert_eq!(compare(e, native, &args), Ok(Outcome::Bottom));
+    exactly_on(e, native, "t", &args);
+    // A negative count in the second row of a pair (k − r² < 0 at r = 1).
+    let (_, e, native) = &entries[2];
+    let args = [
+        matrix(4, 4, &mut next),
+        matrix(4, 9, &mut next),
+        ix(4),
+        ix(0),
+    ];
+    assert_eq!(compare(e, native, &args), Ok(Outcome::Bottom));
+    exactly_on(e, native, "c", &args);
+}

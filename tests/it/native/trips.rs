@@ -126,6 +126,36 @@ fn loops_that_cannot_jam_run_one_iteration_at_a_time() {
     assert_ne!(listing_says(src, "sums", interchanged), "none");
 }
 
+/// Note [Jamming], invariant components: an inner fold that reads a
+/// component of the outer state which the body passes on unchanged (an
+/// array carried beside a sum, as reverse mode carries its accumulators)
+/// is jammed; the evaluator's bits for every count, odd and even, and its
+/// ⊥ when the second iteration's fold reads past the end.
+#[test]
+fn inner_folds_reading_a_passed_on_component_run_jammed() {
+    let src = "let passed (v: Vector) (n: Index) (k: Index) = ifold (fun st r -> let a = fst st in let o = r * n in (a, snd st * 0.5 + ifold (fun t i -> t + a[o + i]) 0.0 n)) (v, 0.25) k\n";
+    let prefix =
+        ";; loops two iterations at a time, their inner folds jammed (Note [Jamming]), over: ";
+    assert_ne!(listing_says(src, "passed", prefix), "none");
+    let v: Vec<f64> = (0..12).map(|x| 1.0 / (1.0 + x as f64) - 0.3).collect();
+    let e = load_entry(src, "passed");
+    let native = compile(&e);
+    for k in 0..=5 {
+        exactly_on(
+            &e,
+            &native,
+            "passed",
+            &[vector(&v), Value::Index(3), Value::Index(k)],
+        );
+    }
+    exactly_on(
+        &e,
+        &native,
+        "passed",
+        &[vector(&v), Value::Index(5), Value::Index(3)],
+    );
+}
+
 /// Doubles for the fold properties: NaN, signed zeros, infinities, ties
 /// at 1.0, and small values.
 fn special_doubles() -> impl Strategy<Value = f64> {

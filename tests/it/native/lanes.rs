@@ -121,7 +121,7 @@ fn folds_of_addats_run_two_iterations_at_a_time_exactly() {
 /// store of `hot` (a fill of all-zero bits, `+0.0` but not `-0.0`, is a
 /// `memset`): the evaluator's bits for every n (odd, even, zero) and k
 /// (inside, negative, past the end), in either order of the test. A
-/// `build` of a literal is the fill alone.
+/// `build` of a literal (+0.0, −0.0 or another) is the fill alone.
 #[test]
 fn one_hot_builds_fill_then_store_once() {
     let src = "let f (n: Index) (k: Index) (h: Double) = build n (fun i -> if i = k then h else 0.5)\n\
@@ -147,8 +147,8 @@ fn one_hot_builds_fill_then_store_once() {
         }
     }
     cases.push(("g", vec![ix(-1), ix(0)], Outcome::Bottom));
-    // A literal element (reverse mode's zero cotangents): a fill, `memset`
-    // for +0.0 only.
+    // A literal element (reverse mode's zero cotangents): a fill, two
+    // elements per store, or `memset` for many +0.0s.
     for f in ["p", "m", "q"] {
         for n in [0, 1, 4, 5] {
             cases.push((f, vec![ix(n)], Outcome::Value));
@@ -161,14 +161,17 @@ fn one_hot_builds_fill_then_store_once() {
         Outcome::Value,
     ));
     exactly_all(src, &cases);
-    for f in ["f", "g", "m", "q"] {
+    for f in ["f", "g", "p", "m", "q"] {
         assert!(listing_of(src, f).contains("f64x2"), "{f}");
     }
+    // +0.0 only: `memset` from 64 elements (n = 64 and 65 compared too).
     let zeroes = lowered_ir(src, "p");
-    assert!(
-        !zeroes.contains("f64x2") && zeroes.contains("call fn"),
-        "{zeroes}"
-    );
+    assert!(zeroes.contains("call fn"), "{zeroes}");
+    for f in ["p", "m", "q"] {
+        for n in [64, 65] {
+            exactly(src, f, &[ix(n)]);
+        }
+    }
 }
 
 /// Note [Selects]: a Double conditional of two atoms is a `select`; a

@@ -115,8 +115,11 @@ pub fn plan(state: Option<&Name>, body: &Block) -> Option<Plan> {
     // same in both iterations (Note [Jamming], invariant components): a
     // projection reaching it may be needed, and is not followed back to
     // the state.
-    let invariant = match state {
-        Some(s) => invariant_projections(body, s),
+    let invariant: HashSet<Name> = match state {
+        Some(s) => invariant_projections(body, s)
+            .into_iter()
+            .map(|(x, _)| x)
+            .collect(),
         None => HashSet::default(),
     };
     let mut needed: HashSet<Name> = HashSet::default();
@@ -146,9 +149,9 @@ pub fn plan(state: Option<&Name>, body: &Block) -> Option<Plan> {
 }
 
 /// The projections of the state `s` in `body`'s bindings (a chain of
-/// `fst`/`snd` from `s`) that the body returns at their own place:
-/// iteration r + 1 starts with the same value there as iteration r.
-fn invariant_projections(body: &Block, s: &Name) -> HashSet<Name> {
+/// `fst`/`snd` from `s`) that the body returns at their own place, with
+/// their paths: every iteration starts with the same value there.
+pub(super) fn invariant_projections(body: &Block, s: &Name) -> Vec<(Name, Vec<bool>)> {
     let mut paths: Vec<(&Name, Vec<bool>)> = Vec::new();
     let path_of = |paths: &[(&Name, Vec<bool>)], x: &Name| -> Option<Vec<bool>> {
         if x == s {
@@ -182,7 +185,7 @@ fn invariant_projections(body: &Block, s: &Name) -> HashSet<Name> {
     paths
         .iter()
         .filter(|(x, p)| at(p) == Some(*x))
-        .map(|(x, _)| (*x).clone())
+        .map(|(x, p)| ((*x).clone(), p.clone()))
         .collect()
 }
 

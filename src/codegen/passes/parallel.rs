@@ -56,6 +56,12 @@
 //! - any other use of a carried value (reading an element, multiplying,
 //!   a test, storing it in an array, a `while`) keeps the fold serial.
 //!
+//! A component the body returns unchanged at its own place (reverse
+//! mode's folds carry arrays they only read, such as a cotangent they
+//! take their seeds from: Note [Jamming], invariant components) is the
+//! initial state's in every iteration: its projections are independent
+//! of `s`, every chunk reads the initial value, and the result keeps it.
+//!
 //! So the body maps `s` to `s + δ(i)` with δ independent of `s`, and
 //! over the reals the fold is `z + Σᵢ δ(i)` in any grouping: the chunked
 //! fold is exact over the reals and reassociates IEEE additions only
@@ -114,7 +120,8 @@ pub enum Leaf {
     /// An array of Doubles that the body adds into (`addAt`): the chunks'
     /// element-wise sum, in order.
     SumArray,
-    /// A scalar the body passes on unchanged: chunk 0's (the initial one).
+    /// A value the body passes on unchanged (a scalar, or any component
+    /// it returns at its own place): the initial one.
     Keep,
     /// A scalar independent of the state: the last chunk's.
     Last,
@@ -242,11 +249,24 @@ fn fold(bind: &Binding, normal: &Normal) -> Option<Parallel> {
     let carried = of_state(st, &mut next);
     let mut env: HashMap<Name, Carry> = HashMap::default();
     env.insert(s.clone(), carried);
-    let result = walk(body, &mut env)?;
+    // Components the body passes on unchanged (Note [Parallel loops],
+    // invariant components): every iteration reads the initial state's.
+    let invariant = super::jam::invariant_projections(body, s);
+    let skip: HashSet<Name> = invariant.iter().map(|(x, _)| x.clone()).collect();
+    let mut kept: HashSet<usize> = HashSet::default();
+    for (_, path) in &invariant {
+        let (start, count) = leaf_span(st, path)?;
+        kept.extend(start..start + count);
+    }
+    let result = walk_skipping(body, &mut env, &skip)?;
     let mut got = Vec::new();
     result.flatten(st, &mut got);
     let mut leaves = Vec::new();
     for (k, (c, ty)) in got.into_iter().zip(&tys).enumerate() {
+        if kept.contains(&k) {
+            leaves.push((Leaf::Keep, ty.clone()));
+            continue;
+        }
         let leaf = match c {
             Some(j) if j != k => return None,
             Some(_) => match ty {
@@ -503,6 +523,42 @@ fn carry(env: &HashMap<Name, Carry>, a: &Atom) -> Carry {
 
 /// What `b`'s result carries, or None if `b` uses a carried value in a
 /// way that is not an addition to it.
+/// [`walk`] of a fold's body whose bindings in `skip` (projections of
+/// components it passes on unchanged) are independent of the state.
+fn walk_skipping(b: &Block, env: &mut HashMap<Name, Carry>, skip: &HashSet<Name>) -> Option<Carry> {
+    for bind in b.binds.iter().filter(|x| !skip.contains(&x.name)) {
+        let c = binding(&bind.rhs, &bind.ty, env)?;
+        if !c.is_free() {
+            env.insert(bind.name.clone(), c);
+        }
+    }
+    Some(carry(env, &b.result))
+}
+
+/// The first leaf (in [`leaf_types`]'s order) of the component of `ty` at
+/// `path`, and how many leaves it has.
+fn leaf_span(ty: &Type, path: &[bool]) -> Option<(usize, usize)> {
+    let count = |t: &Type| {
+        let mut v = Vec::new();
+        leaf_types(t, &mut v);
+        v.len()
+    };
+    let mut start = 0;
+    let mut t = ty;
+    for &second in path {
+        let Type::Pair(a, b) = t else {
+            return None;
+        };
+        if second {
+            start += count(a);
+            t = b;
+        } else {
+            t = a;
+        }
+    }
+    Some((start, count(t)))
+}
+
 fn walk(b: &Block, env: &mut HashMap<Name, Carry>) -> Option<Carry> {
     for bind in &b.binds {
         let c = binding(&bind.rhs, &bind.ty, env)?;

@@ -92,6 +92,48 @@ fn accumulators_through_inner_folds_run_on_threads() {
     }
 }
 
+/// Note [Parallel loops], invariant components: a fold that reads an
+/// array its body passes on unchanged (reverse mode's seeds, carried
+/// beside the accumulators) runs on threads; every chunk reads the
+/// initial array, the result keeps it, and the sums are within ρ ≤ 1e-12
+/// of the evaluator's. One that changes the array it reads stays serial.
+#[test]
+fn folds_reading_a_component_they_pass_on_run_on_threads() {
+    let src = "let main (xs: Vector) (w: Vector) =
+  ifold (fun st i ->
+      let seeds = fst st
+      let acc = snd st
+      (seeds, addAt acc (i - (length acc) * (i / (length acc))) (seeds[i] * w[i])))
+    (xs, build 7 (fun j -> 0.0)) (length xs)
+let changed (xs: Vector) (w: Vector) =
+  ifold (fun st i ->
+      let seeds = fst st
+      (addAt seeds 0 w[i], snd st + seeds[i]))
+    (xs, 0.0) (length xs)
+";
+    let e = load_entry(src, "main");
+    let native = compile_with(&e, relaxed(2));
+    // The fold and the build of its initial state.
+    assert_eq!(native.parallel_loops(), 2);
+    for n in [0usize, 5, 64, 65, 1000] {
+        let xs: Vec<f64> = (0..n)
+            .map(|i| ((i * 31 % 97) as f64 - 40.0) / 9.0)
+            .collect();
+        let w: Vec<f64> = (0..n).map(|i| (i as f64 * 0.37).cos()).collect();
+        let args = [vector(&xs), vector(&w)];
+        let want = evaluate(&e, &args);
+        let got = native.call(&args).expect("runs");
+        let r = want.max_rho(&got).expect("same shape");
+        assert!(r <= 1e-12, "n = {n}: {want} vs {got}");
+    }
+    let e = load_entry(src, "changed");
+    let native = compile_with(&e, relaxed(2));
+    assert_eq!(native.parallel_loops(), 0);
+    let xs: Vec<f64> = (0..300).map(|i| (i as f64).sin()).collect();
+    let args = [vector(&xs), vector(&xs)];
+    assert!(evaluate(&e, &args).same(&native.call(&args).expect("runs")));
+}
+
 /// A fold that reads its state (a product, a test, an element) is not a
 /// sum: it runs as written, and relaxed native code returns the
 /// evaluator's bits.

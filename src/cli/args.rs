@@ -378,6 +378,10 @@ pub struct WorkloadArgs {
     /// Time N runs of the objective and of the derivative (after one
     /// warm-up run, which compiles native code) and add
     /// `"timings": {…}` with the minimum times and their ratio J/F.
+    /// Natively, GMM, LSTM and hand tracking time the compiled objective
+    /// and derivative program alone, on arguments converted once (as
+    /// `grad --repeat`), when the programs take them as slices; BA times
+    /// its whole runs.
     #[arg(long)]
     pub repeat: Option<u32>,
     #[command(flatten)]

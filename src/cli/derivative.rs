@@ -10,10 +10,11 @@ use std::time::Instant;
 use super::args::{CheckpointArg, CompileArgs, CompileMode, DerivArgs, GateArgs, RulesArg};
 use super::{Failure, Sources, input_text, out, out_json, rule_files, stats_line, write};
 use crate::diagnostic::{Diagnostic, Span};
+use crate::eval::Limits;
 use crate::eval::Value;
 use crate::gradient::{How, Mode, Plan};
 use crate::ir::Type;
-use crate::pipeline::{Engine, OptOptions, Session};
+use crate::pipeline::{Engine, OptOptions, RunError, Session};
 
 /// The session of a command: the program loaded once, with the
 /// optimiser's options for `--mode fwd-opt` (`--rules DIR`;
@@ -247,16 +248,7 @@ pub fn grad(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
     }
     if let Some(n) = args.repeat {
         let limits = args.engine.limits();
-        // The derivative program alone, natively, when it takes the
-        // entry's arguments; else everything `grad` computes.
-        let program = match &plan.how {
-            How::Duals(p) | How::Tangents(p) | How::Rows(p) => Some(p),
-            How::Reverse { rev, seeded: false } => Some(rev),
-            _ => None,
-        };
-        let timed = program
-            .filter(|_| engine == Engine::Native)
-            .and_then(|p| p.time_native(&values, limits, n));
+        let timed = time_program(&plan, engine, &values, limits, n);
         let (best, what) = match timed {
             Some(t) => (
                 t.map_err(|e| fail(&Diagnostic::from(&e)))?,
@@ -274,6 +266,27 @@ pub fn grad(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
         super::repeat_line(n, best, what);
     }
     Ok(())
+}
+
+/// The fastest of `n` native runs of `plan`'s derivative program alone,
+/// on `values` converted once (`Entry::time_native`), when it takes the
+/// entry's arguments; `None` otherwise (then the caller times everything
+/// the command computes).
+pub(super) fn time_program(
+    plan: &Plan,
+    engine: Engine,
+    values: &[Value],
+    limits: Limits,
+    n: u32,
+) -> Option<Result<f64, RunError>> {
+    let program = match &plan.how {
+        How::Duals(p) | How::Tangents(p) | How::Rows(p) => Some(p),
+        How::Reverse { rev, seeded: false } => Some(rev),
+        _ => None,
+    };
+    program
+        .filter(|_| engine == Engine::Native)
+        .and_then(|p| p.time_native(values, limits, n))
 }
 
 /// `vjp`: wᵀJ for the cotangent `w` given as JSON.

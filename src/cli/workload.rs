@@ -196,8 +196,20 @@ fn timed_columns(
     let mut timings = None;
     if let Some(n) = run.repeat {
         objective()?; // warm-up
-        let f_ms = super::min_ms(n, &mut || objective())?;
-        let j_ms = super::min_ms(n, &mut || columns().map(|_| ()))?;
+        // Natively, the compiled objective and derivative program on the
+        // arguments converted once (as `grad --repeat`, and as JAX is
+        // timed with its arguments on the device); else each whole run.
+        let f_ms = match (engine == Engine::Native)
+            .then(|| plan.base.time_native(args, limits, n))
+            .flatten()
+        {
+            Some(t) => t.map_err(|e| w.run_fail(&e))?,
+            None => super::min_ms(n, &mut || objective())?,
+        };
+        let j_ms = match super::derivative::time_program(plan, engine, args, limits, n) {
+            Some(t) => t.map_err(|e| w.run_fail(&e))?,
+            None => super::min_ms(n, &mut || columns().map(|_| ()))?,
+        };
         timings = Some(Timings::new(run, n, f_ms, j_ms, j_name));
     }
     Ok((cols, elapsed, timings))

@@ -248,7 +248,7 @@ pub fn grad(args: DerivArgs, jacobian: bool) -> Result<(), Failure> {
     }
     if let Some(n) = args.repeat {
         let limits = args.engine.limits();
-        let timed = time_program(&plan, engine, &values, limits, n);
+        let timed = time_program(plan, engine, &values, limits, n);
         let (best, what) = match timed {
             Some(t) => (
                 t.map_err(|e| fail(&Diagnostic::from(&e)))?,

@@ -20,7 +20,9 @@ fsmooth (release binary, `--engine native`):
     `grad … --wrt v --mode fwd-opt --repeat N` (gradient);
   - BA: `jacobian … --entry projectAll --wrt cam --mode fwd-rows --repeat N`.
   `--repeat` times compiled code on arguments converted once (the
-  derivative program alone for `grad` and `jacobian`).
+  derivative program alone for `grad`, `jacobian` and, since 2026-11-28
+  21:00, `adbench gmm`; before, `adbench gmm` also converted every point
+  per call).
   One thread is measured under the default strict contract and under
   `--fp relaxed` (spec/semantics.md §7: innermost sums and `log`/`exp` in
   SIMD lanes, Note [Lane sums]); two threads is `--fp relaxed --threads 2`

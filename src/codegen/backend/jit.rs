@@ -124,6 +124,11 @@ pub struct Native {
 /// the other threads of its parallel loops that held rows of its result).
 const POOL: usize = 8;
 
+/// At most this many idle arenas a call with parallel loops takes from
+/// the pool before it starts, for the loops after a build whose threads'
+/// arenas hold rows of its result (`runtime::Parallel::spare`).
+const SPARE_ARENAS: usize = 2;
+
 #[derive(Clone, Default)]
 struct ArenaPool(Arc<Mutex<Vec<Arena>>>);
 
@@ -143,6 +148,11 @@ impl ArenaPool {
 
     /// Gives back the arena of a finished call; nothing it allocated may
     /// be read any more.
+    /// A kept arena, if there is one.
+    fn take_idle(&self) -> Option<Arena> {
+        self.0.lock().ok().and_then(|mut p| p.pop())
+    }
+
     fn give(&self, mut arena: Arena) {
         arena.reset();
         if let Ok(mut p) = self.0.lock()
@@ -595,6 +605,14 @@ impl Native {
                 par = std::mem::take(&mut *w);
             }
             par.chunks = self.chunks.clone();
+            // Idle arenas of earlier calls, for loops after a build that
+            // keeps its threads' arenas.
+            while par.spare.len() < SPARE_ARENAS {
+                match self.pool.take_idle() {
+                    Some(a) => par.spare.push(a),
+                    None => break,
+                }
+            }
             ctx.parallel = &mut par;
         }
         // SAFETY: `func` lives as long as `self.module`; the caller

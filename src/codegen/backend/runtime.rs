@@ -74,6 +74,11 @@ pub struct Parallel {
     /// arrays: the result's rows live there until the call's result is
     /// dropped.
     pub kept: Vec<Arena>,
+    /// Idle arenas of earlier calls (their chunks mapped already), taken
+    /// before new ones when a loop needs more arenas: a build that keeps
+    /// its threads' arenas would otherwise make every later loop of every
+    /// call start on fresh pages.
+    pub spare: Vec<Arena>,
     pub pool: Pool,
     /// How many loops ran as chunks, over every call so far.
     pub runs: u64,
@@ -154,7 +159,14 @@ pub extern "C" fn fsmooth_parallel(
     // SAFETY: the call's arena outlives the call.
     let limit = unsafe { (*ctx.arena).limit() };
     while par.arenas.len() + 1 < threads {
-        par.arenas.push(Arena::new(limit));
+        let a = match par.spare.pop() {
+            Some(mut a) => {
+                a.set_limit(limit);
+                a
+            }
+            None => Arena::new(limit),
+        };
+        par.arenas.push(a);
     }
     // What chunk t charges beyond the serial loop's work.
     let extra = |t: usize| {

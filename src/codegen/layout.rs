@@ -22,6 +22,38 @@ pub fn slots(t: &Type) -> Result<usize, CodegenError> {
     })
 }
 
+/// The component at `path` (`false` for `fst`, `true` for `snd`) of a
+/// value of type `ty`, if `path` goes through pairs only.
+pub fn component_type<'t>(ty: &'t Type, path: &[bool]) -> Option<&'t Type> {
+    let mut ty = ty;
+    for &second in path {
+        let Type::Pair(a, b) = ty else {
+            return None;
+        };
+        ty = if second { b } else { a };
+    }
+    Some(ty)
+}
+
+/// The first slot of the component at `path` (`false` for `fst`, `true`
+/// for `snd`) of a value of type `ty`.
+pub fn component_slot(ty: &Type, path: &[bool]) -> Result<usize, CodegenError> {
+    let mut at = 0;
+    let mut ty = ty;
+    for &second in path {
+        let Type::Pair(a, b) = ty else {
+            return Err(super::compile_error("a state path through a non-pair"));
+        };
+        if second {
+            at += slots(a)?;
+            ty = b;
+        } else {
+            ty = a;
+        }
+    }
+    Ok(at)
+}
+
 /// The size in bytes of one array element of type `t`.
 pub fn elem_bytes(t: &Type) -> Result<i64, CodegenError> {
     Ok(slots(t)? as i64 * SLOT)

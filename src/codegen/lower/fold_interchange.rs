@@ -128,29 +128,14 @@ impl Lower<'_, '_> {
                 Length::Outside(a) => self.length_of(a)?,
                 Length::State(slot) => z[slot + 1],
             };
-            // 0 ≤ c ≤ len − count (no overflow: both are ≥ 0).
-            let below = |l: &mut Self, c: Option<Value>, count: Value| {
-                let room = l.b.ins().isub(len, count);
-                match c {
-                    None => {
-                        l.b.ins()
-                            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, room, 0)
-                    }
-                    Some(c) => {
-                        let nonneg = l.b.ins().icmp_imm_s(IntCC::SignedGreaterThanOrEqual, c, 0);
-                        let fits = l.b.ins().icmp(IntCC::SignedLessThanOrEqual, c, room);
-                        l.b.ins().band(nonneg, fits)
-                    }
-                }
-            };
             let fits = match at {
                 At::Outer(c) => {
                     let c = c.as_ref().map(|c| self.scalar(c)).transpose()?;
-                    below(self, c, n)
+                    self.span_fits(c, n, len)
                 }
                 At::Inner(c) => {
                     let c = c.as_ref().map(|c| self.scalar(c)).transpose()?;
-                    below(self, c, m)
+                    self.span_fits(c, m, len)
                 }
                 At::Const(c) => {
                     let c = self.scalar(c)?;

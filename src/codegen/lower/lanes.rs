@@ -13,10 +13,11 @@ use cranelift_codegen::ir::{
 };
 
 use super::prim::float_cc;
-use super::{Lower, R, Vals, state_slot};
+use super::{Lower, R, Vals};
 use crate::anf::{Atom, Binding, Block as AnfBlock, Rhs};
 use crate::codegen::abi;
 use crate::codegen::compile_error;
+use crate::codegen::layout::{component_slot, component_type};
 use crate::codegen::passes::loop_interchange;
 use crate::ir::{Name, Prim, Type};
 
@@ -357,7 +358,7 @@ impl Lower<'_, '_> {
                     }
                     added.insert(&b.name, acc.clone());
                     adds.push(PairedAdd {
-                        slot: state_slot(st, &acc).ok()?,
+                        slot: component_slot(st, &acc).ok()?,
                         at: at.cloned(),
                         value: v.clone(),
                     });
@@ -378,7 +379,7 @@ impl Lower<'_, '_> {
             *uses.entry(x.clone()).or_default() += 1;
         }
         for (x, p) in &paths {
-            let arrays = matches!(state_type(st, p), Some(Type::Array(_)));
+            let arrays = matches!(component_type(st, p), Some(Type::Array(_)));
             if arrays && uses.get(*x).copied().unwrap_or(0) > 1 {
                 return None;
             }
@@ -387,7 +388,7 @@ impl Lower<'_, '_> {
         let mut literals = Vec::new();
         let mut stack = vec![(body.result.clone(), Vec::new())];
         while let Some((a, p)) = stack.pop() {
-            let ty = state_type(st, &p)?;
+            let ty = component_type(st, &p)?;
             if let Type::Pair(..) = ty
                 && let Some((l, r)) = a.var().and_then(|x| tuples.get(x))
             {
@@ -404,7 +405,7 @@ impl Lower<'_, '_> {
             match (&a, ty) {
                 (Atom::Var(x, _), Type::Array(_)) if added.get(x) == Some(&p) => {}
                 (Atom::Lit(..), Type::Double | Type::Index | Type::Bool) => {
-                    literals.push((state_slot(st, &p).ok()?, a.clone()));
+                    literals.push((component_slot(st, &p).ok()?, a.clone()));
                 }
                 _ => return None,
             }
@@ -488,16 +489,4 @@ pub(super) struct FoldPairs {
     lanes: HashSet<Name>,
     adds: Vec<PairedAdd>,
     literals: Vec<(usize, Atom)>,
-}
-
-/// The type of the state component at `path` (false: `fst`).
-fn state_type<'t>(ty: &'t Type, path: &[bool]) -> Option<&'t Type> {
-    let mut ty = ty;
-    for &second in path {
-        let Type::Pair(a, b) = ty else {
-            return None;
-        };
-        ty = if second { b } else { a };
-    }
-    Some(ty)
 }

@@ -10,11 +10,11 @@ use rustc_hash::FxHashSet as HashSet;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
 
-use super::{Lower, R, Vals, args_of, array_elem, state_slot};
+use super::{Lower, R, Vals, args_of, array_elem};
 use crate::anf::{Atom, Binding, Block as AnfBlock, Rhs};
 use crate::codegen::abi;
 use crate::codegen::compile_error;
-use crate::codegen::layout::elem_bytes;
+use crate::codegen::layout::{component_slot, elem_bytes};
 use crate::codegen::passes::{guard, twice, view};
 use crate::ir::{Lit, Name, Prim, Type};
 
@@ -87,15 +87,7 @@ impl Lower<'_, '_> {
                     .b
                     .ins()
                     .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, n, LARGE_FILL);
-                let (call, stores, filled) = self.diamond(large, &[]);
-                self.b.switch_to_block(call);
-                let bytes = self.b.ins().ishl_imm_u(n, 3);
-                self.call("fsmooth_zero", &[p, bytes])?;
-                self.b.ins().jump(filled, &[]);
-                self.b.switch_to_block(stores);
-                self.fill_stores(p, n, x)?;
-                self.b.ins().jump(filled, &[]);
-                self.b.switch_to_block(filled);
+                self.memset_or_stores(large, p, n, x)?;
             } else {
                 self.fill_stores(p, n, x)?;
             }
@@ -183,7 +175,15 @@ impl Lower<'_, '_> {
     pub(super) fn fill(&mut self, p: Value, n: Value, x: Value) -> R<()> {
         let bits = self.b.ins().bitcast(types::I64, MemFlagsData::new(), x);
         let zero = self.b.ins().icmp_imm_s(IntCC::Equal, bits, 0);
-        let (zeroes, fills, filled) = self.diamond(zero, &[]);
+        self.memset_or_stores(zero, p, n, x)
+    }
+
+    /// The `n` Doubles at `p` set to `x`: by `memset` (`x` must be +0.0
+    /// then) when `call` holds, else by [`fill_stores`].
+    ///
+    /// [`fill_stores`]: Self::fill_stores
+    fn memset_or_stores(&mut self, call: Value, p: Value, n: Value, x: Value) -> R<()> {
+        let (zeroes, fills, filled) = self.diamond(call, &[]);
         self.b.switch_to_block(zeroes);
         let bytes = self.b.ins().ishl_imm_u(n, 3);
         self.call("fsmooth_zero", &[p, bytes])?;
@@ -612,31 +612,41 @@ impl Lower<'_, '_> {
                 guard::Length::State(path) => {
                     let (z, ty) =
                         state.ok_or_else(|| compile_error("a state check without state"))?;
-                    z[state_slot(ty, path)? + 1]
+                    z[component_slot(ty, path)? + 1]
                 }
             };
             let fits = match &check.at {
-                guard::At::Loop => self.b.ins().icmp(IntCC::SignedLessThanOrEqual, m, len),
+                guard::At::Loop => self.span_fits(None, m, len),
                 guard::At::Const(c) => {
                     let c = self.scalar(c)?;
                     self.b.ins().icmp(IntCC::UnsignedLessThan, c, len)
                 }
                 guard::At::Offset(c) => {
-                    // 0 ≤ c ≤ length a − m (no overflow: both are ≥ 0).
                     let c = self.scalar(c)?;
-                    let nonneg = self
-                        .b
-                        .ins()
-                        .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, c, 0);
-                    let room = self.b.ins().isub(len, m);
-                    let below = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, c, room);
-                    self.b.ins().band(nonneg, below)
+                    self.span_fits(Some(c), m, len)
                 }
             };
             ok = self.b.ins().band(ok, fits);
         }
         let none = self.b.ins().icmp_imm_s(IntCC::Equal, m, 0);
         Ok(self.b.ins().bor(none, ok))
+    }
+
+    /// Whether indices `c + k` (`k` when `c` is none) for every
+    /// `k < count` are in bounds of an array of `len ≥ 0` elements, for
+    /// `count ≥ 0`: `count ≤ len`, or `0 ≤ c ≤ len − count` (no overflow:
+    /// both are ≥ 0; and `c + k` cannot overflow when it holds).
+    pub(super) fn span_fits(&mut self, c: Option<Value>, count: Value, len: Value) -> Value {
+        let Some(c) = c else {
+            return self.b.ins().icmp(IntCC::SignedLessThanOrEqual, count, len);
+        };
+        let nonneg = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, c, 0);
+        let room = self.b.ins().isub(len, count);
+        let below = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, c, room);
+        self.b.ins().band(nonneg, below)
     }
 
     /// The loop `run` over `m ≥ 0` iterations behind its bounds guard

@@ -869,25 +869,6 @@ impl Lower<'_, '_> {
     }
 }
 
-/// The first slot of the component at `path` (`false` for `fst`, `true`
-/// for `snd`) of a value of type `ty`.
-fn state_slot(ty: &Type, path: &[bool]) -> R<usize> {
-    let mut at = 0;
-    let mut ty = ty;
-    for &second in path {
-        let Type::Pair(a, b) = ty else {
-            return Err(compile_error("a state path through a non-pair"));
-        };
-        if second {
-            at += slots(a)?;
-            ty = b;
-        } else {
-            ty = a;
-        }
-    }
-    Ok(at)
-}
-
 fn array_elem(t: &Type) -> R<&Type> {
     match t {
         Type::Array(e) => Ok(e),

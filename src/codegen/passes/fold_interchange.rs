@@ -72,7 +72,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::hoist::prim_can_fail;
 use crate::anf::{Atom, Binding, Block, LoopKind, Rhs};
-use crate::codegen::layout::slots;
+use crate::codegen::layout::{component_slot, component_type};
 use crate::ir::{Name, Prim, Type};
 
 /// An index of a read or an `addAt` in the nest: `i` is the outer fold's
@@ -198,18 +198,11 @@ pub fn plan<'b>(
     let mut outer_terms = Vec::new();
     let mut inner = None;
     for b in &body.binds {
+        if let Some(s) = threads(b, &syms)? {
+            syms.insert(&b.name, s);
+            continue;
+        }
         match &b.rhs {
-            Rhs::Prim(op @ (Prim::Fst | Prim::Snd), args) if var_in(&args[0], &syms) => {
-                let s = sym(&args[0], &syms)?.proj(*op == Prim::Snd);
-                syms.insert(&b.name, s);
-            }
-            Rhs::Prim(Prim::Pair, args) if args.iter().any(|a| var_in(a, &syms)) => {
-                let s = Sym::Pair(
-                    Box::new(sym(&args[0], &syms)?),
-                    Box::new(sym(&args[1], &syms)?),
-                );
-                syms.insert(&b.name, s);
-            }
             Rhs::Loop {
                 kind: LoopKind::IFold,
                 n,
@@ -249,23 +242,16 @@ pub fn plan<'b>(
         if uses_outer {
             return None;
         }
+        if let Some(s) = threads(b, &syms2)? {
+            syms2.insert(&b.name, s);
+            continue;
+        }
         match &b.rhs {
-            Rhs::Prim(op @ (Prim::Fst | Prim::Snd), args) if var_in(&args[0], &syms2) => {
-                let s = sym(&args[0], &syms2)?.proj(*op == Prim::Snd);
-                syms2.insert(&b.name, s);
-            }
-            Rhs::Prim(Prim::Pair, args) if args.iter().any(|a| var_in(a, &syms2)) => {
-                let s = Sym::Pair(
-                    Box::new(sym(&args[0], &syms2)?),
-                    Box::new(sym(&args[1], &syms2)?),
-                );
-                syms2.insert(&b.name, s);
-            }
             Rhs::Prim(Prim::AddAt, args) if var_in(&args[0], &syms2) => {
                 let Sym::Path(p) = sym(&args[0], &syms2)? else {
                     return None;
                 };
-                let ok = state_type(st, &p) == Some(&Type::array(Type::Double))
+                let ok = component_type(st, &p) == Some(&Type::array(Type::Double))
                     && *args[2].ty() == Type::Double
                     && !var_in(&args[1], &syms2)
                     && !var_in(&args[2], &syms2)
@@ -355,7 +341,7 @@ pub fn plan<'b>(
             return None;
         };
         let at = cx.at(&args[1], true)?;
-        let slot = slot_of(st, p)?;
+        let slot = component_slot(st, p).ok()?;
         let share = match &at {
             At::Outer(_) => Share::PerOuter,
             At::Inner(_) => Share::PerInner,
@@ -510,6 +496,22 @@ impl<'b> Classify<'_, 'b> {
     }
 }
 
+/// What `b` threads of the state: `Some(Some(s))` for a projection or a
+/// pair of state values (`s` what it is), `Some(None)` for a binding that
+/// uses none, `None` for a pair of a state value and something else.
+fn threads(b: &Binding, syms: &HashMap<&Name, Sym>) -> Option<Option<Sym>> {
+    Some(match &b.rhs {
+        Rhs::Prim(op @ (Prim::Fst | Prim::Snd), args) if var_in(&args[0], syms) => {
+            Some(sym(&args[0], syms)?.proj(*op == Prim::Snd))
+        }
+        Rhs::Prim(Prim::Pair, args) if args.iter().any(|a| var_in(a, syms)) => Some(Sym::Pair(
+            Box::new(sym(&args[0], syms)?),
+            Box::new(sym(&args[1], syms)?),
+        )),
+        _ => None,
+    })
+}
+
 fn var_in(a: &Atom, syms: &HashMap<&Name, Sym>) -> bool {
     a.var().is_some_and(|x| syms.contains_key(x))
 }
@@ -545,12 +547,12 @@ fn returns_state(
     match s {
         Sym::Path(p) => p == path,
         Sym::Lit(a) if matches!(ty, Type::Double | Type::Index | Type::Bool) => {
-            match slot_of(st, path) {
-                Some(slot) => {
+            match component_slot(st, path) {
+                Ok(slot) => {
                     literals.push((slot, a.clone()));
                     true
                 }
-                None => false,
+                Err(_) => false,
             }
         }
         _ => false,
@@ -575,34 +577,4 @@ fn same_leaves(r: &Sym, init: &Sym, ty: &Type) -> bool {
         (Sym::Lit(x), Sym::Lit(y)) => format!("{x:?}") == format!("{y:?}"),
         _ => false,
     }
-}
-
-/// The type of the state component at `path`.
-fn state_type<'t>(ty: &'t Type, path: &[bool]) -> Option<&'t Type> {
-    let mut ty = ty;
-    for &second in path {
-        let Type::Pair(a, b) = ty else {
-            return None;
-        };
-        ty = if second { b } else { a };
-    }
-    Some(ty)
-}
-
-/// The first slot of the state component at `path`.
-fn slot_of(ty: &Type, path: &[bool]) -> Option<usize> {
-    let mut at = 0;
-    let mut ty = ty;
-    for &second in path {
-        let Type::Pair(a, b) = ty else {
-            return None;
-        };
-        if second {
-            at += slots(a).ok()?;
-            ty = b;
-        } else {
-            ty = a;
-        }
-    }
-    Some(at)
 }

@@ -560,13 +560,7 @@ fn leaf_span(ty: &Type, path: &[bool]) -> Option<(usize, usize)> {
 }
 
 fn walk(b: &Block, env: &mut HashMap<Name, Carry>) -> Option<Carry> {
-    for bind in &b.binds {
-        let c = binding(&bind.rhs, &bind.ty, env)?;
-        if !c.is_free() {
-            env.insert(bind.name.clone(), c);
-        }
-    }
-    Some(carry(env, &b.result))
+    walk_skipping(b, env, &HashSet::default())
 }
 
 fn binding(rhs: &Rhs, ty: &Type, env: &mut HashMap<Name, Carry>) -> Option<Carry> {

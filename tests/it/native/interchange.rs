@@ -164,22 +164,8 @@ fn interchanged_sums_run_in_blocks_exactly() {
     }
     // Deterministic values of every magnitude and sign, so that the order
     // of the additions shows in the bits.
-    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        let m = (seed >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
-        m * f64::powi(10.0, (seed % 7) as i32 - 3)
-    };
+    let mut next = draws(0x9e37_79b9_7f4a_7c15_u64);
     let q: Vec<f64> = (0..5).map(|_| next()).collect();
-    let matrix = |rows: usize, n: usize, next: &mut dyn FnMut() -> f64| {
-        Value::array(
-            (0..rows)
-                .map(|_| vector(&(0..n).map(|_| next()).collect::<Vec<_>>()))
-                .collect(),
-        )
-    };
     let (eb, ed) = (load_entry(src, "b"), load_entry(src, "d"));
     let (nb, nd) = (compile(&eb), compile(&ed));
     for n in 1..=27 {
@@ -442,22 +428,8 @@ fn folds_of_folds_of_add_ats_run_term_major_exactly() {
     };
     assert_ne!(said("f"), "none");
     assert_eq!(said("k"), "none");
-    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        let m = (seed >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
-        m * f64::powi(10.0, (seed % 7) as i32 - 3)
-    };
+    let mut next = draws(0x2545_f491_4f6c_dd1d_u64);
     let indices = |xs: &[i64]| Value::array(xs.iter().map(|&x| Value::Index(x)).collect());
-    let matrix = |rows: usize, n: usize, next: &mut dyn FnMut() -> f64| {
-        Value::array(
-            (0..rows)
-                .map(|_| vector(&(0..n).map(|_| next()).collect::<Vec<_>>()))
-                .collect(),
-        )
-    };
     let e = load_entry(src, "f");
     let native = compile(&e);
     let run = |o: &[i64], rows: usize, n: usize, c: i64, next: &mut dyn FnMut() -> f64| {
@@ -524,21 +496,7 @@ fn rows_of_interchanged_sums_run_two_at_a_time_exactly() {
     for f in ["t", "u", "c"] {
         assert_ne!(said(f), "none", "{f}");
     }
-    let mut seed = 0x853c_49e6_748f_ea9b_u64;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        let m = (seed >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
-        m * f64::powi(10.0, (seed % 7) as i32 - 3)
-    };
-    let matrix = |rows: usize, n: usize, next: &mut dyn FnMut() -> f64| {
-        Value::array(
-            (0..rows)
-                .map(|_| vector(&(0..n).map(|_| next()).collect::<Vec<_>>()))
-                .collect(),
-        )
-    };
+    let mut next = draws(0x853c_49e6_748f_ea9b_u64);
     let entries: Vec<_> = ["t", "u", "c"]
         .iter()
         .map(|f| {
@@ -584,4 +542,25 @@ fn rows_of_interchanged_sums_run_two_at_a_time_exactly() {
     ];
     assert_eq!(compare(e, native, &args), Ok(Outcome::Bottom));
     exactly_on(e, native, "c", &args);
+}
+
+/// Deterministic Doubles of every magnitude and sign (xorshift from
+/// `seed`), so that the order of additions shows in the bits.
+fn draws(mut seed: u64) -> impl FnMut() -> f64 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let m = (seed >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+        m * f64::powi(10.0, (seed % 7) as i32 - 3)
+    }
+}
+
+/// A `rows × n` matrix of `next`'s draws.
+fn matrix(rows: usize, n: usize, next: &mut dyn FnMut() -> f64) -> Value {
+    Value::array(
+        (0..rows)
+            .map(|_| vector(&(0..n).map(|_| next()).collect::<Vec<_>>()))
+            .collect(),
+    )
 }

@@ -57,11 +57,13 @@
 //! `exp`. (The strict contract keeps the pairs of Note [Bounds guards]:
 //! no `log` or `exp`, whose lanes are not the evaluator's bits.)
 
-use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
-use rustc_hash::FxHashSet as HashSet;
+use cranelift_codegen::ir::{InstBuilder, Value, types};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
+use super::lanes::PairedBuild;
 use super::{Lower, R, Vals, args_of};
 use crate::anf::{Atom, Binding, Block as AnfBlock, Rhs};
+use crate::codegen::compile_error;
 use crate::codegen::passes::loop_interchange;
 use crate::ir::{Name, Prim, Type};
 
@@ -116,20 +118,21 @@ impl Lower<'_, '_> {
         (invariant_ok && reads_ok).then_some(plan)
     }
 
-    /// `term` of elements `k` and `k + 1` in lanes (the bindings in
-    /// `varying` computed there) with the pair's tests deferred (Note
-    /// [Lane sums]): the `i8` that says the pair must run as written, and
-    /// the lanes.
+    /// The terms in `varying` of elements `k` and `k + 1` in lanes with
+    /// the pair's tests deferred (Note [Lane sums]), and `finish` of them:
+    /// the `i8` that says the pair must run as written, and what `finish`
+    /// returned.
     fn deferred_pair(
         &mut self,
-        (binds, term, varying): (&[Binding], &Atom, &HashSet<Name>),
+        (binds, varying): (&[Binding], &HashSet<Name>),
         (index, k): (&Name, Value),
-    ) -> R<(Value, Value)> {
+        finish: impl FnOnce(&mut Self, &HashMap<&Name, Value>) -> R<Vals>,
+    ) -> R<(Value, Vals)> {
         let none = self.b.ins().iconst(types::I8, 0);
         let outer = self.deferred.replace(none);
         let r = self
             .lanes(binds, varying, index, k)
-            .and_then(|vals| self.vector(&vals, term));
+            .and_then(|vals| finish(self, &vals));
         let flag = std::mem::replace(&mut self.deferred, outer).expect("deferred tests");
         Ok((flag, r?))
     }
@@ -154,9 +157,12 @@ impl Lower<'_, '_> {
             for b in terms.iter().filter(|b| !plan.varying.contains(&b.name)) {
                 l.bind(b)?;
             }
-            l.deferred_pair((terms, &plan.term, &plan.varying), (index, k))
+            let term =
+                |l: &mut Self, vals: &HashMap<&Name, Value>| Ok(vec![l.vector(vals, &plan.term)?]);
+            l.deferred_pair((terms, &plan.varying), (index, k), term)
         };
-        let add = |l: &mut Self, _, t, acc: &[Value]| Ok(vec![l.b.ins().fadd(acc[0], t)]);
+        let add =
+            |l: &mut Self, _, t: &[Value], acc: &[Value]| Ok(vec![l.b.ins().fadd(acc[0], t[0])]);
         let (from, sums) = self.pair_loop(n, &[zeros], step, add)?;
         let even = self.b.ins().extractlane(sums[0], 0);
         let odd = self.b.ins().extractlane(sums[0], 1);
@@ -171,21 +177,40 @@ impl Lower<'_, '_> {
         })
     }
 
-    /// A paired `build` into `out` under the relaxed contract (Note [Lane
-    /// sums]): its elements in lanes with their tests deferred, then
-    /// `written(count, from)` for the rest.
+    /// A paired `build` into `out` (elements of `size` bytes) under the
+    /// relaxed contract (Note [Lane sums]): its elements in lanes with
+    /// their tests deferred, then `written(count, from)` for the rest.
     pub(super) fn lane_build(
         &mut self,
         n: Value,
-        (binds, term, varying): (&[Binding], &Atom, &HashSet<Name>),
-        (index, out): (&Name, Value),
+        (terms, paired): (&[Binding], &PairedBuild),
+        (index, out, size): (&Name, Value, i64),
         written: impl FnOnce(&mut Self, Value, Value) -> R<Vals>,
     ) -> R<Vals> {
-        let step = |l: &mut Self, k| l.deferred_pair((binds, term, varying), (index, k));
-        let store = |l: &mut Self, k, e, _: &[Value]| {
-            let at = l.element(out, k, 8);
-            // Unaligned: an element pair starts at any 8-byte boundary.
-            l.b.ins().store(MemFlagsData::new().with_notrap(), e, at, 0);
+        // The leaves in lanes, in order: what the pair keeps until its
+        // tests pass.
+        let in_lanes: Vec<&Name> = paired
+            .leaves
+            .iter()
+            .filter_map(|(_, a)| a.var().filter(|x| paired.varying.contains(*x)))
+            .collect();
+        let step = |l: &mut Self, k| {
+            let finish = |_: &mut Self, vals: &HashMap<&Name, Value>| {
+                in_lanes
+                    .iter()
+                    .map(|x| {
+                        vals.get(x)
+                            .copied()
+                            .ok_or_else(|| compile_error("a leaf not in lanes"))
+                    })
+                    .collect()
+            };
+            l.deferred_pair((terms, &paired.varying), (index, k), finish)
+        };
+        let store = |l: &mut Self, k, e: &[Value], _: &[Value]| {
+            let vals: HashMap<&Name, Value> =
+                in_lanes.iter().copied().zip(e.iter().copied()).collect();
+            l.store_pair((out, k, size), &paired.leaves, &vals)?;
             Ok(Vec::new())
         };
         let (from, _) = self.pair_loop(n, &[], step, store)?;
@@ -204,8 +229,8 @@ impl Lower<'_, '_> {
         &mut self,
         n: Value,
         init: &[Value],
-        step: impl FnOnce(&mut Self, Value) -> R<(Value, Value)>,
-        commit: impl FnOnce(&mut Self, Value, Value, &[Value]) -> R<Vals>,
+        step: impl FnOnce(&mut Self, Value) -> R<(Value, Vals)>,
+        commit: impl FnOnce(&mut Self, Value, &[Value], &[Value]) -> R<Vals>,
     ) -> R<(Value, Vals)> {
         let half = self.b.ins().sshr_imm_u(n, 1);
         let (head, exit) = self.loop_entry(half, init);
@@ -227,7 +252,7 @@ impl Lower<'_, '_> {
         stop.extend_from_slice(st);
         self.b.ins().brif(bad, rest, &args_of(&stop), go, &[]);
         self.b.switch_to_block(go);
-        let next = commit(self, k, pair, st)?;
+        let next = commit(self, k, &pair, st)?;
         let h1 = self.b.ins().iadd_imm_s(h, 1);
         self.loop_back((h1, half), &next, (head, exit));
         self.b.switch_to_block(exit);

@@ -17,7 +17,7 @@ use super::{Lower, R, Vals};
 use crate::anf::{Atom, Binding, Block as AnfBlock, Rhs};
 use crate::codegen::abi;
 use crate::codegen::compile_error;
-use crate::codegen::layout::{component_slot, component_type};
+use crate::codegen::layout::{SLOT, component_slot, component_type, slots};
 use crate::codegen::passes::loop_interchange;
 use crate::ir::{Name, Prim, Type};
 
@@ -243,19 +243,85 @@ impl Lower<'_, '_> {
 
     /// Whether the innermost `build` over `index` can run two elements at
     /// a time in its guarded version (Note [Bounds guards], pairs): every
-    /// binding depends on `index` and is Double arithmetic or a read at
-    /// `index` of an array of Doubles whose test the guard covers (or that
-    /// the loop runs over), and the element is a Double. Then the set of
-    /// those bindings (all of them).
-    pub(super) fn pairable(&self, index: &Name, body: &AnfBlock) -> Option<HashSet<Name>> {
-        let varying = loop_interchange::varying(&body.binds, index);
-        let ok = varying.len() == body.binds.len()
-            && loop_interchange::pairs(&body.binds, &body.result, &varying, self.relaxed)
-            && body.binds.iter().all(|b| match &b.rhs {
+    /// binding but the pairs that make the element depends on `index` and
+    /// is Double arithmetic or a read at `index` of an array of Doubles
+    /// whose test the guard covers (or that the loop runs over), and each
+    /// leaf of the element is a Double among them or a scalar the same in
+    /// both elements (a literal, or bound outside the loop: not the index),
+    /// one at least a Double among them. Reverse mode's tape records are such elements:
+    /// `(e, (e, false))`.
+    pub(super) fn pairable(&self, index: &Name, body: &AnfBlock) -> Option<PairedBuild> {
+        let split = body
+            .binds
+            .iter()
+            .rposition(|b| !matches!(b.rhs, Rhs::Prim(Prim::Pair, _)))
+            .map_or(0, |k| k + 1);
+        let (terms, tuple) = body.binds.split_at(split);
+        let varying = loop_interchange::varying(terms, index);
+        let mut leaves = Vec::new();
+        element_leaves(&body.result, tuple, 0, &mut leaves)?;
+        let in_lanes = |a: &Atom| a.var().is_some_and(|x| varying.contains(x));
+        let lane = leaves.iter().map(|(_, a)| a).find(|a| in_lanes(a))?;
+        let leaves_ok = leaves.iter().all(|(_, a)| {
+            if in_lanes(a) {
+                *a.ty() == Type::Double
+            } else {
+                matches!(a.ty(), Type::Double | Type::Index | Type::Bool)
+                    && a.var()
+                        .is_none_or(|x| x != index && !terms.iter().any(|b| &b.name == x))
+            }
+        });
+        let ok = leaves_ok
+            && varying.len() == terms.len()
+            && loop_interchange::pairs(terms, lane, &varying, self.relaxed)
+            && terms.iter().all(|b| match &b.rhs {
                 Rhs::Prim(Prim::Get, _) => self.untested_read(index, b),
                 _ => true,
             });
-        ok.then_some(varying)
+        ok.then(|| PairedBuild {
+            varying,
+            terms: split,
+            leaves,
+        })
+    }
+
+    /// Elements `k` and `k + 1` of a paired `build` into `out`, whose
+    /// elements take `size` bytes (Note [Bounds guards], pairs): each
+    /// leaf from its lanes, or the same scalar into both. A Double
+    /// element is one 16-byte store.
+    pub(super) fn store_pair(
+        &mut self,
+        (out, k, size): (Value, Value, i64),
+        leaves: &[(i32, Atom)],
+        vals: &HashMap<&Name, Value>,
+    ) -> R<()> {
+        let at = self.element(out, k, size);
+        if size == 8
+            && let [(0, a)] = leaves
+        {
+            let e = self.vector(vals, a)?;
+            // Unaligned: an element pair starts at any 8-byte boundary.
+            let unaligned = MemFlagsData::new().with_notrap();
+            self.b.ins().store(unaligned, e, at, 0);
+            return Ok(());
+        }
+        let next = i32::try_from(size).map_err(|_| compile_error("an element of 2 GiB"))?;
+        let flags = MemFlagsData::trusted();
+        for (off, a) in leaves {
+            if let Some(v) = a.var().and_then(|x| vals.get(x)).copied() {
+                for lane in 0..2u8 {
+                    let x = self.b.ins().extractlane(v, lane);
+                    self.b
+                        .ins()
+                        .store(flags, x, at, off + i32::from(lane) * next);
+                }
+            } else {
+                let x = self.scalar(a)?;
+                self.store(a.ty(), &[x], at, *off)?;
+                self.store(a.ty(), &[x], at, off + next)?;
+            }
+        }
+        Ok(())
     }
 
     /// Whether the innermost `ifold` over `index` with state `s : st` can
@@ -489,4 +555,38 @@ pub(super) struct FoldPairs {
     lanes: HashSet<Name>,
     adds: Vec<PairedAdd>,
     literals: Vec<(usize, Atom)>,
+}
+
+/// How an innermost `build` runs two elements at a time ([`Lower::pairable`]).
+pub(super) struct PairedBuild {
+    /// The bindings computed in lanes: the body's first `terms`.
+    pub(super) varying: HashSet<Name>,
+    pub(super) terms: usize,
+    /// The element's leaves, by byte offset in the element: a term in
+    /// lanes, or a scalar the same in both elements.
+    pub(super) leaves: Vec<(i32, Atom)>,
+}
+
+/// The leaves of the element `a`, made by the pairs of `tuple` (bound
+/// after every term), at byte offset `at` and on; None when a leaf is an
+/// array or `a` a function.
+fn element_leaves(a: &Atom, tuple: &[Binding], at: i32, out: &mut Vec<(i32, Atom)>) -> Option<()> {
+    let pair = a
+        .var()
+        .and_then(|x| tuple.iter().find(|b| &b.name == x))
+        .map(|b| &b.rhs);
+    match pair {
+        Some(Rhs::Prim(Prim::Pair, args)) => {
+            element_leaves(&args[0], tuple, at, out)?;
+            let first = i32::try_from(slots(args[0].ty()).ok()?).ok()? * SLOT as i32;
+            element_leaves(&args[1], tuple, at + first, out)
+        }
+        _ => match a.ty() {
+            Type::Double | Type::Index | Type::Bool => {
+                out.push((at, a.clone()));
+                Some(())
+            }
+            _ => None,
+        },
+    }
 }

@@ -153,16 +153,18 @@ impl Lower<'_, '_> {
             let zero = l.iconst(0);
             // Two elements at a time where no read needs its test (Note
             // [Bounds guards], pairs).
-            let Some(varying) = l.pairable(index, body) else {
+            let Some(paired) = l.pairable(index, body) else {
                 return scalar(l, n, zero);
             };
+            let terms = &body.binds[..paired.terms];
             if l.relaxed {
                 // With its tests deferred (Note [Lane sums]).
-                let terms = (&body.binds[..], &body.result, &varying);
-                return l.lane_build(n, terms, (index, p), scalar);
+                return l.lane_build(n, (terms, &paired), (index, p, size), scalar);
             }
-            let pair =
-                |l: &mut Self, k| l.pair(&body.binds, &body.result, &varying, index, k, (p, false));
+            let pair = |l: &mut Self, k| {
+                let vals = l.lanes(terms, &paired.varying, index, k)?;
+                l.store_pair((p, k, size), &paired.leaves, &vals)
+            };
             l.by_twos(n, pair, scalar)
         };
         self.versions(n, guard, None, run)?;

@@ -47,11 +47,16 @@
 //! Doubles that needs no test (covered by the guard, or the loop runs
 //! over its length), an order comparison of Doubles (a lane mask), or a
 //! Double conditional of two atoms on such a comparison (a lane-wise
-//! `bitselect`, Note [Selects] in `codegen/lower/mod.rs`), with a Double
-//! element, runs two elements at a time in the lanes of an `f64x2` (the last
-//! alone when `n` is odd). A lane operation is the scalar IEEE
-//! operation, so every bit is the same; the only ⊥ left is a division by
-//! zero (both lanes tested), the same ⊥ from any element. Vector forward mode's tangent maps and the Jacobians of
+//! `bitselect`, Note [Selects] in `codegen/lower/mod.rs`), runs two
+//! elements at a time in the lanes of an `f64x2` (the last alone when `n`
+//! is odd), when its element is a Double among them or a tuple made of
+//! such Doubles and of scalars the same in every element (a literal, a
+//! name bound outside): reverse mode's tape records, `(e, (e, false))`.
+//! A Double element is one 16-byte store; a tuple's leaves are stored
+//! lane by lane into their slots of both elements. A lane operation is
+//! the scalar IEEE operation, so every bit is the same; the only ⊥ left
+//! is a division by zero (both lanes tested), the same ⊥ from any
+//! element. Vector forward mode's tangent maps and the Jacobians of
 //! elementwise maps are such loops.
 //!
 //! ## Pairs of `addAt`s

@@ -145,6 +145,62 @@ fn exp_in_lanes_is_within_two_ulp_of_the_evaluators() {
     );
 }
 
+/// Under the relaxed contract a `build` whose element is a tuple — the
+/// forward sweep's tape of `exp`s in a log-sum-exp, `(e, (e, false))` —
+/// takes its `exp`s in lanes too: each leaf within 2 ulp of the
+/// evaluator's, the literal leaf the evaluator's, and the pair holding an
+/// argument the lanes do not cover as written.
+#[test]
+fn tuple_builds_take_exp_in_lanes() {
+    let src = "let tape (xs: Vector) (m: Double) = build (length xs) (fun j ->
+  let e = exp (xs[j] - m) in (e, (e, false)))
+";
+    let e = load_entry(src, "tape");
+    let native = relaxed(&e);
+    let mut xs: Vec<f64> = (0..2001).map(|k| (k as f64 - 1000.0) * 0.37).collect();
+    xs[1500] = 2000.0;
+    let args = [vector(&xs), Value::Double(0.25)];
+    let (want, got) = (evaluate(&e, &args), native.call(&args).expect("runs"));
+    let leaves = |v: &Value| -> Vec<(f64, f64, bool)> {
+        v.with_elements(|es| {
+            es.iter()
+                .map(|r| match r {
+                    Value::Pair(p) => match &p.1 {
+                        Value::Pair(q) => match (&p.0, &q.0, &q.1) {
+                            (Value::Double(a), Value::Double(b), Value::Bool(c)) => (*a, *b, *c),
+                            other => panic!("not a tape record: {other:?}"),
+                        },
+                        other => panic!("not a pair: {other:?}"),
+                    },
+                    other => panic!("not a pair: {other:?}"),
+                })
+                .collect()
+        })
+        .expect("an array")
+    };
+    let (want, got) = (leaves(&want), leaves(&got));
+    assert_eq!(want.len(), got.len());
+    let mut differ = 0;
+    for (k, (w, g)) in want.iter().zip(&got).enumerate() {
+        assert_eq!(g.0.to_bits(), g.1.to_bits(), "both leaves the same at {k}");
+        assert_eq!(w.2, g.2, "the literal leaf at {k}");
+        if k >= 1500 {
+            assert_eq!(
+                w.0.to_bits(),
+                g.0.to_bits(),
+                "as written from the pair at 1500, at {k}"
+            );
+        } else if w.0 != 0.0 {
+            assert!(ulps(w.0, g.0) <= 2, "{} ulp at {k}", ulps(w.0, g.0));
+            differ += usize::from(w.0 != g.0);
+        }
+    }
+    assert!(
+        differ > 0,
+        "every element the evaluator's bits: no lanes ran"
+    );
+}
+
 /// Where `log` or `exp` in lanes does not hold — for `log` subnormals and
 /// +∞, for `exp` NaN and magnitudes over 708 (overflow, subnormal results,
 /// underflow) — the pair and every element after it run as written: the

@@ -54,6 +54,48 @@ fn maps_run_two_elements_at_a_time_exactly() {
     }
 }
 
+/// Note [Bounds guards], pairs: a `build` whose element is a tuple of
+/// Doubles computed in lanes and scalars the same in every element —
+/// reverse mode's tape records, `(e, (e, false))` — runs two elements at
+/// a time too, each leaf stored to its slot of both elements. Every bit
+/// and every ⊥ is the evaluator's: n odd, even and zero, a zero divisor in
+/// either lane and in the last element, an Index leaf bound outside; a
+/// leaf that is the index keeps the build one element at a time.
+#[test]
+fn builds_of_tuples_run_two_elements_at_a_time_exactly() {
+    let src = "let tape (u: Vector) (c: Index) = build (length u) (fun i ->\n\
+               \x20 let e = 1.0 / u[i] - u[i] in (e, ((e * e, c), false)))\n\
+               let indexed (u: Vector) = build (length u) (fun i -> (u[i] * 2.0, i))\n";
+    let cases: Vec<(&str, Vec<Value>, Outcome)> = vec![
+        (
+            "tape",
+            vec![vector(&[1.0, 2.0, 3.0]), Value::Index(7)],
+            Outcome::Value,
+        ),
+        (
+            "tape",
+            vec![vector(&[0.5, -2.0, 3.0, -4.0]), Value::Index(-1)],
+            Outcome::Value,
+        ),
+        ("tape", vec![vector(&[]), Value::Index(0)], Outcome::Value),
+        (
+            "tape",
+            vec![vector(&[1.0, 0.0, 3.0, 2.0]), Value::Index(0)],
+            Outcome::Bottom,
+        ),
+        (
+            "tape",
+            vec![vector(&[1.0, 2.0, 0.0]), Value::Index(0)],
+            Outcome::Bottom,
+        ),
+        // The index as a leaf: one element at a time.
+        ("indexed", vec![vector(&[1.0, 2.0, 3.0])], Outcome::Value),
+    ];
+    exactly_all(src, &cases);
+    let ir = lowered_ir(src, "tape");
+    assert!(ir.contains("f64x2") && ir.contains("extractlane"), "{ir}");
+}
+
 /// Note [Bounds guards], pairs of `addAt`s: an innermost fold whose state
 /// changes only by in-place `addAt`s at `i + c`, each into its own state
 /// array, of Double arithmetic on reads at `i` (reverse mode's inner

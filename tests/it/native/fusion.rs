@@ -83,6 +83,36 @@ fn fused_pull_arrays_take_no_memory_and_keep_the_evaluators_bottoms() {
     assert_eq!(o.arena_bytes(), 0, "seed: an array was built");
 }
 
+/// Note [Fusion], condition 3: a `build` read twice is recomputed at the
+/// second read only when that repeats little work. One with an `exp`
+/// (reverse mode's tape of a log-sum-exp, read by the forward sum and by
+/// the reverse sweep) is built, once; a product of reads is not built.
+/// Values as the evaluator's.
+#[test]
+fn a_costly_body_read_twice_is_built_once() {
+    use fsmooth::codegen::Arg;
+    let src = "let twice (u: Vector) (m: Double) = let e = build (length u) (fun i -> exp (u[i] - m)) in ifold (fun s i -> s + e[i]) 0.0 (length u) * ifold (fun s i -> s + e[i] * u[i]) 1.0 (length u)\n\
+               let cheap (u: Vector) (m: Double) = let e = build (length u) (fun i -> u[i] * m) in ifold (fun s i -> s + e[i]) 0.0 (length u) * ifold (fun s i -> s + e[i] * u[i]) 1.0 (length u)\n";
+    let u = vector(&[0.5, -1.25, 2.0]);
+    for f in ["twice", "cheap"] {
+        assert_eq!(
+            compare_src(src, f, &[u.clone(), Value::Double(0.75)]),
+            Outcome::Value,
+            "{f}"
+        );
+    }
+    let big: Vec<f64> = (0..1000).map(|k| k as f64 * 1e-3).collect();
+    let bytes = |f: &str| {
+        let n = compile(&load_entry(src, f));
+        let o = n
+            .call_slices(&[Arg::F64s(&big), Arg::F64(0.5)])
+            .expect("runs");
+        o.arena_bytes()
+    };
+    assert!(bytes("twice") > 0, "the exps were recomputed, not built");
+    assert_eq!(bytes("cheap"), 0, "the products were built");
+}
+
 /// Note [Fusion], accumulations: `accum z n (concat parts)` reads the parts
 /// in place (the joined list is never built), and when `parts` is a
 /// `build` of literal lists, as reverse mode's scatter-adds are, no part is

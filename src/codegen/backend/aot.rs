@@ -71,7 +71,9 @@ use cranelift_object::{ObjectBuilder, ObjectModule};
 
 use super::c_signature::{CParam, c_identifier, c_params, c_results, is_c_reserved};
 use super::header;
-use super::module::{HELPERS, define_entry, entry_signature, host_isa, signature};
+use super::module::{
+    HELPERS, define_entry, define_lane_constants, entry_signature, host_isa, signature,
+};
 use crate::anf::Normal;
 use crate::codegen::abi::{
     self, CTX_A, CTX_ARENA, CTX_B, CTX_LIMIT, CTX_SCRATCH, CTX_SPARE, CTX_TEMPS, CTX_USED,
@@ -156,13 +158,14 @@ pub fn compile_object(
         .map_err(compile_error)?;
     let mut module = ObjectModule::new(builder);
     let helpers = define_helpers(&mut module)?;
+    let constants = define_lane_constants(&mut module)?;
     let mut listing = options.listing.then(String::new);
     let (raw, _) = define_entry(
         &mut module,
         &format!("{symbol}_slots"),
         Linkage::Export,
         normal,
-        &helpers,
+        (&helpers, constants),
         listing.as_mut(),
         crate::codegen::lower::LowerOptions {
             limits: false,

@@ -13,7 +13,7 @@ use cranelift_codegen::ir::types::I64;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 
-use super::module::{HELPERS, define_entry, host_isa, signature};
+use super::module::{HELPERS, define_entry, define_lane_constants, host_isa, signature};
 use super::runtime::{self, Arena, Ctx, EntryFn};
 use crate::anf::Normal;
 use crate::codegen::layout::{Leaf, SLOT, leaves, slots};
@@ -249,6 +249,7 @@ impl Native {
         options: NativeOptions,
     ) -> Result<(EntryFn, Vec<EntryFn>, Vec<Span>), CodegenError> {
         let helpers = declare_helpers(module)?;
+        let constants = define_lane_constants(module)?;
         let lower = |threads, first_site| LowerOptions {
             limits: true,
             threads,
@@ -260,7 +261,7 @@ impl Native {
             "fsmooth_entry",
             Linkage::Export,
             normal,
-            &helpers,
+            (&helpers, constants),
             None,
             lower(options.threads.max(1), 0),
         )?;
@@ -274,7 +275,7 @@ impl Native {
                 &format!("fsmooth_chunk{k}"),
                 Linkage::Local,
                 chunk,
-                &helpers,
+                (&helpers, constants),
                 None,
                 lower(1, sites.len()),
             )?;

@@ -15,10 +15,10 @@ use cranelift_codegen::ir::{AbiParam, Signature, UserFuncName, types};
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::FunctionBuilderContext;
-use cranelift_module::{FuncId, Linkage, Module};
+use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module};
 
 use crate::anf::Normal;
-use crate::codegen::lower::{Imports, LowerOptions, lower_function};
+use crate::codegen::lower::{Imports, LANE_CONSTANTS, LowerOptions, lower_function};
 use crate::codegen::{CodegenError, compile_error, unsupported};
 
 /// A helper the lowering calls by name: its parameter and result types.
@@ -108,6 +108,25 @@ pub fn host_isa(pic: bool) -> Result<OwnedTargetIsa, CodegenError> {
     Ok(isa)
 }
 
+/// Defines the module's read-only table of lane constants (Note [Lane
+/// constants] in `lower/vmath.rs`): each of [`LANE_CONSTANTS`] twice, in a
+/// 16-byte entry.
+pub fn define_lane_constants<M: Module>(module: &mut M) -> Result<DataId, CodegenError> {
+    let id = module
+        .declare_data("fsmooth_lane_constants", Linkage::Local, false, false)
+        .map_err(compile_error)?;
+    let mut data = DataDescription::new();
+    data.set_align(16);
+    let bytes: Vec<u8> = LANE_CONSTANTS
+        .iter()
+        .flat_map(|c| [c.to_le_bytes(), c.to_le_bytes()])
+        .flatten()
+        .collect();
+    data.define(bytes.into_boxed_slice());
+    module.define_data(id, &data).map_err(compile_error)?;
+    Ok(id)
+}
+
 /// The signature of the slot-level entry: `(ctx, args, out) -> status`.
 pub fn entry_signature<M: Module>(module: &M) -> Signature {
     signature(module, &[I64, I64, I64], &[I64])
@@ -115,7 +134,8 @@ pub fn entry_signature<M: Module>(module: &M) -> Signature {
 
 /// Declares `name` with the entry signature and defines it as the lowering
 /// of `normal`. `helpers` maps each name of [`HELPERS`] to the function
-/// that provides it in this module.
+/// that provides it in this module; `constants` is the module's
+/// [`define_lane_constants`].
 /// With `listing`, the normal form as lowered (`anf::Block`'s `Display`),
 /// where the entry's arrays live (Note [Scratch arrays]), its Cranelift IR
 /// as lowered (before Cranelift's own passes) and its
@@ -125,7 +145,7 @@ pub fn define_entry<M: Module>(
     name: &str,
     linkage: Linkage,
     normal: &Normal,
-    helpers: &[(&'static str, FuncId)],
+    (helpers, constants): (&[(&'static str, FuncId)], DataId),
     listing: Option<&mut String>,
     options: LowerOptions,
 ) -> Result<(FuncId, Defined), CodegenError> {
@@ -141,6 +161,7 @@ pub fn define_entry<M: Module>(
     for (helper, hid) in helpers {
         imports.insert(helper, module.declare_func_in_func(*hid, &mut ctx.func));
     }
+    imports.set_lane_constants(module.declare_data_in_func(constants, &mut ctx.func));
     let target = module.target_config();
     let lowered = lower_function(&mut ctx.func, &mut fctx, normal, &imports, target, options)?;
     let ir = listing.is_some().then(|| ctx.func.display().to_string());

@@ -130,9 +130,11 @@ impl Lower<'_, '_> {
     ) -> R<(Value, Vals)> {
         let none = self.b.ins().iconst(types::I8, 0);
         let outer = self.deferred.replace(none);
+        let index_was = self.lane_index.replace(k);
         let r = self
             .lanes(binds, varying, index, k)
             .and_then(|vals| finish(self, &vals));
+        self.lane_index = index_was;
         let flag = std::mem::replace(&mut self.deferred, outer).expect("deferred tests");
         Ok((flag, r?))
     }

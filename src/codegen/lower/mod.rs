@@ -59,6 +59,8 @@ mod parallel;
 mod prim;
 mod vmath;
 
+pub use vmath::LANE_CONSTANTS;
+
 use fused::Live;
 use loops::loop_indices;
 
@@ -66,7 +68,8 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
-    AliasRegionData, Block, BlockArg, FuncRef, Function, InstBuilder, MemFlagsData, Value, types,
+    AliasRegionData, Block, BlockArg, FuncRef, Function, GlobalValue, InstBuilder, MemFlagsData,
+    Value, types,
 };
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -83,15 +86,26 @@ use crate::ir::{Lit, Name, Prim, Type};
 type R<T> = Result<T, CodegenError>;
 type Vals = Vec<Value>;
 
-/// The helper functions, as references usable in the function.
+/// The helper functions, as references usable in the function, and the
+/// module's table of lane constants (Note [Lane constants]).
 #[derive(Default)]
 pub struct Imports {
     refs: HashMap<&'static str, FuncRef>,
+    lane_constants: Option<GlobalValue>,
 }
 
 impl Imports {
     pub fn insert(&mut self, name: &'static str, f: FuncRef) {
         self.refs.insert(name, f);
+    }
+
+    /// The address of [`LANE_CONSTANTS`]' table in this function.
+    pub fn set_lane_constants(&mut self, table: GlobalValue) {
+        self.lane_constants = Some(table);
+    }
+
+    fn lane_constants(&self) -> Option<GlobalValue> {
+        self.lane_constants
     }
 
     fn get(&self, name: &str) -> R<FuncRef> {
@@ -232,6 +246,7 @@ pub fn lower_function(
         nonzero_divisors: false,
         relaxed: options.relaxed,
         deferred: None,
+        lane_index: None,
         cold: false,
         covered: Default::default(),
         unchecked: false,
@@ -427,6 +442,10 @@ struct Lower<'a, 'f> {
     /// Doubles. Its tests are collected here rather than failing, and
     /// the pair runs as written when it is set.
     deferred: Option<Value>,
+    /// The index of the pair being lowered in lanes under the relaxed
+    /// contract, on which the loads of lane constants depend (Note [Lane
+    /// constants]).
+    lane_index: Option<Value>,
     /// The parameters and the names bound outside every loop: their
     /// buffers live as long as the call.
     outlives_loops: HashSet<Name>,

@@ -30,6 +30,27 @@
 //! runs the code as written (the evaluator's function and its ⊥). The
 //! tests measure the distance to the evaluator's functions
 //! (`tests/it/native/lane_sums.rs`).
+//!
+//! # Note [Lane constants]
+//!
+//! `log` uses nineteen constants. Written as `splat`s of literals,
+//! Cranelift hoists every one out of the loop of pairs, where more are
+//! then live than x86-64 has vector registers: the register allocator
+//! spilled them, reloaded each in every trip and stored a dozen back on
+//! the loop's back edge (NNMF's objective, 10⁶ `log`s and divisions: 105
+//! instructions per pair, 4.45 ms). Instead the module holds one
+//! read-only table, [`LANE_CONSTANTS`], each constant in both lanes of a
+//! 16-byte entry (`backend::module::define_lane_constants`), and a
+//! constant of `log` is a load of its entry. The load is pure (it may
+//! trap on nothing and reads memory nothing writes), so Cranelift places
+//! it where it is first used; and its address depends on the pair's
+//! index `k` — the table's plus `(k >> 63) << 4`, zero as `k ≥ 0` — so it
+//! is not hoisted out of the loop. Each constant then lives from its load
+//! to its use: no spill (85 instructions per pair, 4.17 ms). Outside a
+//! pair (no index to depend on) and in a function without the table, a
+//! constant is a `splat` of its literal. `exp`'s twelve stay `splat`s:
+//! they fit in registers beside a sum's, and loaded they made GMM's
+//! sums of `exp`s 4% slower (d2_K200, `--fp relaxed`).
 
 use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
@@ -73,6 +94,31 @@ const EXP_LIMIT: f64 = 708.0;
 /// The smallest normal positive Double.
 const MIN_NORMAL: f64 = f64::MIN_POSITIVE;
 
+/// Every constant of [`Lower::vlog`], by its bits (Note [Lane
+/// constants]): the module's table holds each in both lanes of a 16-byte
+/// entry, in this order.
+pub const LANE_CONSTANTS: [u64; 19] = [
+    MIN_NORMAL.to_bits(),
+    f64::INFINITY.to_bits(),
+    0x3FF0_0000_0000_0000 - PIVOT,
+    TWO52,
+    (f64::from_bits(TWO52) + 1023.0).to_bits(),
+    (1 << 52) - 1,
+    PIVOT,
+    1.0f64.to_bits(),
+    0.5f64.to_bits(),
+    2.0f64.to_bits(),
+    LG[0],
+    LG[1],
+    LG[2],
+    LG[3],
+    LG[4],
+    LG[5],
+    LG[6],
+    LN2_LO,
+    LN2_HI,
+];
+
 impl Lower<'_, '_> {
     /// `log` of both lanes of `x`, and an `i8` that is non-zero when
     /// either lane is outside the normal positive finite Doubles, where
@@ -82,8 +128,8 @@ impl Lower<'_, '_> {
         let f64x2 = types::F64X2;
         let i64x2 = types::I64X2;
         let bits = MemFlagsData::new();
-        let lo = self.splat_f64(MIN_NORMAL);
-        let hi = self.splat_f64(f64::INFINITY);
+        let lo = self.table_f64(MIN_NORMAL);
+        let hi = self.table_f64(f64::INFINITY);
         let above = self.b.ins().fcmp(FloatCC::GreaterThanOrEqual, x, lo);
         let below = self.b.ins().fcmp(FloatCC::LessThan, x, hi);
         let normal = self.b.ins().band(above, below);
@@ -94,47 +140,47 @@ impl Lower<'_, '_> {
         // √2/2's, so u's exponent field is k + 1023, and the mantissa
         // with the pivot's exponent is 1 + f.
         let xi = self.b.ins().bitcast(i64x2, bits, x);
-        let shift = self.splat_i64(0x3FF0_0000_0000_0000 - PIVOT);
+        let shift = self.table_i64(0x3FF0_0000_0000_0000 - PIVOT);
         let u = self.b.ins().iadd(xi, shift);
         let sh = self.b.ins().iconst(types::I32, 52);
         let e = self.b.ins().ushr(u, sh);
-        let two52 = self.splat_i64(TWO52);
+        let two52 = self.table_i64(TWO52);
         let e = self.b.ins().bor(e, two52);
         let e = self.b.ins().bitcast(f64x2, bits, e);
-        let bias = self.splat_f64(f64::from_bits(TWO52) + 1023.0);
+        let bias = self.table_f64(f64::from_bits(TWO52) + 1023.0);
         let k = self.b.ins().fsub(e, bias);
-        let mant = self.splat_i64((1 << 52) - 1);
+        let mant = self.table_i64((1 << 52) - 1);
         let m = self.b.ins().band(u, mant);
-        let pivot = self.splat_i64(PIVOT);
+        let pivot = self.table_i64(PIVOT);
         let m = self.b.ins().iadd(m, pivot);
         let m = self.b.ins().bitcast(f64x2, bits, m);
-        let one = self.splat_f64(1.0);
+        let one = self.table_f64(1.0);
         let f = self.b.ins().fsub(m, one);
         // hfsq = 0.5·f·f; s = f / (2 + f); z = s²; w = z².
-        let half = self.splat_f64(0.5);
+        let half = self.table_f64(0.5);
         let hf = self.b.ins().fmul(half, f);
         let hfsq = self.b.ins().fmul(hf, f);
-        let two = self.splat_f64(2.0);
+        let two = self.table_f64(2.0);
         let d = self.b.ins().fadd(two, f);
         let s = self.b.ins().fdiv(f, d);
         let z = self.b.ins().fmul(s, s);
         let w = self.b.ins().fmul(z, z);
         // t1 = w (Lg2 + w (Lg4 + w Lg6)); t2 = z (Lg1 + w (Lg3 + w (Lg5
         // + w Lg7))).
-        let t1 = self.horner(w, &[LG[1], LG[3], LG[5]]);
+        let t1 = self.horner(true, w, &[LG[1], LG[3], LG[5]]);
         let t1 = self.b.ins().fmul(w, t1);
-        let t2 = self.horner(w, &[LG[0], LG[2], LG[4], LG[6]]);
+        let t2 = self.horner(true, w, &[LG[0], LG[2], LG[4], LG[6]]);
         let t2 = self.b.ins().fmul(z, t2);
         let r = self.b.ins().fadd(t2, t1);
         // s (hfsq + R) + k ln2_lo − hfsq + f + k ln2_hi, left to right.
         let a = self.b.ins().fadd(hfsq, r);
         let a = self.b.ins().fmul(s, a);
-        let ln2_lo = self.splat_f64(f64::from_bits(LN2_LO));
+        let ln2_lo = self.table_f64(f64::from_bits(LN2_LO));
         let klo = self.b.ins().fmul(k, ln2_lo);
         let a = self.b.ins().fadd(a, klo);
         let a = self.b.ins().fsub(a, hfsq);
         let a = self.b.ins().fadd(a, f);
-        let ln2_hi = self.splat_f64(f64::from_bits(LN2_HI));
+        let ln2_hi = self.table_f64(f64::from_bits(LN2_HI));
         let khi = self.b.ins().fmul(k, ln2_hi);
         let y = self.b.ins().fadd(a, khi);
         (y, bad)
@@ -170,7 +216,7 @@ impl Lower<'_, '_> {
         let r = self.b.ins().fsub(hi, lo);
         // c = r − t (P1 + t (P2 + … + t P5)), t = r².
         let t = self.b.ins().fmul(r, r);
-        let p = self.horner(t, &P);
+        let p = self.horner(false, t, &P);
         let tp = self.b.ins().fmul(t, p);
         let c = self.b.ins().fsub(r, tp);
         // y = 1 − ((lo − r c / (2 − c)) − hi).
@@ -194,11 +240,21 @@ impl Lower<'_, '_> {
     }
 
     /// c₀ + w (c₁ + w (c₂ + …)) in lanes, the coefficients by their bits.
-    fn horner(&mut self, w: Value, cs: &[u64]) -> Value {
+    /// With `table`, the coefficients from the table of lane constants
+    /// (Note [Lane constants]).
+    fn horner(&mut self, table: bool, w: Value, cs: &[u64]) -> Value {
+        let constant = |l: &mut Self, c: u64| {
+            let c = f64::from_bits(c);
+            if table {
+                l.table_f64(c)
+            } else {
+                l.splat_f64(c)
+            }
+        };
         let (last, rest) = cs.split_last().expect("a polynomial has a coefficient");
-        let mut p = self.splat_f64(f64::from_bits(*last));
+        let mut p = constant(self, *last);
         for c in rest.iter().rev() {
-            let c = self.splat_f64(f64::from_bits(*c));
+            let c = constant(self, *c);
             let t = self.b.ins().fmul(w, p);
             p = self.b.ins().fadd(c, t);
         }
@@ -213,5 +269,38 @@ impl Lower<'_, '_> {
     fn splat_i64(&mut self, x: u64) -> Value {
         let c = self.b.ins().iconst(types::I64, x as i64);
         self.b.ins().splat(types::I64X2, c)
+    }
+
+    /// `x` in both lanes from the table of lane constants (Note [Lane
+    /// constants]), or a `splat` where there is none.
+    fn table_f64(&mut self, x: f64) -> Value {
+        self.lane_constant(x.to_bits(), types::F64X2)
+            .unwrap_or_else(|l| l.splat_f64(x))
+    }
+
+    fn table_i64(&mut self, x: u64) -> Value {
+        self.lane_constant(x, types::I64X2)
+            .unwrap_or_else(|l| l.splat_i64(x))
+    }
+
+    /// `bits` in both lanes of a `ty`, loaded from the module's table
+    /// where it is used (Note [Lane constants]); `Err(self)` when the
+    /// function has no table or no pair index to make the load depend on.
+    fn lane_constant(&mut self, bits: u64, ty: types::Type) -> Result<Value, &mut Self> {
+        let (Some(table), Some(k)) = (self.imports.lane_constants(), self.lane_index) else {
+            return Err(self);
+        };
+        let Some(at) = LANE_CONSTANTS.iter().position(|&c| c == bits) else {
+            debug_assert!(false, "{bits:#x} is not in LANE_CONSTANTS");
+            return Err(self);
+        };
+        // k ≥ 0, so k >> 63 is 0: the table's address, as the pair's.
+        let zero = self.b.ins().ushr_imm_u(k, 63);
+        let zero = self.b.ins().ishl_imm_u(zero, 4);
+        let base = self.b.ins().symbol_value(types::I64, table);
+        let base = self.b.ins().iadd(base, zero);
+        let offset = i32::try_from(16 * at).expect("a small table");
+        let flags = MemFlagsData::trusted().with_readonly().with_can_move();
+        Ok(self.b.ins().load(ty, flags, base, offset))
     }
 }

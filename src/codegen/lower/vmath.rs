@@ -52,7 +52,7 @@
 //! they fit in registers beside a sum's, and loaded they made GMM's
 //! sums of `exp`s 4% slower (d2_K200, `--fp relaxed`).
 
-use cranelift_codegen::ir::condcodes::FloatCC;
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
 
 use super::Lower;
@@ -130,11 +130,16 @@ impl Lower<'_, '_> {
         let bits = MemFlagsData::new();
         let lo = self.table_f64(MIN_NORMAL);
         let hi = self.table_f64(f64::INFINITY);
-        let above = self.b.ins().fcmp(FloatCC::GreaterThanOrEqual, x, lo);
-        let below = self.b.ins().fcmp(FloatCC::LessThan, x, hi);
-        let normal = self.b.ins().band(above, below);
-        let all = self.b.ins().vall_true(normal);
-        let bad = self.b.ins().bxor_imm_u(all, 1);
+        // Outside [MIN_NORMAL, ∞) or NaN: either lane's sign bit of the
+        // two unordered-or comparisons (movmskpd).
+        let small = self.b.ins().fcmp(FloatCC::UnorderedOrLessThan, x, lo);
+        let large = self
+            .b
+            .ins()
+            .fcmp(FloatCC::UnorderedOrGreaterThanOrEqual, x, hi);
+        let outside = self.b.ins().bor(small, large);
+        let signs = self.b.ins().vhigh_bits(types::I8, outside);
+        let bad = self.b.ins().icmp_imm_s(IntCC::NotEqual, signs, 0);
         // The reduction: u = bits(x) + (1.0's high word − the pivot's)
         // carries into the exponent exactly when x's mantissa is at least
         // √2/2's, so u's exponent field is k + 1023, and the mantissa

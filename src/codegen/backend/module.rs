@@ -161,7 +161,10 @@ pub fn define_entry<M: Module>(
     for (helper, hid) in helpers {
         imports.insert(helper, module.declare_func_in_func(*hid, &mut ctx.func));
     }
-    imports.set_lane_constants(module.declare_data_in_func(constants, &mut ctx.func));
+    // Only lanes under the relaxed contract load lane constants.
+    if options.relaxed {
+        imports.set_lane_constants(module.declare_data_in_func(constants, &mut ctx.func));
+    }
     let target = module.target_config();
     let lowered = lower_function(&mut ctx.func, &mut fctx, normal, &imports, target, options)?;
     let ir = listing.is_some().then(|| ctx.func.display().to_string());

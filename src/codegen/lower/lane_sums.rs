@@ -13,7 +13,9 @@
 //! cannot be ⊥), and `s` appears only in the sum, runs two iterations at
 //! a time:
 //!
-//! - the bindings that do not depend on `i` once per pair, then the terms
+//! - the bindings that do not depend on `i` once, before the first pair
+//!   (a row `a[i]` of NNMF's sum over `j`: loaded once per row, not per
+//!   pair, 4.09 → 3.90 ms), then per pair the terms
 //!   `t(2k)` and `t(2k + 1)` in the lanes of an `f64x2`, added to two
 //!   partial sums, lane by lane, each starting from −0.0 (the additive
 //!   identity, so a zero sum keeps its sign);
@@ -57,6 +59,7 @@
 //! `exp`. (The strict contract keeps the pairs of Note [Bounds guards]:
 //! no `log` or `exp`, whose lanes are not the evaluator's bits.)
 
+use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, Value, types};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
@@ -94,8 +97,8 @@ impl Lower<'_, '_> {
         }
         let plan = shape(index, s, st, body)?;
         let terms = &body.binds[..body.binds.len() - 1];
-        // The bindings that do not depend on the index run once per pair,
-        // before the lanes: only those that cannot be ⊥ there — Double
+        // The bindings that do not depend on the index run once, before the
+        // pairs: only those that cannot be ⊥ there — Double
         // `+ - *` and negation, and reads whose test the guard covers.
         let invariant_ok = terms
             .iter()
@@ -155,17 +158,23 @@ impl Lower<'_, '_> {
         let terms = &body.binds[..body.binds.len() - 1];
         let minus_zero = self.b.ins().f64const(-0.0);
         let zeros = self.b.ins().splat(f64x2, minus_zero);
-        let step = |l: &mut Self, k| {
+        // The bindings that do not depend on the index, once before the
+        // pairs (none can be ⊥, and the guard covers their reads when
+        // there is a pair).
+        let pre = |l: &mut Self| {
             for b in terms.iter().filter(|b| !plan.varying.contains(&b.name)) {
                 l.bind(b)?;
             }
+            Ok(())
+        };
+        let step = |l: &mut Self, k| {
             let term =
                 |l: &mut Self, vals: &HashMap<&Name, Value>| Ok(vec![l.vector(vals, &plan.term)?]);
             l.deferred_pair((terms, &plan.varying), (index, k), term)
         };
         let add =
             |l: &mut Self, _, t: &[Value], acc: &[Value]| Ok(vec![l.b.ins().fadd(acc[0], t[0])]);
-        let (from, sums) = self.pair_loop(n, &[zeros], step, add)?;
+        let (from, sums) = self.pair_loop(n, &[zeros], (pre, step), add)?;
         let even = self.b.ins().extractlane(sums[0], 0);
         let odd = self.b.ins().extractlane(sums[0], 1);
         let r = self.b.ins().fadd(z[0], even);
@@ -215,31 +224,30 @@ impl Lower<'_, '_> {
             l.store_pair((out, k, size), &paired.leaves, &vals)?;
             Ok(Vec::new())
         };
-        let (from, _) = self.pair_loop(n, &[], step, store)?;
+        let (from, _) = self.pair_loop(n, &[], (|_: &mut Self| Ok(()), step), store)?;
         let rest = self.b.ins().isub(n, from);
         written(self, rest, from)
     }
 
     /// Pairs `k = 0, 2, 4, …` while `k + 1 < n`, with state `init`:
-    /// `step` computes the pair in lanes and its deferred tests, and when
-    /// they pass, `commit` uses it (stores it, or adds it to the state).
-    /// Returns the first iteration not done and the state: `n − n mod 2`
-    /// when every pair passed, else the failing pair's `k`. The loop has
-    /// no call in it (the iterations as written come after it), so its
-    /// constants can stay in registers.
+    /// `pre` once when there is a pair, then per pair `step` computes it
+    /// in lanes and its deferred tests, and when they pass, `commit` uses
+    /// it (stores it, or adds it to the state). Returns the first
+    /// iteration not done and the state: `n − n mod 2` when every pair
+    /// passed, else the failing pair's `k`. The loop has no call in it
+    /// (the iterations as written come after it), so its constants can
+    /// stay in registers.
     fn pair_loop(
         &mut self,
         n: Value,
         init: &[Value],
-        step: impl FnOnce(&mut Self, Value) -> R<(Value, Vals)>,
+        (pre, step): (
+            impl FnOnce(&mut Self) -> R<()>,
+            impl FnOnce(&mut Self, Value) -> R<(Value, Vals)>,
+        ),
         commit: impl FnOnce(&mut Self, Value, &[Value], &[Value]) -> R<Vals>,
     ) -> R<(Value, Vals)> {
         let half = self.b.ins().sshr_imm_u(n, 1);
-        let (head, exit) = self.loop_entry(half, init);
-        let params = self.b.block_params(head).to_vec();
-        let (h, st) = (params[0], &params[1..]);
-        let k = self.b.ins().ishl_imm_u(h, 1);
-        let (bad, pair) = step(self, k)?;
         let tys: Vec<types::Type> = init
             .iter()
             .map(|v| self.b.func.dfg.value_type(*v))
@@ -249,6 +257,21 @@ impl Lower<'_, '_> {
         for t in &tys {
             self.b.append_block_param(rest, *t);
         }
+        // No pair: none done.
+        let (pairs, none) = (self.b.create_block(), self.b.create_block());
+        let any = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, half, 0);
+        self.b.ins().brif(any, pairs, &[], none, &[]);
+        self.b.switch_to_block(none);
+        let mut nothing = vec![self.iconst(0)];
+        nothing.extend_from_slice(init);
+        self.b.ins().jump(rest, &args_of(&nothing));
+        self.b.switch_to_block(pairs);
+        pre(self)?;
+        let (head, exit) = self.loop_entry(half, init);
+        let params = self.b.block_params(head).to_vec();
+        let (h, st) = (params[0], &params[1..]);
+        let k = self.b.ins().ishl_imm_u(h, 1);
+        let (bad, pair) = step(self, k)?;
         let go = self.b.create_block();
         let mut stop = vec![k];
         stop.extend_from_slice(st);

@@ -327,10 +327,35 @@ impl Lower<'_, '_> {
             // then the last point alone when n is odd; else one at a time.
             let regs = if pairs {
                 let half = l.b.ins().sshr_imm_u(n, 1);
-                let regs = l.counted_loop(half, &regs, |l, h, regs| {
+                // Under the relaxed contract each slot in a register sums
+                // its points two at a time in lanes, the even and the odd
+                // points apart from −0.0, then adds lane 0 and lane 1 to
+                // its value (Note [Interchanged folds], relaxed).
+                let lanes = l.relaxed;
+                let init = if lanes {
+                    let minus_zero = l.b.ins().f64const(-0.0);
+                    let zeros = l.b.ins().splat(types::F64X2, minus_zero);
+                    vec![zeros; regs.len()]
+                } else {
+                    regs.clone()
+                };
+                let sums = l.counted_loop(half, &init, |l, h, sums| {
                     let k = l.b.ins().ishl_imm_u(h, 1);
-                    l.point_pair(&step, k, regs)
+                    l.point_pair(&step, k, sums, lanes)
                 })?;
+                let regs = if lanes {
+                    regs.iter()
+                        .zip(&sums)
+                        .map(|(r, v)| {
+                            let even = l.b.ins().extractlane(*v, 0);
+                            let odd = l.b.ins().extractlane(*v, 1);
+                            let r = l.b.ins().fadd(*r, even);
+                            l.b.ins().fadd(r, odd)
+                        })
+                        .collect()
+                } else {
+                    sums
+                };
                 let odd = l.b.ins().band_imm_u(n, 1);
                 let last = l.b.ins().iadd_imm_s(n, -1);
                 l.counted_loop(odd, &regs, |l, _, regs| l.point(&step, last, regs))?
@@ -402,8 +427,16 @@ impl Lower<'_, '_> {
     /// Points `k` and `k + 1` of a block in the lanes of `f64x2`s: each
     /// term the scalar IEEE operation per lane, an `addAt` at a slot per
     /// point a load, addition and store of both, and a slot kept in a
-    /// register added to lane 0 then lane 1 (the points in order).
-    fn point_pair(&mut self, step: &Step<'_, '_>, k: Value, regs: &[Value]) -> R<Vals> {
+    /// register added to lane 0 then lane 1 (the points in order) — or,
+    /// with `lanes`, `regs` are the slots' partial sums in lanes, and
+    /// each adds its two points lane by lane.
+    fn point_pair(
+        &mut self,
+        step: &Step<'_, '_>,
+        k: Value,
+        regs: &[Value],
+        lanes: bool,
+    ) -> R<Vals> {
         let flags = MemFlagsData::new().with_notrap();
         let mut vals: HashMap<Name, Pair> = HashMap::default();
         vals.insert(step.index.clone(), Pair::Index(k));
@@ -435,6 +468,11 @@ impl Lower<'_, '_> {
                         } else {
                             shared[a] = Some((p, new));
                         }
+                    }
+                    Share::PerInner if lanes => {
+                        let at = r * step.width + q;
+                        next[at] = self.b.ins().fadd(next[at], v);
+                        r += 1;
                     }
                     Share::PerInner => {
                         let at = r * step.width + q;

@@ -5,8 +5,8 @@
 use fsmooth::eval::Value;
 
 use super::{
-    Outcome, compare, compile, exactly_all, exactly_on, listing_of, listing_says, load_entry,
-    vector,
+    Outcome, compare, compile, compile_with, evaluate, exactly_all, exactly_on, gamma, listing_of,
+    listing_says, load_entry, vector,
 };
 
 /// Note [Interchange]: a `build` of sums reading a matrix at `a[i][j]`
@@ -470,6 +470,79 @@ fn folds_of_folds_of_add_ats_run_term_major_exactly() {
     assert_eq!(compare(&e, &native, &args), Ok(Outcome::Bottom));
     exactly_on(&e, &native, "f", &args);
     run(&[0, 3], 2, 3, -1, &mut next);
+}
+
+/// Note [Interchanged folds], relaxed: under `--fp relaxed` a slot kept
+/// in a register (`addAt` at `c + s`, one per term) sums its points two
+/// at a time in lanes, the even and the odd points apart; the bound of
+/// spec/semantics.md §7 holds for it (2γ_m Σ|t| over its m addends), the
+/// slots per point are the evaluator's bits, and for some input the
+/// regrouping shows in the bits (the lanes ran).
+#[test]
+fn interchanged_folds_sum_their_terms_slots_in_lanes_under_the_relaxed_contract() {
+    use fsmooth::codegen::{FpContract, NativeOptions};
+    let src = "let f (o: Array<Index>) (w: Vector) (ys: Matrix) (t: Vector) (c: Index) =\n\
+               \x20 let m = length o\n\
+               \x20 let n = length t\n\
+               \x20 ifold (fun st i ->\n\
+               \x20     let ti = t[i]\n\
+               \x20     ifold (fun st2 s ->\n\
+               \x20         let a = addAt (fst st2) (o[s] + i) (ti * w[s])\n\
+               \x20         let b = addAt (fst (snd st2)) (c + s) (ti * ys[s][i])\n\
+               \x20         let e = addAt (snd (snd st2)) i (ti * w[s] - ys[s][i])\n\
+               \x20         (a, (b, e))) st m)\n\
+               \x20   (build (m * n) (fun k -> 0.1), (build (m + c) (fun k -> 0.25), build n (fun k -> 0.0))) n\n";
+    let e = load_entry(src, "f");
+    let relaxed = NativeOptions {
+        fp: FpContract::Relaxed,
+        threads: 1,
+    };
+    let native = compile_with(&e, relaxed);
+    let doubles = |v: &Value| {
+        let mut out = Vec::new();
+        fsmooth::eval::flatten(v, &mut out);
+        out
+    };
+    let indices = |xs: &[i64]| Value::array(xs.iter().map(|&x| Value::Index(x)).collect());
+    let mut next = draws(0x9e37_79b9_7f4a_7c15);
+    let mut regrouped = false;
+    for m in 0..=9usize {
+        for n in [0usize, 1, 2, 7, 40] {
+            let o: Vec<i64> = (0..m as i64).map(|s| s * n as i64).collect();
+            let w: Vec<f64> = (0..m).map(|_| next()).collect();
+            let t: Vec<f64> = (0..n).map(|_| next()).collect();
+            let ys = matrix(m, n, &mut next);
+            let rows: Vec<Vec<f64>> = match &ys {
+                Value::Array(rows) => rows.iter().map(&doubles).collect(),
+                _ => unreachable!("a matrix"),
+            };
+            let args = [
+                indices(&o),
+                vector(&w),
+                ys.clone(),
+                vector(&t),
+                Value::Index(0),
+            ];
+            let want = doubles(&evaluate(&e, &args));
+            let got = doubles(&native.call(&args).expect("runs"));
+            assert_eq!(want.len(), got.len());
+            // The slots per term and point, and per point: the
+            // evaluator's bits.
+            let (a, b) = (m * n, m * n + m);
+            for k in (0..a).chain(b..want.len()) {
+                assert_eq!(want[k].to_bits(), got[k].to_bits(), "m {m} n {n} slot {k}");
+            }
+            // The slots per term: within 2γ_{n+1} Σ|t|.
+            for s in 0..m {
+                let (x, y) = (want[a + s], got[a + s]);
+                let sum: f64 = 0.25 + (0..n).map(|i| (t[i] * rows[s][i]).abs()).sum::<f64>();
+                let bound = 2.0 * gamma(n + 1) * sum;
+                assert!((x - y).abs() <= bound, "m {m} n {n} term {s}: {x} vs {y}");
+                regrouped |= x.to_bits() != y.to_bits();
+            }
+        }
+    }
+    assert!(regrouped, "every slot the evaluator's bits: no lanes ran");
 }
 
 /// Note [Interchange], pairs of rows: a `build` over rows, each a nest

@@ -247,9 +247,9 @@ impl Lower<'_, '_> {
     /// is Double arithmetic or a read at `index` of an array of Doubles
     /// whose test the guard covers (or that the loop runs over), and each
     /// leaf of the element is a Double among them or a scalar the same in
-    /// both elements (a literal, or bound outside the loop: not the index),
-    /// one at least a Double among them. Reverse mode's tape records are such elements:
-    /// `(e, (e, false))`.
+    /// both elements (a literal, or bound outside the loop: not the
+    /// index), one at least a Double among them. Reverse mode's tape
+    /// records are such elements: `(e, (e, false))`.
     pub(super) fn pairable(&self, index: &Name, body: &AnfBlock) -> Option<PairedBuild> {
         let split = body
             .binds
@@ -557,10 +557,13 @@ pub(super) struct FoldPairs {
     literals: Vec<(usize, Atom)>,
 }
 
-/// How an innermost `build` runs two elements at a time ([`Lower::pairable`]).
+/// How an innermost `build` runs two elements at a time
+/// ([`Lower::pairable`]).
 pub(super) struct PairedBuild {
-    /// The bindings computed in lanes: the body's first `terms`.
+    /// The bindings computed in lanes: all of the body's first `terms`.
     pub(super) varying: HashSet<Name>,
+    /// How many of the body's bindings come before the pairs that make
+    /// the element.
     pub(super) terms: usize,
     /// The element's leaves, by byte offset in the element: a term in
     /// lanes, or a scalar the same in both elements.

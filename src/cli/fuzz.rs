@@ -237,7 +237,16 @@ impl Runner for Process {
             .take()
             .map(|s| Box::new(s) as Box<dyn Read + Send>);
         // A reader that went away: the pipe is closed before any output.
-        let stdout = if close_stdout { None } else { stdout };
+        // (Dropped here: a shadowed pipe would stay open to the end of
+        // the function, and a child writing more than the pipe holds —
+        // `opt --check` on Stalingrad's particle, 77 KB — blocked until
+        // the time limit.)
+        let stdout = if close_stdout {
+            drop(stdout);
+            None
+        } else {
+            stdout
+        };
         let out = reader(stdout);
         let err = reader(
             child
@@ -275,5 +284,45 @@ impl Runner for Process {
             stdout: out.join().unwrap_or_default(),
             stderr: err.join().unwrap_or_default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fuzz::Target;
+    use crate::fuzz::case::Command as CaseCommand;
+    use crate::pipeline::Engine;
+
+    /// A closed output pipe is closed: a child that writes more than a
+    /// pipe holds ends (by SIGPIPE or status 141), it does not block until
+    /// the time limit (found by `fsmooth fuzz --target opt --seed 2812`).
+    #[test]
+    fn a_closed_pipe_does_not_block_a_large_writer() {
+        let scratch = std::env::temp_dir().join(format!("fsmooth-pipe-{}", std::process::id()));
+        let runner = Process {
+            exe: PathBuf::from("sh"),
+            scratch: scratch.clone(),
+            timeout: Duration::from_secs(10),
+        };
+        let case = Case {
+            target: Target::Run,
+            command: CaseCommand::Run {
+                engine: Engine::Eval,
+            },
+            program: b"let main = 1.0\n".to_vec(),
+            entry: "main".into(),
+            input: None,
+            rules: None,
+            fuel: 1000,
+            origin: "test".into(),
+        };
+        let line = [
+            Arg::Lit("-c".into()),
+            Arg::Lit("exec head -c 1000000 /dev/zero".into()),
+        ];
+        let exit = runner.run(&case, &line, true);
+        let _ = std::fs::remove_dir_all(&scratch);
+        assert_ne!(exit.status, Status::Timeout);
     }
 }

@@ -392,6 +392,22 @@ fn interchanged_nests_charge_their_inner_loops_at_their_site() {
     }
 }
 
+/// A fold over points of a fold over terms that adds at `o[s] + i` (a
+/// slot per term and point), at `c + s` (a slot per term) and at `i` (a
+/// slot per point): reverse mode's batched products (Note [Interchanged
+/// folds]).
+const TERM_MAJOR: &str = "let f (o: Array<Index>) (w: Vector) (ys: Matrix) (t: Vector) (c: Index) =\n\
+                          \x20 let m = length o\n\
+                          \x20 let n = length t\n\
+                          \x20 ifold (fun st i ->\n\
+                          \x20     let ti = t[i]\n\
+                          \x20     ifold (fun st2 s ->\n\
+                          \x20         let a = addAt (fst st2) (o[s] + i) (ti * w[s])\n\
+                          \x20         let b = addAt (fst (snd st2)) (c + s) (ti * ys[s][i])\n\
+                          \x20         let e = addAt (snd (snd st2)) i (ti * w[s] - ys[s][i])\n\
+                          \x20         (a, (b, e))) st m)\n\
+                          \x20   (build (m * n + 2) (fun k -> 0.1), (build (m + c) (fun k -> 0.25), build n (fun k -> 0.0))) n\n";
+
 /// Note [Interchanged folds]: a fold over points of a fold over terms
 /// that only adds into its state arrays (reverse mode's batched
 /// products) runs term-major behind a guard, four terms per point, then
@@ -406,19 +422,11 @@ fn interchanged_nests_charge_their_inner_loops_at_their_site() {
 /// not interchanged.
 #[test]
 fn folds_of_folds_of_add_ats_run_term_major_exactly() {
-    let src = "let f (o: Array<Index>) (w: Vector) (ys: Matrix) (t: Vector) (c: Index) =\n\
-               \x20 let m = length o\n\
-               \x20 let n = length t\n\
-               \x20 ifold (fun st i ->\n\
-               \x20     let ti = t[i]\n\
-               \x20     ifold (fun st2 s ->\n\
-               \x20         let a = addAt (fst st2) (o[s] + i) (ti * w[s])\n\
-               \x20         let b = addAt (fst (snd st2)) (c + s) (ti * ys[s][i])\n\
-               \x20         let e = addAt (snd (snd st2)) i (ti * w[s] - ys[s][i])\n\
-               \x20         (a, (b, e))) st m)\n\
-               \x20   (build (m * n + 2) (fun k -> 0.1), (build (m + c) (fun k -> 0.25), build n (fun k -> 0.0))) n\n\
-               let k (w: Vector) (t: Vector) =\n\
-               \x20 ifold (fun st i -> ifold (fun st2 s -> addAt st2 1 (t[i] * w[s])) st (length w)) (build 2 (fun j -> 0.0)) (length t)\n";
+    let src = format!(
+        "{TERM_MAJOR}let k (w: Vector) (t: Vector) =\n\
+         \x20 ifold (fun st i -> ifold (fun st2 s -> addAt st2 1 (t[i] * w[s])) st (length w)) (build 2 (fun j -> 0.0)) (length t)\n"
+    );
+    let src = src.as_str();
     let said = |f: &str| {
         listing_says(
             src,
@@ -481,18 +489,7 @@ fn folds_of_folds_of_add_ats_run_term_major_exactly() {
 #[test]
 fn interchanged_folds_sum_their_terms_slots_in_lanes_under_the_relaxed_contract() {
     use fsmooth::codegen::{FpContract, NativeOptions};
-    let src = "let f (o: Array<Index>) (w: Vector) (ys: Matrix) (t: Vector) (c: Index) =\n\
-               \x20 let m = length o\n\
-               \x20 let n = length t\n\
-               \x20 ifold (fun st i ->\n\
-               \x20     let ti = t[i]\n\
-               \x20     ifold (fun st2 s ->\n\
-               \x20         let a = addAt (fst st2) (o[s] + i) (ti * w[s])\n\
-               \x20         let b = addAt (fst (snd st2)) (c + s) (ti * ys[s][i])\n\
-               \x20         let e = addAt (snd (snd st2)) i (ti * w[s] - ys[s][i])\n\
-               \x20         (a, (b, e))) st m)\n\
-               \x20   (build (m * n) (fun k -> 0.1), (build (m + c) (fun k -> 0.25), build n (fun k -> 0.0))) n\n";
-    let e = load_entry(src, "f");
+    let e = load_entry(TERM_MAJOR, "f");
     let relaxed = NativeOptions {
         fp: FpContract::Relaxed,
         threads: 1,
@@ -528,7 +525,7 @@ fn interchanged_folds_sum_their_terms_slots_in_lanes_under_the_relaxed_contract(
             assert_eq!(want.len(), got.len());
             // The slots per term and point, and per point: the
             // evaluator's bits.
-            let (a, b) = (m * n, m * n + m);
+            let (a, b) = (m * n + 2, m * n + 2 + m);
             for k in (0..a).chain(b..want.len()) {
                 assert_eq!(want[k].to_bits(), got[k].to_bits(), "m {m} n {n} slot {k}");
             }

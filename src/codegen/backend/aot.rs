@@ -158,7 +158,8 @@ pub fn compile_object(
         .map_err(compile_error)?;
     let mut module = ObjectModule::new(builder);
     let helpers = define_helpers(&mut module)?;
-    let constants = define_lane_constants(&mut module)?;
+    let relaxed = options.fp == crate::codegen::FpContract::Relaxed;
+    let constants = define_lane_constants(&mut module, relaxed)?;
     let mut listing = options.listing.then(String::new);
     let (raw, _) = define_entry(
         &mut module,
@@ -170,7 +171,7 @@ pub fn compile_object(
         crate::codegen::lower::LowerOptions {
             limits: false,
             threads: 1,
-            relaxed: options.fp == crate::codegen::FpContract::Relaxed,
+            relaxed,
             first_site: 0,
         },
     )?;

@@ -249,7 +249,7 @@ impl Native {
         options: NativeOptions,
     ) -> Result<(EntryFn, Vec<EntryFn>, Vec<Span>), CodegenError> {
         let helpers = declare_helpers(module)?;
-        let constants = define_lane_constants(module)?;
+        let constants = define_lane_constants(module, options.relaxed())?;
         let lower = |threads, first_site| LowerOptions {
             limits: true,
             threads,

@@ -110,8 +110,15 @@ pub fn host_isa(pic: bool) -> Result<OwnedTargetIsa, CodegenError> {
 
 /// Defines the module's read-only table of lane constants (Note [Lane
 /// constants] in `lower/vmath.rs`): each of [`LANE_CONSTANTS`] twice, in a
-/// 16-byte entry.
-pub fn define_lane_constants<M: Module>(module: &mut M) -> Result<DataId, CodegenError> {
+/// 16-byte entry. Only code lowered under the relaxed contract loads it,
+/// so a strict module has none.
+pub fn define_lane_constants<M: Module>(
+    module: &mut M,
+    relaxed: bool,
+) -> Result<Option<DataId>, CodegenError> {
+    if !relaxed {
+        return Ok(None);
+    }
     let id = module
         .declare_data("fsmooth_lane_constants", Linkage::Local, false, false)
         .map_err(compile_error)?;
@@ -124,7 +131,7 @@ pub fn define_lane_constants<M: Module>(module: &mut M) -> Result<DataId, Codege
         .collect();
     data.define(bytes.into_boxed_slice());
     module.define_data(id, &data).map_err(compile_error)?;
-    Ok(id)
+    Ok(Some(id))
 }
 
 /// The signature of the slot-level entry: `(ctx, args, out) -> status`.
@@ -145,7 +152,7 @@ pub fn define_entry<M: Module>(
     name: &str,
     linkage: Linkage,
     normal: &Normal,
-    (helpers, constants): (&[(&'static str, FuncId)], DataId),
+    (helpers, constants): (&[(&'static str, FuncId)], Option<DataId>),
     listing: Option<&mut String>,
     options: LowerOptions,
 ) -> Result<(FuncId, Defined), CodegenError> {
@@ -161,9 +168,8 @@ pub fn define_entry<M: Module>(
     for (helper, hid) in helpers {
         imports.insert(helper, module.declare_func_in_func(*hid, &mut ctx.func));
     }
-    // Only lanes under the relaxed contract load lane constants.
-    if options.relaxed {
-        imports.set_lane_constants(module.declare_data_in_func(constants, &mut ctx.func));
+    if let Some(table) = constants {
+        imports.set_lane_constants(module.declare_data_in_func(table, &mut ctx.func));
     }
     let target = module.target_config();
     let lowered = lower_function(&mut ctx.func, &mut fctx, normal, &imports, target, options)?;

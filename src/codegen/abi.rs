@@ -74,3 +74,10 @@ pub const CTX_ELEMENTS: i32 = CTX_FUEL + 8;
 /// lowering returns (`lower::Lowered::sites`), so that the wrapper reports
 /// the source span of the operation (Note [Failure sites] in `lower/mod.rs`).
 pub const CTX_SITE: i32 = CTX_ELEMENTS + 8;
+
+/// The terms the lowering hands the row kernel per call (Note [Row
+/// kernels] in `codegen/backend/kernels.rs`): a buffer on its stack of
+/// `ROW_TERMS` entries of 16 bytes, each a Double coefficient at offset 0
+/// and the address of its row's Doubles at offset 8
+/// (`kernels::RowTerm`).
+pub const ROW_TERMS: usize = 64;

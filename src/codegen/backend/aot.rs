@@ -72,7 +72,7 @@ use cranelift_object::{ObjectBuilder, ObjectModule};
 use super::c_signature::{CParam, c_identifier, c_params, c_results, is_c_reserved};
 use super::header;
 use super::module::{
-    HELPERS, define_entry, define_lane_constants, entry_signature, host_isa, signature,
+    HELPERS, define_entry, define_lane_constants, entry_signature, host_fma, host_isa, signature,
 };
 use crate::anf::Normal;
 use crate::codegen::abi::{
@@ -160,6 +160,7 @@ pub fn compile_object(
     let helpers = define_helpers(&mut module)?;
     let relaxed = options.fp == crate::codegen::FpContract::Relaxed;
     let constants = define_lane_constants(&mut module, relaxed)?;
+    let fma = host_fma(module.isa());
     let mut listing = options.listing.then(String::new);
     let (raw, _) = define_entry(
         &mut module,
@@ -172,6 +173,7 @@ pub fn compile_object(
             limits: false,
             threads: 1,
             relaxed,
+            fma,
             first_site: 0,
         },
     )?;

@@ -13,7 +13,7 @@ use cranelift_codegen::ir::types::I64;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 
-use super::module::{HELPERS, define_entry, define_lane_constants, host_isa, signature};
+use super::module::{HELPERS, define_entry, define_lane_constants, host_fma, host_isa, signature};
 use super::runtime::{self, Arena, Ctx, EntryFn};
 use crate::anf::Normal;
 use crate::codegen::layout::{Leaf, SLOT, leaves, slots};
@@ -180,6 +180,7 @@ fn address(name: &str) -> Result<*const u8, CodegenError> {
         "fsmooth_exp" => runtime::fsmooth_exp as *const u8,
         "fsmooth_pow" => runtime::fsmooth_pow as *const u8,
         "fsmooth_parallel" => runtime::fsmooth_parallel as *const u8,
+        "fsmooth_row_sums" => super::kernels::fsmooth_row_sums as *const u8,
         other => return Err(compile_error(format!("no JIT symbol for helper `{other}`"))),
     })
 }
@@ -205,12 +206,21 @@ fn declare_helpers(module: &mut JITModule) -> Result<Vec<(&'static str, FuncId)>
 }
 
 /// The helpers only JIT code calls: the threads of parallel folds (object
-/// files run single-threaded, Note [Parallel loops]).
-const JIT_HELPERS: [super::module::Helper; 1] = [super::module::Helper {
-    name: "fsmooth_parallel",
-    params: &[I64, I64, I64, I64, I64, I64, I64, I64, I64],
-    results: &[I64],
-}];
+/// files run single-threaded, Note [Parallel loops]) and the kernels of
+/// interchanged sums (Note [Row kernels]; object files need only libc and
+/// libm).
+const JIT_HELPERS: [super::module::Helper; 2] = [
+    super::module::Helper {
+        name: "fsmooth_parallel",
+        params: &[I64, I64, I64, I64, I64, I64, I64, I64, I64],
+        results: &[I64],
+    },
+    super::module::Helper {
+        name: "fsmooth_row_sums",
+        params: &[I64, I64, I64, I64],
+        results: &[],
+    },
+];
 
 impl Native {
     /// Compiles a first-order normal form (strict, one thread).
@@ -250,10 +260,12 @@ impl Native {
     ) -> Result<(EntryFn, Vec<EntryFn>, Vec<Span>), CodegenError> {
         let helpers = declare_helpers(module)?;
         let constants = define_lane_constants(module, options.relaxed())?;
+        let fma = host_fma(module.isa());
         let lower = |threads, first_site| LowerOptions {
             limits: true,
             threads,
             relaxed: options.relaxed(),
+            fma,
             first_site,
         };
         let (id, defined) = define_entry(

@@ -108,6 +108,16 @@ pub fn host_isa(pic: bool) -> Result<OwnedTargetIsa, CodegenError> {
     Ok(isa)
 }
 
+/// Whether `isa` has fused multiply–add (x86-64's FMA3), which the
+/// relaxed contract's `log` and `exp` in lanes use (Note [Fused
+/// polynomials] in `lower/vmath.rs`). Without it Cranelift would lower
+/// `fma` to calls of libm's, so the polynomials are not fused.
+pub fn host_fma(isa: &dyn cranelift_codegen::isa::TargetIsa) -> bool {
+    isa.isa_flags()
+        .iter()
+        .any(|f| f.name == "has_fma" && f.as_bool() == Some(true))
+}
+
 /// Defines the module's read-only table of lane constants (Note [Lane
 /// constants] in `lower/vmath.rs`): each of [`LANE_CONSTANTS`] twice, in a
 /// 16-byte entry. Only code lowered under the relaxed contract loads it,

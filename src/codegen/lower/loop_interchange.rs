@@ -7,14 +7,19 @@
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
+use cranelift_codegen::ir::{
+    InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Value, types,
+};
 
 use super::{Lower, R, Vals, args_of, array_elem, offset};
 use crate::anf::{Atom, Binding, Block as AnfBlock, Rhs};
-use crate::codegen::abi;
+use crate::codegen::abi::{self, ROW_TERMS};
 use crate::codegen::layout::{SLOT, elem_bytes};
 use crate::codegen::passes::loop_interchange;
 use crate::ir::{Name, Prim, Type};
+
+/// The row kernel's helper (Note [Row kernels]).
+const ROW_SUMS: &str = "fsmooth_row_sums";
 
 /// The elements of an interchanged sum's block (Note [Interchange],
 /// blocks): four `f64x2` sums in registers.
@@ -176,6 +181,10 @@ impl Lower<'_, '_> {
         // time when they are arithmetic on Doubles and reads at j of
         // arrays of Doubles (Note [Interchange], pairs).
         let varying = loop_interchange::varying(plan.terms, j);
+        if let Some(kernel) = self.row_kernel(plan, &varying) {
+            self.row_sums(n, m, plan, &varying, kernel, out)?;
+            return Ok(out);
+        }
         let pairs = self.sum_pairs(plan, &varying);
         // Whole blocks of BLOCK elements first, each sum in a register
         // over all i (Note [Interchange], blocks); the rest, from `start`,
@@ -190,6 +199,111 @@ impl Lower<'_, '_> {
         };
         self.sums_rest(n, m, j, plan, (&varying, pairs), (start, out))?;
         Ok(out)
+    }
+
+    /// The coefficient and the row of an interchanged sum whose JIT code
+    /// calls the row kernel (Note [Row kernels] in
+    /// `codegen/backend/kernels.rs`): relaxed code on a host with FMA3,
+    /// in a module that has the kernel, not the nest as written; the nest
+    /// runs in blocks ([`blocks`]: no division, no ⊥ among the terms that
+    /// do not depend on j); and the terms that depend on j are just
+    /// `g = r[j]` and the added `g · c` (or `c · g`), with the row `r`, an
+    /// array built, and the Double `c` not depending on j.
+    ///
+    /// [`blocks`]: loop_interchange::blocks
+    pub(super) fn row_kernel<'p>(
+        &self,
+        plan: &loop_interchange::Plan<'p>,
+        varying: &HashSet<Name>,
+    ) -> Option<(&'p Atom, &'p Name)> {
+        if !self.fma || self.cold || self.plain || !self.imports.has(ROW_SUMS) {
+            return None;
+        }
+        if !loop_interchange::blocks(plan.terms, varying) {
+            return None;
+        }
+        let mut moving = plan.terms.iter().filter(|b| varying.contains(&b.name));
+        let (Some(read), Some(product), None) = (moving.next(), moving.next(), moving.next())
+        else {
+            return None;
+        };
+        let Rhs::Prim(Prim::Get, args) = &read.rhs else {
+            return None;
+        };
+        let row = args[0].var()?;
+        let fixed = |a: &Atom| a.var().is_none_or(|x| !varying.contains(x));
+        if read.ty != Type::Double || !fixed(&args[0]) || self.fused.contains_key(row) {
+            return None;
+        }
+        let Rhs::Prim(Prim::Mul, args) = &product.rhs else {
+            return None;
+        };
+        if plan.term.var() != Some(&product.name) {
+            return None;
+        }
+        let coef = match (args[0].var(), args[1].var()) {
+            (Some(x), _) if *x == read.name => &args[1],
+            (_, Some(y)) if *y == read.name => &args[0],
+            _ => return None,
+        };
+        (*coef.ty() == Type::Double && fixed(coef)).then_some((coef, row))
+    }
+
+    /// An interchanged sum by the row kernel (Note [Row kernels]): its
+    /// elements already hold `z`; when there is an element, per chunk of
+    /// up to [`ROW_TERMS`] values of i in order, the terms that do not
+    /// depend on j, then `(c, r)` into a buffer on the stack, then one
+    /// call that adds the chunk's terms to every element.
+    fn row_sums(
+        &mut self,
+        n: Value,
+        m: Value,
+        plan: &loop_interchange::Plan<'_>,
+        varying: &HashSet<Name>,
+        (coef, row): (&Atom, &Name),
+        out: Value,
+    ) -> R<()> {
+        let kernel = self.imports.get(ROW_SUMS)?;
+        let flags = MemFlagsData::trusted();
+        let bytes = u32::try_from(16 * ROW_TERMS).expect("a small buffer");
+        let slot = self.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            bytes,
+            4,
+        ));
+        let buf = self.b.ins().stack_addr(types::I64, slot, 0);
+        // The terms that do not depend on j only when there is an element
+        // (Note [Interchange], terms once per i).
+        let zero = self.iconst(0);
+        let some = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
+        let rows = self.b.ins().select(some, m, zero);
+        let shift = ROW_TERMS.trailing_zeros() as i64;
+        let whole = self.b.ins().sshr_imm_u(rows, shift);
+        let part = self.b.ins().band_imm_u(rows, ROW_TERMS as i64 - 1);
+        let part = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, part, 0);
+        let part = self.b.ins().uextend(types::I64, part);
+        let chunks = self.b.ins().iadd(whole, part);
+        self.counted_loop(chunks, &[], |l, t, _| {
+            let i0 = l.b.ins().ishl_imm_u(t, shift);
+            let left = l.b.ins().isub(rows, i0);
+            let most = l.iconst(ROW_TERMS as i64);
+            let len = l.b.ins().smin(left, most);
+            l.counted_loop(len, &[], |l, di, _| {
+                let i = l.b.ins().iadd(i0, di);
+                l.env.insert(plan.index.clone(), vec![i]);
+                l.bind_trusted(plan.terms.iter().filter(|b| !varying.contains(&b.name)))?;
+                let c = l.scalar(coef)?;
+                let r = l.atom_of(row)?[0];
+                let at = l.b.ins().ishl_imm_u(di, 4);
+                let at = l.b.ins().iadd(buf, at);
+                l.b.ins().store(flags, c, at, 0);
+                l.b.ins().store(flags, r, at, 8);
+                Ok(Vec::new())
+            })?;
+            l.b.ins().call(kernel, &[out, n, buf, len]);
+            Ok(Vec::new())
+        })?;
+        Ok(())
     }
 
     /// Whether an interchanged sum's elements run two at a time (Note
@@ -414,7 +528,9 @@ impl Lower<'_, '_> {
                 _ => true,
             });
         let varying = loop_interchange::varying(rows.plan.terms, rows.j);
-        (ok && self.sum_pairs(&rows.plan, &varying)
+        // Rows the row kernel sums run one at a time (Note [Row kernels]).
+        (ok && self.row_kernel(&rows.plan, &varying).is_none()
+            && self.sum_pairs(&rows.plan, &varying)
             && loop_interchange::blocks(rows.plan.terms, &varying))
         .then_some(rows)
     }

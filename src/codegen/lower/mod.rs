@@ -29,7 +29,8 @@
 //! - `lanes.rs`: two elements or iterations at a time in `f64x2` lanes;
 //! - `lane_sums.rs`: sums two iterations at a time in `f64x2` lanes
 //!   under the relaxed contract (Note [Lane sums]);
-//! - `vmath.rs`: `log` in `f64x2` lanes, for the relaxed contract;
+//! - `vmath.rs`: `log` and `exp` in `f64x2` lanes, for the relaxed
+//!   contract;
 //! - `loop_interchange.rs`: loop nests run i-major;
 //! - `fold_interchange.rs`: folds of folds of `addAt`s run term-major;
 //! - `jam.rs`: loops two iterations at a time with their inner folds
@@ -108,6 +109,13 @@ impl Imports {
         self.lane_constants
     }
 
+    /// Whether this module provides the helper `name` (the JIT's own,
+    /// such as the row kernels of Note [Row kernels], are not in object
+    /// files).
+    fn has(&self, name: &str) -> bool {
+        self.refs.contains_key(name)
+    }
+
     fn get(&self, name: &str) -> R<FuncRef> {
         self.refs
             .get(name)
@@ -128,6 +136,12 @@ pub struct LowerOptions {
     /// The relaxed floating-point contract (spec/semantics.md §7): folds
     /// may run on several threads too, not only `build`s.
     pub relaxed: bool,
+    /// Whether the host has fused multiply–add (x86-64's FMA3;
+    /// `backend::module::host_fma`). Under the relaxed contract the
+    /// polynomials of `log` and `exp` in lanes are then evaluated with
+    /// it (Note [Fused polynomials] in `vmath.rs`); strict code never
+    /// fuses.
+    pub fma: bool,
     /// The number of this function's first failure site: the sites of a
     /// JIT module's functions are numbered in one sequence.
     pub first_site: usize,
@@ -245,6 +259,7 @@ pub fn lower_function(
         plain: false,
         nonzero_divisors: false,
         relaxed: options.relaxed,
+        fma: options.relaxed && options.fma,
         deferred: None,
         lane_index: None,
         cold: false,
@@ -436,6 +451,9 @@ struct Lower<'a, 'f> {
     cold: bool,
     /// See [`LowerOptions::relaxed`].
     relaxed: bool,
+    /// Relaxed code on a host with FMA3 (Note [Fused polynomials] in
+    /// `vmath.rs`).
+    fma: bool,
     /// In the pair being lowered in lanes under the relaxed contract
     /// (Note [Lane sums]): whether a lane needs the scalar code — a
     /// division by zero, or a `log` outside the normal positive finite

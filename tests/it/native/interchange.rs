@@ -634,3 +634,107 @@ fn matrix(rows: usize, n: usize, next: &mut dyn FnMut() -> f64) -> Value {
             .collect(),
     )
 }
+
+/// Note [Row kernels]: under `--fp relaxed`, on a host with AVX2 and
+/// FMA3, an interchanged sum whose terms are `c_i · r_i[j]` (`b`; the
+/// batched products `Q[r] · ys` over `s ≤ r`, `t`) calls the JIT's row
+/// kernel: every element is its terms fused in order onto its start,
+/// `fma(c_i, r_i[j], x)` for i ascending, bit for bit, for every count of
+/// elements (the kernel's paths of sixteen, four and one) and of terms
+/// (more than one buffer of 64); for some input that differs from the
+/// evaluator's bits (the products were fused). A short row is still the
+/// evaluator's ⊥ (the guard). On a host without them the sums are the
+/// evaluator's bits, as under the strict contract.
+#[test]
+fn interchanged_sums_of_products_call_the_row_kernel_under_the_relaxed_contract() {
+    use fsmooth::codegen::{FpContract, NativeOptions};
+    let src = "let b (q: Vector) (ys: Matrix) (z: Double) = build (length (ys[0])) (fun j -> ifold (fun t s -> t + q[s] * ys[s][j]) z (length q))\n\
+               let t (q: Matrix) (ys: Matrix) (d: Index) = build d (fun r -> let row = q[r] in let m = r + 1 in build (length (ys[0])) (fun i -> ifold (fun acc s -> acc + ys[s][i] * row[s]) 0.0 m))\n";
+    let fused =
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
+    if !fused {
+        eprintln!(
+            "this host has no AVX2 and FMA3: the row kernel is not called, the sums are the evaluator's"
+        );
+    }
+    let relaxed = NativeOptions {
+        fp: FpContract::Relaxed,
+        threads: 1,
+    };
+    let same = |x: f64, y: f64| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan());
+    let doubles = |v: &Value| {
+        let mut out = Vec::new();
+        fsmooth::eval::flatten(v, &mut out);
+        out
+    };
+    let rows_of = |ys: &Value| -> Vec<Vec<f64>> {
+        match ys {
+            Value::Array(rows) => rows.iter().map(&doubles).collect(),
+            _ => unreachable!("a matrix"),
+        }
+    };
+    // One element: its terms (c_i, r_i[j]) onto z, fused or as written.
+    let sum = |z: f64, terms: &mut dyn Iterator<Item = (f64, f64)>| {
+        terms.fold(
+            z,
+            |x, (c, r)| if fused { c.mul_add(r, x) } else { x + c * r },
+        )
+    };
+    let mut next = draws(0x2545_f491_4f6c_dd1d);
+    let mut differs = false;
+    let (eb, et) = (load_entry(src, "b"), load_entry(src, "t"));
+    let (nb, nt) = (compile_with(&eb, relaxed), compile_with(&et, relaxed));
+    for m in [1usize, 5, 64, 70, 130] {
+        let q: Vec<f64> = (0..m).map(|_| next()).collect();
+        for n in [1usize, 3, 4, 15, 16, 17, 21, 40] {
+            let ys = matrix(m, n, &mut next);
+            let rows = rows_of(&ys);
+            let args = [vector(&q), ys.clone(), Value::Double(0.375)];
+            let want = doubles(&evaluate(&eb, &args));
+            let got = doubles(&nb.call(&args).expect("runs"));
+            for j in 0..n {
+                let fma = sum(0.375, &mut (0..m).map(|s| (q[s], rows[s][j])));
+                assert!(
+                    same(got[j], fma),
+                    "b: m {m} n {n} element {j}: {} vs {fma}",
+                    got[j]
+                );
+                differs |= !same(got[j], want[j]);
+            }
+        }
+    }
+    for d in [1usize, 2, 7, 33] {
+        for n in [5usize, 16, 23] {
+            let q = matrix(d, d, &mut next);
+            let ys = matrix(d, n, &mut next);
+            let (qr, yr) = (rows_of(&q), rows_of(&ys));
+            let args = [q.clone(), ys.clone(), Value::Index(d as i64)];
+            let got = doubles(&nt.call(&args).expect("runs"));
+            for r in 0..d {
+                for i in 0..n {
+                    let fma = sum(0.0, &mut (0..=r).map(|s| (yr[s][i], qr[r][s])));
+                    assert!(
+                        same(got[r * n + i], fma),
+                        "t: d {d} n {n} row {r} element {i}"
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(
+        differs, fused,
+        "the products fused exactly when the host has FMA3"
+    );
+    // A short row of ys: the guard fails, and the nest's ⊥ is the
+    // evaluator's.
+    let mut rows: Vec<Value> = (0..4)
+        .map(|_| vector(&(0..9).map(|_| next()).collect::<Vec<_>>()))
+        .collect();
+    rows[2] = vector(&[1.0, 2.0]);
+    let args = [
+        vector(&[0.5, 1.5, -2.0, 3.0]),
+        Value::array(rows),
+        Value::Double(0.0),
+    ];
+    assert_eq!(compare(&eb, &nb, &args), Ok(Outcome::Bottom));
+}

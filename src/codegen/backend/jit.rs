@@ -181,6 +181,7 @@ fn address(name: &str) -> Result<*const u8, CodegenError> {
         "fsmooth_pow" => runtime::fsmooth_pow as *const u8,
         "fsmooth_parallel" => runtime::fsmooth_parallel as *const u8,
         "fsmooth_row_sums" => super::kernels::fsmooth_row_sums as *const u8,
+        "fsmooth_row_sums2" => super::kernels::fsmooth_row_sums2 as *const u8,
         other => return Err(compile_error(format!("no JIT symbol for helper `{other}`"))),
     })
 }
@@ -209,7 +210,7 @@ fn declare_helpers(module: &mut JITModule) -> Result<Vec<(&'static str, FuncId)>
 /// files run single-threaded, Note [Parallel loops]) and the kernels of
 /// interchanged sums (Note [Row kernels]; object files need only libc and
 /// libm).
-const JIT_HELPERS: [super::module::Helper; 2] = [
+const JIT_HELPERS: [super::module::Helper; 3] = [
     super::module::Helper {
         name: "fsmooth_parallel",
         params: &[I64, I64, I64, I64, I64, I64, I64, I64, I64],
@@ -218,6 +219,11 @@ const JIT_HELPERS: [super::module::Helper; 2] = [
     super::module::Helper {
         name: "fsmooth_row_sums",
         params: &[I64, I64, I64, I64],
+        results: &[],
+    },
+    super::module::Helper {
+        name: "fsmooth_row_sums2",
+        params: &[I64, I64, I64, I64, I64],
         results: &[],
     },
 ];

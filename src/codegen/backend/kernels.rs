@@ -26,6 +26,22 @@
 //! with `f64::mul_add` — the same fused operation, so the result does not
 //! depend on where an element falls. Object files do not call it: they
 //! need only libc and libm, and keep the lanes.
+//!
+//! ## Pairs
+//!
+//! One row of the batched products, `qy[r] = Σ_{s ≤ r} Q[r][s] · ys[s]`,
+//! streams r + 1 rows of 8 KB (n = 1 000 points) from the second-level
+//! cache per 16 KB of sums: the kernel alone ran at half its arithmetic
+//! peak. Rows r and r + 1 read the same `ys[s]`, so where Note
+//! [Interchange], pairs of rows, runs two rows together and the row `r_i`
+//! does not depend on the row, [`fsmooth_row_sums2`] adds their common
+//! terms to both — each `ys[s]` block loaded once for sixteen products,
+//! eight `ymm` sums — and each row's remaining terms go to
+//! [`fsmooth_row_sums`]. The same operations in the same order: the same
+//! bits as one row at a time. GMM's batched objective, `--fp relaxed`
+//! (best of 3 alternating rounds against one row at a time): d32_K5
+//! 0.370 → 0.309 ms, d64_K10 2.42 → 1.80 ms; gradients 1.63 → 1.41 and
+//! 13.9 → 11.7 ms.
 
 use std::sync::OnceLock;
 
@@ -35,6 +51,14 @@ use std::sync::OnceLock;
 #[repr(C)]
 pub struct RowTerm {
     pub coef: f64,
+    pub row: *const f64,
+}
+
+/// One term of two rows' sums that read the same row (Note [Row
+/// kernels], pairs): each row's coefficient, and the row.
+#[repr(C)]
+pub struct RowTerm2 {
+    pub coefs: [f64; 2],
     pub row: *const f64,
 }
 
@@ -58,6 +82,38 @@ pub unsafe extern "C" fn fsmooth_row_sums(out: *mut f64, n: i64, terms: *const R
             return row_sums_avx2(out, n, terms);
         }
         row_sums_scalar(out, 0, n, terms);
+    }
+}
+
+/// [`fsmooth_row_sums`] of two rows whose terms read the same rows:
+/// `outs[k][j] = fma(c_{i,k}, r_i[j], outs[k][j])` for `i` in `0 .. m`
+/// in order, for every `j < n` and `k` in 0, 1 (Note [Row kernels],
+/// pairs): each row read once for both.
+///
+/// # Safety
+///
+/// `out0` and `out1` hold `n` Doubles each, distinct, that nothing else
+/// reads or writes during the call; `terms` holds `m` terms, each row at
+/// least `n` Doubles.
+pub unsafe extern "C" fn fsmooth_row_sums2(
+    out0: *mut f64,
+    out1: *mut f64,
+    n: i64,
+    terms: *const RowTerm2,
+    m: i64,
+) {
+    if n <= 0 || m <= 0 {
+        return;
+    }
+    let (n, m) = (n as usize, m as usize);
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        let terms = std::slice::from_raw_parts(terms, m);
+        #[cfg(target_arch = "x86_64")]
+        if avx2_fma() {
+            return row_sums2_avx2([out0, out1], n, terms);
+        }
+        row_sums2_scalar([out0, out1], 0, n, terms);
     }
 }
 
@@ -91,6 +147,90 @@ unsafe fn row_sums_scalar(out: *mut f64, from: usize, n: usize, terms: &[RowTerm
             }
             *out.add(j) = x;
         }
+    }
+}
+
+/// Elements `from .. n` of both rows, one at a time.
+///
+/// # Safety
+///
+/// As [`fsmooth_row_sums2`].
+unsafe fn row_sums2_scalar(outs: [*mut f64; 2], from: usize, n: usize, terms: &[RowTerm2]) {
+    for (k, out) in outs.into_iter().enumerate() {
+        for j in from..n {
+            // SAFETY: j < n, the length of both outputs and every row.
+            unsafe {
+                let mut x = *out.add(j);
+                for t in terms {
+                    x = t.coefs[k].mul_add(*t.row.add(j), x);
+                }
+                *out.add(j) = x;
+            }
+        }
+    }
+}
+
+/// Sixteen elements of both rows at a time in eight `ymm` sums, each
+/// row's four loaded once for both, then four, then the rest one at a
+/// time.
+///
+/// # Safety
+///
+/// As [`fsmooth_row_sums2`], on a CPU with AVX2 and FMA3.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn row_sums2_avx2(outs: [*mut f64; 2], n: usize, terms: &[RowTerm2]) {
+    use std::arch::x86_64::{
+        _mm256_broadcast_sd, _mm256_fmadd_pd, _mm256_loadu_pd, _mm256_storeu_pd,
+    };
+    let [o0, o1] = outs;
+    let mut j = 0;
+    // SAFETY: every load and store is at j + 16 ≤ n or j + 4 ≤ n.
+    unsafe {
+        while j + 16 <= n {
+            let (p, q) = (o0.add(j), o1.add(j));
+            let (mut a0, mut a1) = (_mm256_loadu_pd(p), _mm256_loadu_pd(p.add(4)));
+            let (mut a2, mut a3) = (_mm256_loadu_pd(p.add(8)), _mm256_loadu_pd(p.add(12)));
+            let (mut b0, mut b1) = (_mm256_loadu_pd(q), _mm256_loadu_pd(q.add(4)));
+            let (mut b2, mut b3) = (_mm256_loadu_pd(q.add(8)), _mm256_loadu_pd(q.add(12)));
+            for t in terms {
+                let c = _mm256_broadcast_sd(&t.coefs[0]);
+                let d = _mm256_broadcast_sd(&t.coefs[1]);
+                let r = t.row.add(j);
+                let (r0, r1) = (_mm256_loadu_pd(r), _mm256_loadu_pd(r.add(4)));
+                let (r2, r3) = (_mm256_loadu_pd(r.add(8)), _mm256_loadu_pd(r.add(12)));
+                a0 = _mm256_fmadd_pd(c, r0, a0);
+                a1 = _mm256_fmadd_pd(c, r1, a1);
+                a2 = _mm256_fmadd_pd(c, r2, a2);
+                a3 = _mm256_fmadd_pd(c, r3, a3);
+                b0 = _mm256_fmadd_pd(d, r0, b0);
+                b1 = _mm256_fmadd_pd(d, r1, b1);
+                b2 = _mm256_fmadd_pd(d, r2, b2);
+                b3 = _mm256_fmadd_pd(d, r3, b3);
+            }
+            _mm256_storeu_pd(p, a0);
+            _mm256_storeu_pd(p.add(4), a1);
+            _mm256_storeu_pd(p.add(8), a2);
+            _mm256_storeu_pd(p.add(12), a3);
+            _mm256_storeu_pd(q, b0);
+            _mm256_storeu_pd(q.add(4), b1);
+            _mm256_storeu_pd(q.add(8), b2);
+            _mm256_storeu_pd(q.add(12), b3);
+            j += 16;
+        }
+        while j + 4 <= n {
+            let (p, q) = (o0.add(j), o1.add(j));
+            let (mut a, mut b) = (_mm256_loadu_pd(p), _mm256_loadu_pd(q));
+            for t in terms {
+                let r = _mm256_loadu_pd(t.row.add(j));
+                a = _mm256_fmadd_pd(_mm256_broadcast_sd(&t.coefs[0]), r, a);
+                b = _mm256_fmadd_pd(_mm256_broadcast_sd(&t.coefs[1]), r, b);
+            }
+            _mm256_storeu_pd(p, a);
+            _mm256_storeu_pd(q, b);
+            j += 4;
+        }
+        row_sums2_scalar(outs, j, n, terms);
     }
 }
 
@@ -174,6 +314,39 @@ mod tests {
                     .zip(coefs)
                     .fold(init[j], |x, (r, c)| c.mul_add(r[j], x));
                 assert_eq!(out[j].to_bits(), want.to_bits(), "element {j} of {n}");
+            }
+            // Two rows over the same terms, the second with other
+            // coefficients.
+            let terms2: Vec<RowTerm2> = rows
+                .iter()
+                .zip(coefs)
+                .map(|(r, c)| RowTerm2 {
+                    coefs: [c, 1.0 - c],
+                    row: r.as_ptr(),
+                })
+                .collect();
+            let (mut a, mut b) = (init.clone(), init.iter().map(|x| -x).collect::<Vec<_>>());
+            // SAFETY: `a`, `b` and every row hold n Doubles.
+            unsafe {
+                fsmooth_row_sums2(a.as_mut_ptr(), b.as_mut_ptr(), n as i64, terms2.as_ptr(), 5)
+            };
+            for j in 0..n {
+                let want = |k: usize, x0: f64| {
+                    terms2
+                        .iter()
+                        .zip(&rows)
+                        .fold(x0, |x, (t, r)| t.coefs[k].mul_add(r[j], x))
+                };
+                assert_eq!(
+                    a[j].to_bits(),
+                    want(0, init[j]).to_bits(),
+                    "row 0, {j} of {n}"
+                );
+                assert_eq!(
+                    b[j].to_bits(),
+                    want(1, -init[j]).to_bits(),
+                    "row 1, {j} of {n}"
+                );
             }
         }
     }

@@ -18,8 +18,10 @@ use crate::codegen::layout::{SLOT, elem_bytes};
 use crate::codegen::passes::loop_interchange;
 use crate::ir::{Name, Prim, Type};
 
-/// The row kernel's helper (Note [Row kernels]).
+/// The row kernel's helpers (Note [Row kernels]): one row, and two
+/// rows that read the same rows.
 const ROW_SUMS: &str = "fsmooth_row_sums";
+const ROW_SUMS2: &str = "fsmooth_row_sums2";
 
 /// The elements of an interchanged sum's block (Note [Interchange],
 /// blocks): four `f64x2` sums in registers.
@@ -182,7 +184,14 @@ impl Lower<'_, '_> {
         // arrays of Doubles (Note [Interchange], pairs).
         let varying = loop_interchange::varying(plan.terms, j);
         if let Some(kernel) = self.row_kernel(plan, &varying) {
-            self.row_sums(n, m, plan, &varying, kernel, out)?;
+            let none = HashSet::default();
+            self.row_sums(
+                n,
+                (zero, m),
+                (plan, &varying, &none),
+                kernel,
+                &[(out, None)],
+            )?;
             return Ok(out);
         }
         let pairs = self.sum_pairs(plan, &varying);
@@ -249,23 +258,29 @@ impl Lower<'_, '_> {
         (*coef.ty() == Type::Double && fixed(coef)).then_some((coef, row))
     }
 
-    /// An interchanged sum by the row kernel (Note [Row kernels]): its
-    /// elements already hold `z`; when there is an element, per chunk of
-    /// up to [`ROW_TERMS`] values of i in order, the terms that do not
-    /// depend on j, then `(c, r)` into a buffer on the stack, then one
-    /// call that adds the chunk's terms to every element.
+    /// Terms `from .. to` of one interchanged sum, or of two rows' sums
+    /// that read the same rows (Note [Interchange], pairs of rows), by the
+    /// row kernel (Note [Row kernels]): their elements hold the terms
+    /// before `from`; when there is an element, per chunk of up to
+    /// [`ROW_TERMS`] values of i in order, the terms that do not depend on
+    /// j (those in `own`, which depend on the row, per row, in the row's
+    /// `pre`), then each row's `c` and the shared `r` into a buffer on the
+    /// stack, then one call that adds the chunk's terms to every element.
     fn row_sums(
         &mut self,
         n: Value,
-        m: Value,
-        plan: &loop_interchange::Plan<'_>,
-        varying: &HashSet<Name>,
+        (from, to): (Value, Value),
+        (plan, varying, own): (&loop_interchange::Plan<'_>, &HashSet<Name>, &HashSet<Name>),
         (coef, row): (&Atom, &Name),
-        out: Value,
+        rows: &[RowSums<'_>],
     ) -> R<()> {
-        let kernel = self.imports.get(ROW_SUMS)?;
+        let (helper, entry) = match rows.len() {
+            1 => (ROW_SUMS, 16i64),
+            _ => (ROW_SUMS2, 24),
+        };
+        let kernel = self.imports.get(helper)?;
         let flags = MemFlagsData::trusted();
-        let bytes = u32::try_from(16 * ROW_TERMS).expect("a small buffer");
+        let bytes = u32::try_from(entry as usize * ROW_TERMS).expect("a small buffer");
         let slot = self.b.create_sized_stack_slot(StackSlotData::new(
             StackSlotKind::ExplicitSlot,
             bytes,
@@ -276,31 +291,53 @@ impl Lower<'_, '_> {
         // (Note [Interchange], terms once per i).
         let zero = self.iconst(0);
         let some = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
-        let rows = self.b.ins().select(some, m, zero);
+        let span = self.b.ins().isub(to, from);
+        let span = self.b.ins().smax(span, zero);
+        let count = self.b.ins().select(some, span, zero);
         let shift = ROW_TERMS.trailing_zeros() as i64;
-        let whole = self.b.ins().sshr_imm_u(rows, shift);
-        let part = self.b.ins().band_imm_u(rows, ROW_TERMS as i64 - 1);
+        let whole = self.b.ins().sshr_imm_u(count, shift);
+        let part = self.b.ins().band_imm_u(count, ROW_TERMS as i64 - 1);
         let part = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, part, 0);
         let part = self.b.ins().uextend(types::I64, part);
         let chunks = self.b.ins().iadd(whole, part);
+        let nonj = |b: &&Binding| !varying.contains(&b.name);
         self.counted_loop(chunks, &[], |l, t, _| {
             let i0 = l.b.ins().ishl_imm_u(t, shift);
-            let left = l.b.ins().isub(rows, i0);
+            let left = l.b.ins().isub(count, i0);
             let most = l.iconst(ROW_TERMS as i64);
             let len = l.b.ins().smin(left, most);
+            let i0 = l.b.ins().iadd(from, i0);
             l.counted_loop(len, &[], |l, di, _| {
                 let i = l.b.ins().iadd(i0, di);
                 l.env.insert(plan.index.clone(), vec![i]);
-                l.bind_trusted(plan.terms.iter().filter(|b| !varying.contains(&b.name)))?;
-                let c = l.scalar(coef)?;
-                let r = l.atom_of(row)?[0];
-                let at = l.b.ins().ishl_imm_u(di, 4);
+                l.bind_trusted(
+                    plan.terms
+                        .iter()
+                        .filter(nonj)
+                        .filter(|b| !own.contains(&b.name)),
+                )?;
+                let at = l.b.ins().imul_imm_s(di, entry);
                 let at = l.b.ins().iadd(buf, at);
-                l.b.ins().store(flags, c, at, 0);
-                l.b.ins().store(flags, r, at, 8);
+                for (k, (_, lane)) in rows.iter().enumerate() {
+                    if let Some(lane) = lane {
+                        l.restore(lane);
+                    }
+                    l.bind_trusted(
+                        plan.terms
+                            .iter()
+                            .filter(nonj)
+                            .filter(|b| own.contains(&b.name)),
+                    )?;
+                    let c = l.scalar(coef)?;
+                    l.b.ins().store(flags, c, at, 8 * k as i32);
+                }
+                let r = l.atom_of(row)?[0];
+                l.b.ins().store(flags, r, at, 8 * rows.len() as i32);
                 Ok(Vec::new())
             })?;
-            l.b.ins().call(kernel, &[out, n, buf, len]);
+            let mut args: Vec<Value> = rows.iter().map(|(out, _)| *out).collect();
+            args.extend([n, buf, len]);
+            l.b.ins().call(kernel, &args);
             Ok(Vec::new())
         })?;
         Ok(())
@@ -528,8 +565,16 @@ impl Lower<'_, '_> {
                 _ => true,
             });
         let varying = loop_interchange::varying(rows.plan.terms, rows.j);
-        // Rows the row kernel sums run one at a time (Note [Row kernels]).
-        (ok && self.row_kernel(&rows.plan, &varying).is_none()
+        // Rows the row kernel sums pair when they read the same rows
+        // (Note [Row kernels], pairs).
+        let shared = match self.row_kernel(&rows.plan, &varying) {
+            Some((_, row)) => {
+                !loop_interchange::depending(rows.plan.terms, &row_names(index, &rows))
+                    .contains(row)
+            }
+            None => true,
+        };
+        (ok && shared
             && self.sum_pairs(&rows.plan, &varying)
             && loop_interchange::blocks(rows.plan.terms, &varying))
         .then_some(rows)
@@ -554,9 +599,7 @@ impl Lower<'_, '_> {
         let flags = MemFlagsData::trusted();
         let plan = &rows.plan;
         let varying = loop_interchange::varying(plan.terms, rows.j);
-        let mut row_names: HashSet<Name> = rows.pre.iter().map(|b| b.name.clone()).collect();
-        row_names.insert(index.clone());
-        let own = loop_interchange::depending(plan.terms, &row_names);
+        let own = loop_interchange::depending(plan.terms, &row_names(index, rows));
         let (head, exit) = self.loop_entry(d, &[]);
         let r = self.b.block_params(head)[0];
         let r1 = self.b.ins().iadd_imm_s(r, 1);
@@ -625,17 +668,30 @@ impl Lower<'_, '_> {
         let zero = self.iconst(0);
         let common = self.b.ins().smin(ms[0], ms[1]);
         let both_rows = [(outs[0], Some(lanes[0])), (outs[1], Some(lanes[1]))];
-        let start = self.sum_blocks_of(
-            n,
-            (zero, common),
-            (rows.j, plan, &varying),
-            &both_rows,
-            &own,
-        )?;
-        for (k, lane) in lanes.into_iter().enumerate() {
-            self.restore(lane);
-            self.sum_blocks(n, (common, ms[k]), rows.j, plan, &varying, outs[k])?;
-            self.sums_rest(n, ms[k], rows.j, plan, (&varying, true), (start, outs[k]))?;
+        if let Some(kernel) = self.row_kernel(plan, &varying) {
+            // Both rows' common terms in one call per chunk, then each
+            // row's own (Note [Row kernels], pairs).
+            let terms = (plan, &varying, &own);
+            self.row_sums(n, (zero, common), terms, kernel, &both_rows)?;
+            let none = HashSet::default();
+            for (k, lane) in lanes.into_iter().enumerate() {
+                self.restore(lane);
+                let terms = (plan, &varying, &none);
+                self.row_sums(n, (common, ms[k]), terms, kernel, &[(outs[k], None)])?;
+            }
+        } else {
+            let start = self.sum_blocks_of(
+                n,
+                (zero, common),
+                (rows.j, plan, &varying),
+                &both_rows,
+                &own,
+            )?;
+            for (k, lane) in lanes.into_iter().enumerate() {
+                self.restore(lane);
+                self.sum_blocks(n, (common, ms[k]), rows.j, plan, &varying, outs[k])?;
+                self.sums_rest(n, ms[k], rows.j, plan, (&varying, true), (start, outs[k]))?;
+            }
         }
         for (at, out) in [(r, outs[0]), (r1, outs[1])] {
             let d = self.element(p, at, desc);
@@ -714,4 +770,12 @@ impl Lower<'_, '_> {
         })?;
         Ok(out)
     }
+}
+
+/// The names that depend on the row of a `build` over rows (Note
+/// [Interchange], pairs of rows): its index and its `pre`.
+fn row_names(index: &Name, rows: &loop_interchange::Rows<'_>) -> HashSet<Name> {
+    let mut names: HashSet<Name> = rows.pre.iter().map(|b| b.name.clone()).collect();
+    names.insert(index.clone());
+    names
 }

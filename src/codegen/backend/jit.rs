@@ -182,6 +182,7 @@ fn address(name: &str) -> Result<*const u8, CodegenError> {
         "fsmooth_parallel" => runtime::fsmooth_parallel as *const u8,
         "fsmooth_row_sums" => super::kernels::fsmooth_row_sums as *const u8,
         "fsmooth_row_sums2" => super::kernels::fsmooth_row_sums2 as *const u8,
+        "fsmooth_fold_rows" => super::kernels::fsmooth_fold_rows as *const u8,
         other => return Err(compile_error(format!("no JIT symbol for helper `{other}`"))),
     })
 }
@@ -210,7 +211,7 @@ fn declare_helpers(module: &mut JITModule) -> Result<Vec<(&'static str, FuncId)>
 /// files run single-threaded, Note [Parallel loops]) and the kernels of
 /// interchanged sums (Note [Row kernels]; object files need only libc and
 /// libm).
-const JIT_HELPERS: [super::module::Helper; 3] = [
+const JIT_HELPERS: [super::module::Helper; 4] = [
     super::module::Helper {
         name: "fsmooth_parallel",
         params: &[I64, I64, I64, I64, I64, I64, I64, I64, I64],
@@ -224,6 +225,11 @@ const JIT_HELPERS: [super::module::Helper; 3] = [
     super::module::Helper {
         name: "fsmooth_row_sums2",
         params: &[I64, I64, I64, I64, I64],
+        results: &[],
+    },
+    super::module::Helper {
+        name: "fsmooth_fold_rows",
+        params: &[I64, I64, I64, I64],
         results: &[],
     },
 ];

@@ -6,10 +6,13 @@
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
+use cranelift_codegen::ir::{
+    InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Value, types,
+};
 
 use super::{Lower, R, Vals, args_of, offset};
 use crate::anf::{Atom, Binding, Block as AnfBlock, Rhs};
+use crate::codegen::abi::ROW_TERMS;
 use crate::codegen::compile_error;
 use crate::codegen::layout::SLOT;
 use crate::codegen::passes::fold_interchange::{self, At, Check, Length, Plan, Share};
@@ -19,6 +22,23 @@ use crate::ir::{Name, Prim, Type};
 /// [Interchanged folds]): four slots kept in registers per `addAt` that
 /// adds into one slot per inner iteration.
 const WIDTH: usize = 4;
+
+/// The fold kernel's helper (Note [Row kernels], folds).
+const FOLD_ROWS: &str = "fsmooth_fold_rows";
+
+/// An interchanged fold the fold kernel runs (Note [Row kernels], folds
+/// in `codegen/backend/kernels.rs`): per point, `t = a[c + i]` (`c`
+/// none for `a[i]`); per inner iteration, the coefficient `coef` and the
+/// row `row`; an `addAt` of `t · coef` at `o + i` into the state's
+/// `dest.0`, `o = dest.1`, and one of `t · row[i]` at `sum.1` into the
+/// state's `sum.0`, kept in a register.
+struct FoldKernel<'b> {
+    t: (&'b Name, Option<&'b Atom>),
+    coef: &'b Atom,
+    row: &'b Name,
+    dest: (usize, &'b Atom),
+    sum: (usize, &'b Atom),
+}
 
 /// The terms of the inner body: those that do not depend on the point,
 /// once per inner iteration, and the others, per point.
@@ -252,6 +272,9 @@ impl Lower<'_, '_> {
         let zero = self.iconst(0);
         let some = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
         let count = self.b.ins().select(some, m, zero);
+        if let Some(kernel) = self.fold_kernel(index, plan, &split) {
+            return self.fold_rows(n, count, z, plan, &split, &kernel);
+        }
         let blocks = self
             .b
             .ins()
@@ -270,6 +293,181 @@ impl Lower<'_, '_> {
         let start = self.b.ins().iadd(start, two);
         let one = self.b.ins().band_imm_u(left, 1);
         self.inner_blocks(n, (one, start), 1, z, index, plan, &split)
+    }
+
+    /// The fold kernel's plan for an interchanged fold (Note [Row
+    /// kernels], folds): relaxed JIT code on a host with FMA3, not the
+    /// nest as written, and a nest that is just GMM's reverse products:
+    /// the point's terms `t = a[c + i]` (or `a[i]`), and per inner
+    /// iteration and point `y = row[i]`, `t · coef`, `t · y` and `o + i`
+    /// (either order each), `coef` and `o` not depending on the point;
+    /// two `addAt`s, `t · coef` at `o + i` (a slot per pair) and `t · y`
+    /// at a slot per inner iteration.
+    fn fold_kernel<'p, 'b: 'p>(
+        &self,
+        index: &Name,
+        plan: &'p Plan<'b>,
+        split: &Split<'b>,
+    ) -> Option<FoldKernel<'p>> {
+        if !self.fma || self.cold || self.plain || !self.imports.has(FOLD_ROWS) {
+            return None;
+        }
+        let [a, b] = plan.adds.as_slice() else {
+            return None;
+        };
+        let (dest, sum) = match (a.share, b.share) {
+            (Share::None, Share::PerInner) => (a, b),
+            (Share::PerInner, Share::None) => (b, a),
+            _ => return None,
+        };
+        let is = |a: &Atom, x: &Name| a.var() == Some(x);
+        let prim = |x: &Name, binds: &[&'b Binding]| -> Option<(Prim, &'b [Atom])> {
+            let b = binds.iter().find(|b| b.name == *x)?;
+            match &b.rhs {
+                Rhs::Prim(op, args) => Some((*op, args.as_slice())),
+                _ => None,
+            }
+        };
+        // The other operand of a commutative `op` bound to `x` whose one
+        // operand satisfies `one`.
+        let other = |x: &Name, op: Prim, binds: &[&'b Binding], one: &dyn Fn(&Atom) -> bool| {
+            let (o, args) = prim(x, binds)?;
+            if o != op {
+                return None;
+            }
+            match args {
+                [p, q] if one(p) => Some(q),
+                [p, q] if one(q) => Some(p),
+                _ => None,
+            }
+        };
+        // The point's term: `t = a[c + i]` or `a[i]`, and nothing else.
+        let t = match plan.outer_terms.as_slice() {
+            [t] => t,
+            [_, t] => t,
+            _ => return None,
+        };
+        let (Prim::Get, [array, at]) = prim(&t.name, &plan.outer_terms)? else {
+            return None;
+        };
+        let array = array.var()?;
+        let c = match at.var() {
+            Some(x) if x == index => None,
+            Some(x) => {
+                let c = other(x, Prim::Add, &plan.outer_terms, &|a| is(a, index))?;
+                (c.var().is_none_or(|c| c != index && c != &t.name)).then_some(c)
+            }
+            None => return None,
+        };
+        if plan.outer_terms.len() == 2 && c.is_none() {
+            return None;
+        }
+        if t.ty != Type::Double {
+            return None;
+        }
+        let point: HashSet<&Name> = split.per_point.iter().map(|b| &b.name).collect();
+        let fixed = |a: &Atom| {
+            a.var()
+                .is_none_or(|x| !point.contains(x) && x != index && x != &t.name)
+        };
+        // The per-point terms: y, the two products and the index.
+        if split.per_point.len() != 4 {
+            return None;
+        }
+        let coef = other(dest.value.var()?, Prim::Mul, &split.per_point, &|a| {
+            is(a, &t.name)
+        })?;
+        let y = other(sum.value.var()?, Prim::Mul, &split.per_point, &|a| {
+            is(a, &t.name)
+        })?;
+        let (Prim::Get, [row, yi]) = prim(y.var()?, &split.per_point)? else {
+            return None;
+        };
+        let o = other(dest.index.var()?, Prim::Add, &split.per_point, &|a| {
+            is(a, index)
+        })?;
+        let row = row.var()?;
+        let ok = is(yi, index)
+            && fixed(coef)
+            && *coef.ty() == Type::Double
+            && fixed(o)
+            && fixed(&sum.index)
+            && !point.contains(row);
+        ok.then_some(FoldKernel {
+            t: (array, c),
+            coef,
+            row,
+            dest: (dest.slot, o),
+            sum: (sum.slot, &sum.index),
+        })
+    }
+
+    /// An interchanged fold by the fold kernel (Note [Row kernels],
+    /// folds): per chunk of up to [`ROW_TERMS`] inner iterations in order
+    /// (`count` of them, none without a point), their terms that do not
+    /// depend on the point, then `(coef, dest, row, slot)` into a buffer
+    /// on the stack, then one call that runs them over every point.
+    fn fold_rows(
+        &mut self,
+        n: Value,
+        count: Value,
+        z: &[Value],
+        plan: &Plan<'_>,
+        split: &Split<'_>,
+        k: &FoldKernel<'_>,
+    ) -> R<()> {
+        let kernel = self.imports.get(FOLD_ROWS)?;
+        let flags = MemFlagsData::trusted();
+        let entry = 32;
+        let bytes = u32::try_from(entry * ROW_TERMS).expect("a small buffer");
+        let slot = self.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            bytes,
+            4,
+        ));
+        let buf = self.b.ins().stack_addr(types::I64, slot, 0);
+        let mut t = self.atom_of(k.t.0)?[0];
+        if let Some(c) = k.t.1 {
+            let c = self.scalar(c)?;
+            let c = self.b.ins().ishl_imm_u(c, 3);
+            t = self.b.ins().iadd(t, c);
+        }
+        let shift = ROW_TERMS.trailing_zeros() as i64;
+        let whole = self.b.ins().sshr_imm_u(count, shift);
+        let part = self.b.ins().band_imm_u(count, ROW_TERMS as i64 - 1);
+        let part = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, part, 0);
+        let part = self.b.ins().uextend(types::I64, part);
+        let chunks = self.b.ins().iadd(whole, part);
+        self.counted_loop(chunks, &[], |l, c, _| {
+            let s0 = l.b.ins().ishl_imm_u(c, shift);
+            let left = l.b.ins().isub(count, s0);
+            let most = l.iconst(ROW_TERMS as i64);
+            let len = l.b.ins().smin(left, most);
+            l.counted_loop(len, &[], |l, ds, _| {
+                let s = l.b.ins().iadd(s0, ds);
+                l.env.insert(plan.inner.clone(), vec![s]);
+                for b in &split.per_inner {
+                    l.bind(b)?;
+                }
+                let at = l.b.ins().imul_imm_s(ds, entry as i64);
+                let at = l.b.ins().iadd(buf, at);
+                let coef = l.scalar(k.coef)?;
+                let o = l.scalar(k.dest.1)?;
+                let o = l.b.ins().ishl_imm_u(o, 3);
+                let dest = l.b.ins().iadd(z[k.dest.0], o);
+                let row = l.atom_of(k.row)?[0];
+                let x = l.scalar(k.sum.1)?;
+                let x = l.b.ins().ishl_imm_u(x, 3);
+                let sum = l.b.ins().iadd(z[k.sum.0], x);
+                for (v, off) in [(coef, 0), (dest, 8), (row, 16), (sum, 24)] {
+                    l.b.ins().store(flags, v, at, off);
+                }
+                Ok(Vec::new())
+            })?;
+            l.b.ins().call(kernel, &[n, t, buf, len]);
+            Ok(Vec::new())
+        })?;
+        Ok(())
     }
 
     /// `count` blocks of `width` inner iterations from `start`, each run

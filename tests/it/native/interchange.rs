@@ -738,3 +738,115 @@ fn interchanged_sums_of_products_call_the_row_kernel_under_the_relaxed_contract(
     ];
     assert_eq!(compare(&eb, &nb, &args), Ok(Outcome::Bottom));
 }
+
+/// Note [Row kernels], folds: under `--fp relaxed`, on a host with AVX2
+/// and FMA3, a fold of folds of `addAt`s of GMM's reverse shape — per
+/// point `t = t[q + i]`, per term `addAt` of `t · w[s]` at `o[s] + i`
+/// and of `t · ys[s][i]` at `c + s` — calls the JIT's fold kernel: each
+/// slot per (term, point) is its one product fused onto its start, bit
+/// for bit; each slot per term is within the contract's bound of the
+/// evaluator's (2γ_{n+1} Σ|t|) and differs from it for some input; a
+/// short row of `ys` is the evaluator's ⊥ (the guard). On a host without
+/// them the slots per (term, point) are the evaluator's bits.
+#[test]
+fn interchanged_folds_of_products_call_the_fold_kernel_under_the_relaxed_contract() {
+    use fsmooth::codegen::{FpContract, NativeOptions};
+    let src = "let g (o: Array<Index>) (w: Vector) (ys: Matrix) (t: Vector) (c: Index) (q: Index) (n: Index) =\n\
+               \x20 let m = length o\n\
+               \x20 ifold (fun st i ->\n\
+               \x20     let ti = t[q + i]\n\
+               \x20     ifold (fun st2 s ->\n\
+               \x20         let a = addAt (fst st2) (o[s] + i) (ti * w[s])\n\
+               \x20         let b = addAt (snd st2) (c + s) (ys[s][i] * ti)\n\
+               \x20         (a, b)) st m)\n\
+               \x20   (build (m * n + 2) (fun k -> 0.1), build (m + c) (fun k -> 0.25)) n\n";
+    let fused =
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
+    if !fused {
+        eprintln!("this host has no AVX2 and FMA3: the fold kernel is not called");
+    }
+    let e = load_entry(src, "g");
+    let native = compile_with(
+        &e,
+        NativeOptions {
+            fp: FpContract::Relaxed,
+            threads: 1,
+        },
+    );
+    let doubles = |v: &Value| {
+        let mut out = Vec::new();
+        fsmooth::eval::flatten(v, &mut out);
+        out
+    };
+    let indices = |xs: &[i64]| Value::array(xs.iter().map(|&x| Value::Index(x)).collect());
+    let mut next = draws(0x6a09_e667_f3bc_c908);
+    let mut differs = false;
+    for m in [1usize, 3, 70] {
+        for n in [1usize, 15, 16, 17, 40] {
+            let (q, c) = (3usize, 2usize);
+            let o: Vec<i64> = (0..m as i64).map(|s| s * n as i64 + 1).collect();
+            let w: Vec<f64> = (0..m).map(|_| next()).collect();
+            let t: Vec<f64> = (0..n + q).map(|_| next()).collect();
+            let ys = matrix(m, n, &mut next);
+            let rows: Vec<Vec<f64>> = match &ys {
+                Value::Array(rows) => rows.iter().map(&doubles).collect(),
+                _ => unreachable!("a matrix"),
+            };
+            let args = [
+                indices(&o),
+                vector(&w),
+                ys.clone(),
+                vector(&t),
+                Value::Index(c as i64),
+                Value::Index(q as i64),
+                Value::Index(n as i64),
+            ];
+            let want = doubles(&evaluate(&e, &args));
+            let got = doubles(&native.call(&args).expect("runs"));
+            assert_eq!(want.len(), got.len());
+            for s in 0..m {
+                for i in 0..n {
+                    let k = o[s] as usize + i;
+                    let ti = t[q + i];
+                    let fma = if fused {
+                        ti.mul_add(w[s], 0.1)
+                    } else {
+                        0.1 + ti * w[s]
+                    };
+                    assert_eq!(
+                        got[k].to_bits(),
+                        fma.to_bits(),
+                        "m {m} n {n} slot ({s}, {i})"
+                    );
+                }
+                let at = m * n + 2 + c + s;
+                let (x, y) = (want[at], got[at]);
+                let sum: f64 = 0.25 + (0..n).map(|i| (t[q + i] * rows[s][i]).abs()).sum::<f64>();
+                assert!(
+                    (x - y).abs() <= 2.0 * gamma(n + 1) * sum,
+                    "m {m} n {n} term {s}: {x} vs {y}"
+                );
+                differs |= x.to_bits() != y.to_bits();
+            }
+        }
+    }
+    assert!(
+        differs,
+        "every sum the evaluator's bits: neither kernel nor lanes ran"
+    );
+    // A short row of ys: the guard fails, the nest runs as written.
+    let mut rows: Vec<Value> = (0..3)
+        .map(|_| vector(&(0..9).map(|_| next()).collect::<Vec<_>>()))
+        .collect();
+    rows[1] = vector(&[1.0, 2.0]);
+    let args = [
+        indices(&[1, 10, 19]),
+        vector(&[0.5, 1.5, -2.0]),
+        Value::array(rows),
+        vector(&(0..12).map(|_| next()).collect::<Vec<_>>()),
+        Value::Index(0),
+        Value::Index(3),
+        Value::Index(9),
+    ];
+    assert_eq!(compare(&e, &native, &args), Ok(Outcome::Bottom));
+}

@@ -174,6 +174,7 @@ pub fn compile_object(
             threads: 1,
             relaxed,
             fma,
+            avx2: false,
             first_site: 0,
         },
     )?;

@@ -13,7 +13,9 @@ use cranelift_codegen::ir::types::I64;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 
-use super::module::{HELPERS, define_entry, define_lane_constants, host_fma, host_isa, signature};
+use super::module::{
+    HELPERS, define_entry, define_lane_constants, host_avx2_fma, host_fma, host_isa, signature,
+};
 use super::runtime::{self, Arena, Ctx, EntryFn};
 use crate::anf::Normal;
 use crate::codegen::layout::{Leaf, SLOT, leaves, slots};
@@ -182,6 +184,8 @@ fn address(name: &str) -> Result<*const u8, CodegenError> {
         "fsmooth_parallel" => runtime::fsmooth_parallel as *const u8,
         "fsmooth_row_sums" => super::kernels::fsmooth_row_sums as *const u8,
         "fsmooth_row_sums2" => super::kernels::fsmooth_row_sums2 as *const u8,
+        "fsmooth_row_sums_exact" => super::kernels::fsmooth_row_sums_exact as *const u8,
+        "fsmooth_row_sums2_exact" => super::kernels::fsmooth_row_sums2_exact as *const u8,
         "fsmooth_fold_rows" => super::kernels::fsmooth_fold_rows as *const u8,
         other => return Err(compile_error(format!("no JIT symbol for helper `{other}`"))),
     })
@@ -211,7 +215,7 @@ fn declare_helpers(module: &mut JITModule) -> Result<Vec<(&'static str, FuncId)>
 /// files run single-threaded, Note [Parallel loops]) and the kernels of
 /// interchanged sums (Note [Row kernels]; object files need only libc and
 /// libm).
-const JIT_HELPERS: [super::module::Helper; 4] = [
+const JIT_HELPERS: [super::module::Helper; 6] = [
     super::module::Helper {
         name: "fsmooth_parallel",
         params: &[I64, I64, I64, I64, I64, I64, I64, I64, I64],
@@ -224,6 +228,16 @@ const JIT_HELPERS: [super::module::Helper; 4] = [
     },
     super::module::Helper {
         name: "fsmooth_row_sums2",
+        params: &[I64, I64, I64, I64, I64],
+        results: &[],
+    },
+    super::module::Helper {
+        name: "fsmooth_row_sums_exact",
+        params: &[I64, I64, I64, I64],
+        results: &[],
+    },
+    super::module::Helper {
+        name: "fsmooth_row_sums2_exact",
         params: &[I64, I64, I64, I64, I64],
         results: &[],
     },
@@ -272,12 +286,13 @@ impl Native {
     ) -> Result<(EntryFn, Vec<EntryFn>, Vec<Span>), CodegenError> {
         let helpers = declare_helpers(module)?;
         let constants = define_lane_constants(module, options.relaxed())?;
-        let fma = host_fma(module.isa());
+        let (fma, avx2) = (host_fma(module.isa()), host_avx2_fma(module.isa()));
         let lower = |threads, first_site| LowerOptions {
             limits: true,
             threads,
             relaxed: options.relaxed(),
             fma,
+            avx2,
             first_site,
         };
         let (id, defined) = define_entry(

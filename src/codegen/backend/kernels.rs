@@ -8,9 +8,10 @@
 //! Doubles per `mulpd` and `addpd`: at most four products and four sums
 //! a cycle on this machine's two multiply and two add pipes, which the
 //! batched GMM's triangular products reach (`benches/README.md`). With
-//! 256-bit registers and fused multiply–add the same pipes do eight of
-//! each. So under the relaxed contract (spec/semantics.md §7, change 3),
-//! on a host with AVX2 and FMA3, the JIT lowers an interchanged `build`
+//! 256-bit registers the same pipes do eight of each. So on a host with
+//! AVX2 and FMA3, under the relaxed contract (spec/semantics.md §7,
+//! change 3) with fused multiply–adds and under the strict one exactly
+//! (below, Strict), the JIT lowers an interchanged `build`
 //! of sums whose every term is `c_i · r_i[j]` — a Double `c_i` and a row
 //! `r_i` that do not depend on the element `j` — to calls of
 //! [`fsmooth_row_sums`] (`Lower::row_sums` in
@@ -26,6 +27,22 @@
 //! with `f64::mul_add` — the same fused operation, so the result does not
 //! depend on where an element falls. Object files do not call it: they
 //! need only libc and libm, and keep the lanes.
+//!
+//! ## Strict
+//!
+//! The strict contract keeps the evaluator's bits, and so can the same
+//! kernel: each element still adds its terms in order, so a lane that
+//! rounds the product and then adds it (`vmulpd`, `vaddpd`) computes
+//! what the scalar code computes, four elements at a time. Under the
+//! strict contract, on a host with AVX2 and FMA3, JIT code calls
+//! [`fsmooth_row_sums_exact`] and [`fsmooth_row_sums2_exact`]: on this
+//! machine's two multiply and two add pipes, as fast as the fused ones.
+//! The tests of Note [Interchange] (`tests/it/native/interchange.rs`,
+//! IEEE's special values included) check their bits against the
+//! evaluator's. GMM's batched strict objective (best of 5 alternating
+//! rounds against the parent commit, the same bits): d20_K5 0.273 →
+//! 0.183 ms, d32_K5 0.537 → 0.331, d64_K10 3.60 → 2.08; gradients 0.961
+//! → 0.808, 2.07 → 1.66, 16.9 → 13.9 ms.
 //!
 //! ## Pairs
 //!
@@ -89,6 +106,33 @@ pub struct RowTerm2 {
 /// `out` holds `n` Doubles that nothing else reads or writes during the
 /// call; `terms` holds `m` terms, each row at least `n` Doubles.
 pub unsafe extern "C" fn fsmooth_row_sums(out: *mut f64, n: i64, terms: *const RowTerm, m: i64) {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { row_sums::<true>(out, n, terms, m) }
+}
+
+/// [`fsmooth_row_sums`] with each term rounded and then added,
+/// `out[j] = out[j] + c_i · r_i[j]`, as the evaluator computes it (Note
+/// [Row kernels], strict).
+///
+/// # Safety
+///
+/// As [`fsmooth_row_sums`].
+pub unsafe extern "C" fn fsmooth_row_sums_exact(
+    out: *mut f64,
+    n: i64,
+    terms: *const RowTerm,
+    m: i64,
+) {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { row_sums::<false>(out, n, terms, m) }
+}
+
+/// [`fsmooth_row_sums`], each step fused or not.
+///
+/// # Safety
+///
+/// As [`fsmooth_row_sums`].
+unsafe fn row_sums<const FUSED: bool>(out: *mut f64, n: i64, terms: *const RowTerm, m: i64) {
     if n <= 0 || m <= 0 {
         return;
     }
@@ -98,9 +142,9 @@ pub unsafe extern "C" fn fsmooth_row_sums(out: *mut f64, n: i64, terms: *const R
         let terms = std::slice::from_raw_parts(terms, m);
         #[cfg(target_arch = "x86_64")]
         if avx2_fma() {
-            return row_sums_avx2(out, n, terms);
+            return row_sums_avx2::<FUSED>(out, n, terms);
         }
-        row_sums_scalar(out, 0, n, terms);
+        row_sums_scalar::<FUSED>(out, 0, n, terms);
     }
 }
 
@@ -121,6 +165,38 @@ pub unsafe extern "C" fn fsmooth_row_sums2(
     terms: *const RowTerm2,
     m: i64,
 ) {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { row_sums2::<true>([out0, out1], n, terms, m) }
+}
+
+/// [`fsmooth_row_sums2`] with each term rounded and then added, as the
+/// evaluator computes it (Note [Row kernels], strict).
+///
+/// # Safety
+///
+/// As [`fsmooth_row_sums2`].
+pub unsafe extern "C" fn fsmooth_row_sums2_exact(
+    out0: *mut f64,
+    out1: *mut f64,
+    n: i64,
+    terms: *const RowTerm2,
+    m: i64,
+) {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { row_sums2::<false>([out0, out1], n, terms, m) }
+}
+
+/// [`fsmooth_row_sums2`], each step fused or not.
+///
+/// # Safety
+///
+/// As [`fsmooth_row_sums2`].
+unsafe fn row_sums2<const FUSED: bool>(
+    outs: [*mut f64; 2],
+    n: i64,
+    terms: *const RowTerm2,
+    m: i64,
+) {
     if n <= 0 || m <= 0 {
         return;
     }
@@ -130,9 +206,9 @@ pub unsafe extern "C" fn fsmooth_row_sums2(
         let terms = std::slice::from_raw_parts(terms, m);
         #[cfg(target_arch = "x86_64")]
         if avx2_fma() {
-            return row_sums2_avx2([out0, out1], n, terms);
+            return row_sums2_avx2::<FUSED>(outs, n, terms);
         }
-        row_sums2_scalar([out0, out1], 0, n, terms);
+        row_sums2_scalar::<FUSED>(outs, 0, n, terms);
     }
 }
 
@@ -280,6 +356,34 @@ unsafe fn fold_row_avx2(n: usize, t: *const f64, term: &FoldTerm) -> ([f64; 16],
     (lanes, whole)
 }
 
+/// `x + c · r`: fused, or the product rounded and then added to `x`
+/// (the evaluator's `x + c * r`).
+#[inline(always)]
+fn step<const FUSED: bool>(c: f64, r: f64, x: f64) -> f64 {
+    if FUSED { c.mul_add(r, x) } else { x + c * r }
+}
+
+/// [`step`] in the four lanes of a `ymm`.
+///
+/// # Safety
+///
+/// On a CPU with AVX2 and FMA3.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn vstep<const FUSED: bool>(
+    c: std::arch::x86_64::__m256d,
+    r: std::arch::x86_64::__m256d,
+    x: std::arch::x86_64::__m256d,
+) -> std::arch::x86_64::__m256d {
+    use std::arch::x86_64::{_mm256_add_pd, _mm256_fmadd_pd, _mm256_mul_pd};
+    if FUSED {
+        _mm256_fmadd_pd(c, r, x)
+    } else {
+        _mm256_add_pd(x, _mm256_mul_pd(c, r))
+    }
+}
+
 /// Whether this CPU has AVX2 and FMA3, asked once.
 fn avx2_fma() -> bool {
     static HAS: OnceLock<bool> = OnceLock::new();
@@ -301,13 +405,18 @@ fn avx2_fma() -> bool {
 ///
 /// As [`fsmooth_row_sums`].
 #[inline(always)]
-unsafe fn row_sums_scalar(out: *mut f64, from: usize, n: usize, terms: &[RowTerm]) {
+unsafe fn row_sums_scalar<const FUSED: bool>(
+    out: *mut f64,
+    from: usize,
+    n: usize,
+    terms: &[RowTerm],
+) {
     for j in from..n {
         // SAFETY: j < n, the length of `out` and of every row.
         unsafe {
             let mut x = *out.add(j);
             for t in terms {
-                x = t.coef.mul_add(*t.row.add(j), x);
+                x = step::<FUSED>(t.coef, *t.row.add(j), x);
             }
             *out.add(j) = x;
         }
@@ -320,14 +429,19 @@ unsafe fn row_sums_scalar(out: *mut f64, from: usize, n: usize, terms: &[RowTerm
 ///
 /// As [`fsmooth_row_sums2`].
 #[inline(always)]
-unsafe fn row_sums2_scalar(outs: [*mut f64; 2], from: usize, n: usize, terms: &[RowTerm2]) {
+unsafe fn row_sums2_scalar<const FUSED: bool>(
+    outs: [*mut f64; 2],
+    from: usize,
+    n: usize,
+    terms: &[RowTerm2],
+) {
     for (k, out) in outs.into_iter().enumerate() {
         for j in from..n {
             // SAFETY: j < n, the length of both outputs and every row.
             unsafe {
                 let mut x = *out.add(j);
                 for t in terms {
-                    x = t.coefs[k].mul_add(*t.row.add(j), x);
+                    x = step::<FUSED>(t.coefs[k], *t.row.add(j), x);
                 }
                 *out.add(j) = x;
             }
@@ -344,10 +458,8 @@ unsafe fn row_sums2_scalar(outs: [*mut f64; 2], from: usize, n: usize, terms: &[
 /// As [`fsmooth_row_sums2`], on a CPU with AVX2 and FMA3.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn row_sums2_avx2(outs: [*mut f64; 2], n: usize, terms: &[RowTerm2]) {
-    use std::arch::x86_64::{
-        _mm256_broadcast_sd, _mm256_fmadd_pd, _mm256_loadu_pd, _mm256_storeu_pd,
-    };
+unsafe fn row_sums2_avx2<const FUSED: bool>(outs: [*mut f64; 2], n: usize, terms: &[RowTerm2]) {
+    use std::arch::x86_64::{_mm256_broadcast_sd, _mm256_loadu_pd, _mm256_storeu_pd};
     let [o0, o1] = outs;
     let mut j = 0;
     // SAFETY: every load and store is at j + 16 ≤ n or j + 4 ≤ n.
@@ -364,14 +476,14 @@ unsafe fn row_sums2_avx2(outs: [*mut f64; 2], n: usize, terms: &[RowTerm2]) {
                 let r = t.row.add(j);
                 let (r0, r1) = (_mm256_loadu_pd(r), _mm256_loadu_pd(r.add(4)));
                 let (r2, r3) = (_mm256_loadu_pd(r.add(8)), _mm256_loadu_pd(r.add(12)));
-                a0 = _mm256_fmadd_pd(c, r0, a0);
-                a1 = _mm256_fmadd_pd(c, r1, a1);
-                a2 = _mm256_fmadd_pd(c, r2, a2);
-                a3 = _mm256_fmadd_pd(c, r3, a3);
-                b0 = _mm256_fmadd_pd(d, r0, b0);
-                b1 = _mm256_fmadd_pd(d, r1, b1);
-                b2 = _mm256_fmadd_pd(d, r2, b2);
-                b3 = _mm256_fmadd_pd(d, r3, b3);
+                a0 = vstep::<FUSED>(c, r0, a0);
+                a1 = vstep::<FUSED>(c, r1, a1);
+                a2 = vstep::<FUSED>(c, r2, a2);
+                a3 = vstep::<FUSED>(c, r3, a3);
+                b0 = vstep::<FUSED>(d, r0, b0);
+                b1 = vstep::<FUSED>(d, r1, b1);
+                b2 = vstep::<FUSED>(d, r2, b2);
+                b3 = vstep::<FUSED>(d, r3, b3);
             }
             _mm256_storeu_pd(p, a0);
             _mm256_storeu_pd(p.add(4), a1);
@@ -388,14 +500,14 @@ unsafe fn row_sums2_avx2(outs: [*mut f64; 2], n: usize, terms: &[RowTerm2]) {
             let (mut a, mut b) = (_mm256_loadu_pd(p), _mm256_loadu_pd(q));
             for t in terms {
                 let r = _mm256_loadu_pd(t.row.add(j));
-                a = _mm256_fmadd_pd(_mm256_broadcast_sd(&t.coefs[0]), r, a);
-                b = _mm256_fmadd_pd(_mm256_broadcast_sd(&t.coefs[1]), r, b);
+                a = vstep::<FUSED>(_mm256_broadcast_sd(&t.coefs[0]), r, a);
+                b = vstep::<FUSED>(_mm256_broadcast_sd(&t.coefs[1]), r, b);
             }
             _mm256_storeu_pd(p, a);
             _mm256_storeu_pd(q, b);
             j += 4;
         }
-        row_sums2_scalar(outs, j, n, terms);
+        row_sums2_scalar::<FUSED>(outs, j, n, terms);
     }
 }
 
@@ -407,10 +519,8 @@ unsafe fn row_sums2_avx2(outs: [*mut f64; 2], n: usize, terms: &[RowTerm2]) {
 /// As [`fsmooth_row_sums`], on a CPU with AVX2 and FMA3.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn row_sums_avx2(out: *mut f64, n: usize, terms: &[RowTerm]) {
-    use std::arch::x86_64::{
-        _mm256_broadcast_sd, _mm256_fmadd_pd, _mm256_loadu_pd, _mm256_storeu_pd,
-    };
+unsafe fn row_sums_avx2<const FUSED: bool>(out: *mut f64, n: usize, terms: &[RowTerm]) {
+    use std::arch::x86_64::{_mm256_broadcast_sd, _mm256_loadu_pd, _mm256_storeu_pd};
     let mut j = 0;
     // SAFETY: every load and store is at j + 16 ≤ n or j + 4 ≤ n.
     unsafe {
@@ -423,10 +533,10 @@ unsafe fn row_sums_avx2(out: *mut f64, n: usize, terms: &[RowTerm]) {
             for t in terms {
                 let c = _mm256_broadcast_sd(&t.coef);
                 let r = t.row.add(j);
-                s0 = _mm256_fmadd_pd(c, _mm256_loadu_pd(r), s0);
-                s1 = _mm256_fmadd_pd(c, _mm256_loadu_pd(r.add(4)), s1);
-                s2 = _mm256_fmadd_pd(c, _mm256_loadu_pd(r.add(8)), s2);
-                s3 = _mm256_fmadd_pd(c, _mm256_loadu_pd(r.add(12)), s3);
+                s0 = vstep::<FUSED>(c, _mm256_loadu_pd(r), s0);
+                s1 = vstep::<FUSED>(c, _mm256_loadu_pd(r.add(4)), s1);
+                s2 = vstep::<FUSED>(c, _mm256_loadu_pd(r.add(8)), s2);
+                s3 = vstep::<FUSED>(c, _mm256_loadu_pd(r.add(12)), s3);
             }
             _mm256_storeu_pd(o, s0);
             _mm256_storeu_pd(o.add(4), s1);
@@ -439,12 +549,12 @@ unsafe fn row_sums_avx2(out: *mut f64, n: usize, terms: &[RowTerm]) {
             let mut s = _mm256_loadu_pd(o);
             for t in terms {
                 let c = _mm256_broadcast_sd(&t.coef);
-                s = _mm256_fmadd_pd(c, _mm256_loadu_pd(t.row.add(j)), s);
+                s = vstep::<FUSED>(c, _mm256_loadu_pd(t.row.add(j)), s);
             }
             _mm256_storeu_pd(o, s);
             j += 4;
         }
-        row_sums_scalar(out, j, n, terms);
+        row_sums_scalar::<FUSED>(out, j, n, terms);
     }
 }
 
@@ -561,6 +671,35 @@ mod tests {
                     b[j].to_bits(),
                     want(1, -init[j]).to_bits(),
                     "row 1, {j} of {n}"
+                );
+            }
+            let (mut a, mut b) = (init.clone(), init.iter().map(|x| -x).collect::<Vec<_>>());
+            // SAFETY: `a`, `b` and every row hold n Doubles.
+            unsafe {
+                fsmooth_row_sums2_exact(
+                    a.as_mut_ptr(),
+                    b.as_mut_ptr(),
+                    n as i64,
+                    terms2.as_ptr(),
+                    5,
+                )
+            };
+            for j in 0..n {
+                let want = |k: usize, x0: f64| {
+                    terms2
+                        .iter()
+                        .zip(&rows)
+                        .fold(x0, |x, (t, r)| x + t.coefs[k] * r[j])
+                };
+                assert_eq!(
+                    a[j].to_bits(),
+                    want(0, init[j]).to_bits(),
+                    "exact row 0, {j}"
+                );
+                assert_eq!(
+                    b[j].to_bits(),
+                    want(1, -init[j]).to_bits(),
+                    "exact row 1, {j}"
                 );
             }
         }

@@ -113,9 +113,19 @@ pub fn host_isa(pic: bool) -> Result<OwnedTargetIsa, CodegenError> {
 /// polynomials] in `lower/vmath.rs`). Without it Cranelift would lower
 /// `fma` to calls of libm's, so the polynomials are not fused.
 pub fn host_fma(isa: &dyn cranelift_codegen::isa::TargetIsa) -> bool {
+    has(isa, "has_fma")
+}
+
+/// Whether `isa` has AVX2 and FMA3, which the JIT's row kernels use
+/// (Note [Row kernels] in `backend/kernels.rs`).
+pub fn host_avx2_fma(isa: &dyn cranelift_codegen::isa::TargetIsa) -> bool {
+    has(isa, "has_avx2") && has(isa, "has_fma")
+}
+
+fn has(isa: &dyn cranelift_codegen::isa::TargetIsa, flag: &str) -> bool {
     isa.isa_flags()
         .iter()
-        .any(|f| f.name == "has_fma" && f.as_bool() == Some(true))
+        .any(|f| f.name == flag && f.as_bool() == Some(true))
 }
 
 /// Defines the module's read-only table of lane constants (Note [Lane

@@ -309,7 +309,7 @@ impl Lower<'_, '_> {
         plan: &'p Plan<'b>,
         split: &Split<'b>,
     ) -> Option<FoldKernel<'p>> {
-        if !self.fma || self.cold || self.plain || !self.imports.has(FOLD_ROWS) {
+        if !(self.fma && self.avx2) || self.cold || self.plain || !self.imports.has(FOLD_ROWS) {
             return None;
         }
         let [a, b] = plan.adds.as_slice() else {

@@ -19,9 +19,11 @@ use crate::codegen::passes::loop_interchange;
 use crate::ir::{Name, Prim, Type};
 
 /// The row kernel's helpers (Note [Row kernels]): one row, and two
-/// rows that read the same rows.
+/// rows that read the same rows; fused (relaxed, FMA3), and exact.
 const ROW_SUMS: &str = "fsmooth_row_sums";
 const ROW_SUMS2: &str = "fsmooth_row_sums2";
+const ROW_SUMS_EXACT: &str = "fsmooth_row_sums_exact";
+const ROW_SUMS2_EXACT: &str = "fsmooth_row_sums2_exact";
 
 /// The elements of an interchanged sum's block (Note [Interchange],
 /// blocks): four `f64x2` sums in registers.
@@ -212,8 +214,9 @@ impl Lower<'_, '_> {
 
     /// The coefficient and the row of an interchanged sum whose JIT code
     /// calls the row kernel (Note [Row kernels] in
-    /// `codegen/backend/kernels.rs`): relaxed code on a host with FMA3,
-    /// in a module that has the kernel, not the nest as written; the nest
+    /// `codegen/backend/kernels.rs`; fused under the relaxed contract,
+    /// exact under the strict one): a host with AVX2 and FMA3, a module
+    /// that has the kernels, not the nest as written; the nest
     /// runs in blocks ([`blocks`]: no division, no ⊥ among the terms that
     /// do not depend on j); and the terms that depend on j are just
     /// `g = r[j]` and the added `g · c` (or `c · g`), with the row `r`, an
@@ -225,7 +228,7 @@ impl Lower<'_, '_> {
         plan: &loop_interchange::Plan<'p>,
         varying: &HashSet<Name>,
     ) -> Option<(&'p Atom, &'p Name)> {
-        if !self.fma || self.cold || self.plain || !self.imports.has(ROW_SUMS) {
+        if !self.avx2 || self.cold || self.plain || !self.imports.has(ROW_SUMS_EXACT) {
             return None;
         }
         if !loop_interchange::blocks(plan.terms, varying) {
@@ -274,9 +277,11 @@ impl Lower<'_, '_> {
         (coef, row): (&Atom, &Name),
         rows: &[RowSums<'_>],
     ) -> R<()> {
-        let (helper, entry) = match rows.len() {
-            1 => (ROW_SUMS, 16i64),
-            _ => (ROW_SUMS2, 24),
+        let (helper, entry) = match (rows.len(), self.fma) {
+            (1, true) => (ROW_SUMS, 16i64),
+            (1, false) => (ROW_SUMS_EXACT, 16),
+            (_, true) => (ROW_SUMS2, 24),
+            (_, false) => (ROW_SUMS2_EXACT, 24),
         };
         let kernel = self.imports.get(helper)?;
         let flags = MemFlagsData::trusted();

@@ -142,6 +142,10 @@ pub struct LowerOptions {
     /// it (Note [Fused polynomials] in `vmath.rs`); strict code never
     /// fuses.
     pub fma: bool,
+    /// Whether the host has AVX2 and FMA3 (`backend::module::host_avx2_fma`):
+    /// JIT code may then call the row kernels (Note [Row kernels] in
+    /// `backend/kernels.rs`), which object files do not have.
+    pub avx2: bool,
     /// The number of this function's first failure site: the sites of a
     /// JIT module's functions are numbered in one sequence.
     pub first_site: usize,
@@ -260,6 +264,7 @@ pub fn lower_function(
         nonzero_divisors: false,
         relaxed: options.relaxed,
         fma: options.relaxed && options.fma,
+        avx2: options.avx2,
         deferred: None,
         lane_index: None,
         cold: false,
@@ -454,6 +459,8 @@ struct Lower<'a, 'f> {
     /// Relaxed code on a host with FMA3 (Note [Fused polynomials] in
     /// `vmath.rs`).
     fma: bool,
+    /// See [`LowerOptions::avx2`].
+    avx2: bool,
     /// In the pair being lowered in lanes under the relaxed contract
     /// (Note [Lane sums]): whether a lane needs the scalar code — a
     /// division by zero, or a `log` outside the normal positive finite

@@ -81,3 +81,9 @@ pub const CTX_SITE: i32 = CTX_ELEMENTS + 8;
 /// and the address of its row's Doubles at offset 8
 /// (`kernels::RowTerm`).
 pub const ROW_TERMS: usize = 64;
+
+/// The iterations of a lane sum's block whose `log`s and `exp`s the math
+/// kernels compute (Note [Math kernels] in `codegen/backend/math.rs`):
+/// the buffer on the lowered code's stack holds `MATH_BLOCK` Doubles per
+/// `log` or `exp` of the term.
+pub const MATH_BLOCK: usize = 256;

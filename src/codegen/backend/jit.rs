@@ -187,6 +187,8 @@ fn address(name: &str) -> Result<*const u8, CodegenError> {
         "fsmooth_row_sums_exact" => super::kernels::fsmooth_row_sums_exact as *const u8,
         "fsmooth_row_sums2_exact" => super::kernels::fsmooth_row_sums2_exact as *const u8,
         "fsmooth_fold_rows" => super::kernels::fsmooth_fold_rows as *const u8,
+        "fsmooth_vlog" => super::math::fsmooth_vlog as *const u8,
+        "fsmooth_vexp" => super::math::fsmooth_vexp as *const u8,
         other => return Err(compile_error(format!("no JIT symbol for helper `{other}`"))),
     })
 }
@@ -212,10 +214,10 @@ fn declare_helpers(module: &mut JITModule) -> Result<Vec<(&'static str, FuncId)>
 }
 
 /// The helpers only JIT code calls: the threads of parallel folds (object
-/// files run single-threaded, Note [Parallel loops]) and the kernels of
-/// interchanged sums (Note [Row kernels]; object files need only libc and
-/// libm).
-const JIT_HELPERS: [super::module::Helper; 6] = [
+/// files run single-threaded, Note [Parallel loops]), the kernels of
+/// interchanged sums (Note [Row kernels]) and of `log` and `exp` (Note
+/// [Math kernels]); object files need only libc and libm.
+const JIT_HELPERS: [super::module::Helper; 8] = [
     super::module::Helper {
         name: "fsmooth_parallel",
         params: &[I64, I64, I64, I64, I64, I64, I64, I64, I64],
@@ -245,6 +247,16 @@ const JIT_HELPERS: [super::module::Helper; 6] = [
         name: "fsmooth_fold_rows",
         params: &[I64, I64, I64, I64],
         results: &[],
+    },
+    super::module::Helper {
+        name: "fsmooth_vlog",
+        params: &[I64, I64],
+        results: &[I64],
+    },
+    super::module::Helper {
+        name: "fsmooth_vexp",
+        params: &[I64, I64],
+        results: &[I64],
     },
 ];
 

@@ -385,7 +385,7 @@ unsafe fn vstep<const FUSED: bool>(
 }
 
 /// Whether this CPU has AVX2 and FMA3, asked once.
-fn avx2_fma() -> bool {
+pub(super) fn avx2_fma() -> bool {
     static HAS: OnceLock<bool> = OnceLock::new();
     *HAS.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]

@@ -16,6 +16,7 @@ pub(super) mod c_signature;
 pub(super) mod header;
 pub(super) mod jit;
 pub(super) mod kernels;
+pub(super) mod math;
 pub(super) mod module;
 pub(super) mod pool;
 pub(super) mod runtime;

@@ -13,7 +13,7 @@ use cranelift_codegen::ir::{
 };
 
 use super::prim::float_cc;
-use super::{Lower, R, Vals};
+use super::{Lower, MathLanes, R, Vals};
 use crate::anf::{Atom, Binding, Block as AnfBlock, Rhs};
 use crate::codegen::abi;
 use crate::codegen::compile_error;
@@ -202,6 +202,25 @@ impl Lower<'_, '_> {
                             let z = self.iconst(0);
                             self.fail_if(any, abi::DIVISION_BY_ZERO, z, z);
                             self.b.ins().fdiv(x, y)
+                        }
+                    }
+                }
+                Prim::Log | Prim::Exp if self.math.is_some() => {
+                    // In a block the math kernels run (Note [Math
+                    // kernels]): the pair's slot of this `log`'s or
+                    // `exp`'s buffer.
+                    let (at, what) = self.math.expect("a block's buffer");
+                    let off = i32::try_from(self.math_seen * 8 * abi::MATH_BLOCK)
+                        .map_err(|_| compile_error("a math buffer too large"))?;
+                    self.math_seen += 1;
+                    match what {
+                        MathLanes::Arguments => {
+                            let x = vector(self, &*vals, &args[0])?;
+                            self.b.ins().store(MemFlagsData::trusted(), x, at, off);
+                            x
+                        }
+                        MathLanes::Values => {
+                            self.b.ins().load(lanes, MemFlagsData::trusted(), at, off)
                         }
                     }
                 }

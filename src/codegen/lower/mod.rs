@@ -58,7 +58,7 @@ mod loops;
 mod memory;
 mod parallel;
 mod prim;
-mod vmath;
+pub(crate) mod vmath;
 
 pub use vmath::LANE_CONSTANTS;
 
@@ -122,6 +122,16 @@ impl Imports {
             .copied()
             .ok_or_else(|| compile_error(format!("helper `{name}` not declared")))
     }
+}
+
+/// What a pair's `log` and `exp` in lanes do in a block of a lane sum
+/// that the math kernels run (Note [Math kernels]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum MathLanes {
+    /// Store the argument into the block's buffer.
+    Arguments,
+    /// Load the value the kernel left there.
+    Values,
 }
 
 /// How a function is lowered.
@@ -265,6 +275,8 @@ pub fn lower_function(
         relaxed: options.relaxed,
         fma: options.relaxed && options.fma,
         avx2: options.avx2,
+        math: None,
+        math_seen: 0,
         deferred: None,
         lane_index: None,
         cold: false,
@@ -461,6 +473,12 @@ struct Lower<'a, 'f> {
     fma: bool,
     /// See [`LowerOptions::avx2`].
     avx2: bool,
+    /// In a block of a lane sum run by the math kernels (Note [Math
+    /// kernels] in `backend/math.rs`): where the pair's `log`s and `exp`s
+    /// go (their arguments, before the kernels) or come from (after),
+    /// and how many the pair has met.
+    math: Option<(Value, MathLanes)>,
+    math_seen: usize,
     /// In the pair being lowered in lanes under the relaxed contract
     /// (Note [Lane sums]): whether a lane needs the scalar code — a
     /// division by zero, or a `log` outside the normal positive finite

@@ -72,7 +72,7 @@ use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
 use super::Lower;
 
 /// fdlibm's `Lg1` … `Lg7`, by their bits.
-const LG: [u64; 7] = [
+pub(crate) const LG: [u64; 7] = [
     0x3FE5_5555_5555_5593,
     0x3FD9_9999_9997_FA04,
     0x3FD2_4924_9422_9359,
@@ -82,15 +82,15 @@ const LG: [u64; 7] = [
     0x3FC2_F112_DF3E_5244,
 ];
 /// ln 2 = LN2_HI + LN2_LO, with 11 trailing zero bits in LN2_HI.
-const LN2_HI: u64 = 0x3FE6_2E42_FEE0_0000;
-const LN2_LO: u64 = 0x3DEA_39EF_3579_3C76;
+pub(crate) const LN2_HI: u64 = 0x3FE6_2E42_FEE0_0000;
+pub(crate) const LN2_LO: u64 = 0x3DEA_39EF_3579_3C76;
 /// The high word of √2/2's bits: the reduction's pivot.
-const PIVOT: u64 = 0x3FE6_A09E_0000_0000;
+pub(crate) const PIVOT: u64 = 0x3FE6_A09E_0000_0000;
 /// 2^52 as a Double's bits: an exponent field e ≤ 2047 or'ed into its
 /// mantissa reads as 2^52 + e.
-const TWO52: u64 = 0x4330_0000_0000_0000;
+pub(crate) const TWO52: u64 = 0x4330_0000_0000_0000;
 /// fdlibm's `P1` … `P5` of `exp`, by their bits.
-const P: [u64; 5] = [
+pub(crate) const P: [u64; 5] = [
     0x3FC5_5555_5555_553E,
     0xBF66_C16C_16BE_BD93,
     0x3F11_566A_AF25_DE2C,
@@ -98,15 +98,15 @@ const P: [u64; 5] = [
     0x3E66_3769_72BE_A4D0,
 ];
 /// 1 / ln 2.
-const INV_LN2: u64 = 0x3FF7_1547_652B_82FE;
+pub(crate) const INV_LN2: u64 = 0x3FF7_1547_652B_82FE;
 /// 1.5 · 2^52: added to a Double of magnitude under 2^51, it rounds it to
 /// an integer k, held in the low bits of the sum's mantissa.
-const SHIFTER: f64 = 6_755_399_441_055_744.0;
+pub(crate) const SHIFTER: f64 = 6_755_399_441_055_744.0;
 /// The largest |x| whose `exp` the lanes compute: k ≤ 1021, so 2^k and
 /// the result are normal.
-const EXP_LIMIT: f64 = 708.0;
+pub(crate) const EXP_LIMIT: f64 = 708.0;
 /// The smallest normal positive Double.
-const MIN_NORMAL: f64 = f64::MIN_POSITIVE;
+pub(crate) const MIN_NORMAL: f64 = f64::MIN_POSITIVE;
 
 /// Every constant of [`Lower::vlog`], by its bits (Note [Lane
 /// constants]): the module's table holds each in both lanes of a 16-byte

@@ -443,3 +443,112 @@ fn nnmf_under_the_relaxed_contract() {
         assert!(fsmooth::numeric::rho(*w, *g) <= 1e-14, "{w} vs {g}");
     }
 }
+
+/// Note [Math kernels]: on a host with AVX2 and FMA3 a relaxed lane sum
+/// with a `log` over 256 iterations or more runs in blocks — the block's
+/// `log`s by a kernel, its pairs summed from −0.0 and added after it —
+/// within the contract's bound; a bad argument anywhere (the first block,
+/// a later one, the last partial one), or a division by zero beside the
+/// `log`, is the evaluator's ⊥; an argument the kernel does not cover
+/// (subnormal) runs its block's pairs as before. The grouping shows: 2⁵³
+/// plus ones, where the evaluator (and pairs alone) lose every one, and
+/// a block's own partial sums keep those of the blocks after the first.
+#[test]
+fn lane_sums_with_log_run_in_blocks_by_the_math_kernels() {
+    let src = "let sum (xs: Vector) = ifold (fun acc j -> acc + log xs[j]) 0.0 (length xs)
+let quotients (xs: Vector) = ifold (fun acc j -> acc + log (xs[j] + 2.0) / xs[j]) 0.0 (length xs)
+let shifted (w: Vector) (xs: Vector) = ifold (fun acc j -> acc + (w[j] + log xs[j])) 0.0 (length xs)
+";
+    let kernels =
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
+    if !kernels {
+        eprintln!("this host has no AVX2 and FMA3: the math kernels are not called");
+    }
+    let session = Session::load(src).expect("loads");
+    let compiled = |f: &str| {
+        let e = session.entry(f).expect("entry");
+        let n = relaxed(&e);
+        (e, n)
+    };
+    let (sum, nsum) = compiled("sum");
+    let (quo, nquo) = compiled("quotients");
+    let bottom = |e: &Entry, native: &Native, args: &[Value]| {
+        let want = e.run(args.to_vec(), FUEL, &mut |_, _| {}).expect_err("⊥");
+        let got = native.call(args).expect_err("⊥");
+        assert_eq!(want.code(), got.code());
+        assert_eq!(want.span(), got.span(), "the evaluator's site");
+        assert_eq!(want.to_string(), got.unlocated().to_string());
+    };
+    let mut next = xorshift(0x4f6c_dd1d_2545_f491);
+    for n in [256usize, 257, 300, 511, 512, 1000, 1001] {
+        let xs: Vec<f64> = (0..n)
+            .map(|_| 0.25 + (next() >> 11) as f64 / (1u64 << 53) as f64 * 100.0)
+            .collect();
+        for (e, native) in [(&sum, &nsum), (&quo, &nquo)] {
+            let args = [vector(&xs)];
+            let want = evaluate(e, &args).as_f64().expect("a Double");
+            let got = native
+                .call(&args)
+                .expect("runs")
+                .as_f64()
+                .expect("a Double");
+            let terms: f64 = xs.iter().map(|x| (x + 2.0).ln().abs() / x.min(1.0)).sum();
+            // Regrouped, and each `log` within 2 ulp.
+            let bound = 2.0 * gamma(n + 1) * terms + 4.0 * f64::EPSILON * terms;
+            assert!((got - want).abs() <= bound, "n {n}: {got} vs {want}");
+        }
+        for at in [0usize, 1, 130, 255, 256, 299, n - 2, n - 1] {
+            if at >= n {
+                continue;
+            }
+            for bad in [0.0, -3.0, f64::NAN] {
+                let mut ys = xs.clone();
+                ys[at] = bad;
+                bottom(&sum, &nsum, &[vector(&ys)]);
+            }
+            let mut ys = xs.clone();
+            ys[at] = 0.0;
+            bottom(&quo, &nquo, &[vector(&ys)]);
+            // Subnormal: not the kernel's, the block's pairs as before.
+            let mut ys = xs.clone();
+            ys[at] = 1e-310;
+            let args = [vector(&ys)];
+            let want = evaluate(&sum, &args).as_f64().expect("a Double");
+            let got = nsum.call(&args).expect("runs").as_f64().expect("a Double");
+            let terms: f64 = ys.iter().map(|x| x.ln().abs()).sum();
+            let bound = 2.0 * gamma(n + 1) * terms + 4.0 * f64::EPSILON * terms;
+            assert!(
+                (got - want).abs() <= bound,
+                "subnormal at {at}: {got} vs {want}"
+            );
+        }
+    }
+    // 2⁵³ in the first even term, then ones in every even term: log 1 is
+    // 0 exactly, so each term is its w. In order, or in two lanes over
+    // the whole sum, every one is lost to the 2⁵³ (ties to even); in
+    // blocks of 256, a block's even partial sum after the first keeps
+    // its ones.
+    let (shifted, nshifted) = compiled("shifted");
+    let n = 1000usize;
+    let w: Vec<f64> = (0..n)
+        .map(|j| match j {
+            0 => 9_007_199_254_740_992.0,
+            _ if j % 2 == 0 => 1.0,
+            _ => 0.0,
+        })
+        .collect();
+    let args = [vector(&w), vector(&vec![1.0; n])];
+    let want = evaluate(&shifted, &args).as_f64().expect("a Double");
+    let got = nshifted
+        .call(&args)
+        .expect("runs")
+        .as_f64()
+        .expect("a Double");
+    assert_eq!(want, 9_007_199_254_740_992.0);
+    let kept = if kernels {
+        ((256..n).filter(|j| j % 2 == 0).count()) as f64
+    } else {
+        0.0
+    };
+    assert_eq!(got, 9_007_199_254_740_992.0 + kept, "the blocks' grouping");
+}

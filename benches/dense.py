@@ -278,10 +278,14 @@ def main():
             if rho(j["value"], f["value"]) > 1e-9:
                 sys.exit(f"{k}: JAX's value {j['value']} is not fsmooth's {f['value']}")
 
+    # The batched program returns the pointwise one's bits under the strict
+    # contract; under the relaxed one its products are fused (Note [Row
+    # kernels]), within the contract's bound.
     for config in CONFIGS:
         for n in names:
-            if ours[config][f"{n}/batched"]["value"] != ours[config][n]["value"]:
-                sys.exit(f"{n}: the batched program's value is not the pointwise one's")
+            b, p = ours[config][f"{n}/batched"]["value"], ours[config][n]["value"]
+            if (b != p) if config == "strict1" else rho(b, p) > 1e-9:
+                sys.exit(f"{n}: the batched program's value is not the pointwise one's ({config})")
 
     def row(label, key, what):
         s1, r1 = ours["strict1"][key][what], ours["relaxed1"][key][what]

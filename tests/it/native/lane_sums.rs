@@ -385,6 +385,50 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Note [Math kernels] on random sums of `log`s, long enough for
+    /// blocks (and not): the evaluator's ⊥ (code and site) when an
+    /// argument is outside `log`'s domain, else within the bound of
+    /// spec/semantics.md §7 — the regrouping's 2γ Σ|t| and 2 ulp per
+    /// `log`.
+    #[test]
+    fn a_lane_sum_of_logs_is_within_the_relaxed_bound(
+        mut xs in proptest::collection::vec(
+            prop_oneof![20 => 1e-3f64..1e3, 1 => 1e-300f64..1e300],
+            0..1500,
+        ),
+        bad in proptest::option::weighted(
+            0.5,
+            (any::<proptest::sample::Index>(), prop_oneof![Just(0.0), Just(-2.0), Just(f64::NAN), Just(1e-310)]),
+        ),
+    ) {
+        // At most one argument outside the kernels' (a ⊥, or a subnormal).
+        if let (Some((at, x)), false) = (bad, xs.is_empty()) {
+            let k = at.index(xs.len());
+            xs[k] = x;
+        }
+        let src = "let main (xs: Vector) = ifold (fun acc j -> acc + log xs[j]) 0.0 (length xs)\n";
+        let e = load_entry(src, "main");
+        let native = relaxed(&e);
+        let args = [vector(&xs)];
+        match (e.run(args.to_vec(), FUEL, &mut |_, _| {}), native.call(&args)) {
+            (Ok((want, _)), Ok(got)) => {
+                let (want, got) = (want.as_f64().expect("a Double"), got.as_f64().expect("a Double"));
+                let terms: f64 = xs.iter().map(|x| x.ln().abs()).sum();
+                let bound = 2.0 * gamma(xs.len() + 1) * terms + 4.0 * f64::EPSILON * terms;
+                prop_assert!((got - want).abs() <= bound, "{} vs {} (bound {})", got, want, bound);
+            }
+            (Err(want), Err(got)) => {
+                prop_assert_eq!(want.code(), got.code());
+                prop_assert_eq!(want.span(), got.span());
+            }
+            (want, got) => prop_assert!(false, "evaluator {:?}, native {:?}", want.map(|v| v.0), got),
+        }
+    }
+}
+
 /// NNMF's objective (examples/nnmf.fsm), whose inner fold is a lane sum
 /// with `log` and a division: within ρ ≤ 1e-12 of the evaluator's on a
 /// 64 × 65 instance, and strict native code still returns its bits. Its

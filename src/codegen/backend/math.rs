@@ -28,8 +28,9 @@
 //! constants on the stack (d2_K200's objective 1.52 → 1.72 ms). A kernel
 //! returns non-zero when an argument is one the method does not cover
 //! (for `log`: not a normal positive finite Double; for `exp`: NaN or of
-//! magnitude over 708), and the sum then runs that block's pairs as
-//! before: deferred, and from a failing pair on as written.
+//! magnitude over 708), and the sum then runs the rest of its pairs,
+//! from that block on, as before: deferred, and from a failing pair on
+//! as written.
 //!
 //! [`MATH_BLOCK`]: crate::codegen::abi::MATH_BLOCK
 

@@ -59,11 +59,6 @@
 //! a time (Note [Math kernels] in `codegen/backend/math.rs`;
 //! `Lower::math_blocks`): NNMF's objective 3.50 → 1.61 ms.
 //!
-//! On a host with AVX2 and FMA3, JIT code runs a lane sum with a `log`
-//! in blocks whose `log`s and `exp`s a kernel computes four or eight at
-//! a time (Note [Math kernels] in `codegen/backend/math.rs`;
-//! `Lower::math_blocks`): NNMF's objective 3.50 → 1.61 ms.
-//!
 //! An innermost `build` that can run in pairs does so under the relaxed
 //! contract too with its tests deferred, and may then also take `log` and
 //! `exp`. (The strict contract keeps the pairs of Note [Bounds guards]:

@@ -571,11 +571,14 @@ impl Lower<'_, '_> {
             });
         let varying = loop_interchange::varying(rows.plan.terms, rows.j);
         // Rows the row kernel sums pair when they read the same rows
-        // (Note [Row kernels], pairs).
+        // (Note [Row kernels], pairs): the row neither bound in `pre` nor
+        // computed from it (a review found `let v = a[r]` in `pre` paired,
+        // and row r summing row r + 1's `v`).
         let shared = match self.row_kernel(&rows.plan, &varying) {
             Some((_, row)) => {
-                !loop_interchange::depending(rows.plan.terms, &row_names(index, &rows))
-                    .contains(row)
+                let names = row_names(index, &rows);
+                !names.contains(row)
+                    && !loop_interchange::depending(rows.plan.terms, &names).contains(row)
             }
             None => true,
         };

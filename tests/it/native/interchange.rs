@@ -850,3 +850,36 @@ fn interchanged_folds_of_products_call_the_fold_kernel_under_the_relaxed_contrac
     ];
     assert_eq!(compare(&e, &native, &args), Ok(Outcome::Bottom));
 }
+
+/// Note [Row kernels], pairs: rows whose row `r_i` is bound per row (in
+/// `pre`: `let v = a[r]`) are not summed two at a time by the row kernel
+/// — each row reads its own `v` — under either contract, bit for bit the
+/// evaluator's (integers: fused or not, the same). A review found row r
+/// summing row r + 1's `v`.
+#[test]
+fn rows_whose_row_is_bound_per_row_read_their_own_row() {
+    use fsmooth::codegen::{FpContract, NativeOptions};
+    let src = "let f (a: Matrix) (c: Vector) (d: Index) = build d (fun r -> let v = a[r] in build (length (a[0])) (fun j -> ifold (fun s i -> s + c[i] * v[j]) 0.0 (length c)))\n";
+    let e = load_entry(src, "f");
+    let strict = compile(&e);
+    let relaxed = compile_with(
+        &e,
+        NativeOptions {
+            fp: FpContract::Relaxed,
+            threads: 1,
+        },
+    );
+    for d in [1usize, 2, 3, 4, 7] {
+        for n in [1usize, 5, 16, 21] {
+            let a = Value::array(
+                (0..d)
+                    .map(|r| vector(&(0..n).map(|j| (10 * r + j) as f64).collect::<Vec<_>>()))
+                    .collect(),
+            );
+            let c = vector(&[1.0, 2.0, -3.0]);
+            let args = [a, c, Value::Index(d as i64)];
+            exactly_on(&e, &strict, "f", &args);
+            exactly_on(&e, &relaxed, "f", &args);
+        }
+    }
+}

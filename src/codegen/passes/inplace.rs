@@ -37,7 +37,8 @@ use crate::ir::{Name, Prim, Type};
 //
 // A leaf is **linear at** a consumption C when C is its only consumption
 // (or the others are in other branches of the same ordinary conditional,
-// which never both run), every read of it happens before C or in another
+// which never both run; a binding that consumes it twice, `pair z z`,
+// consumes it twice), every read of it happens before C or in another
 // branch, and C is not inside a loop the leaf is bound outside of (every
 // iteration would consume it). Positions are a pre-order numbering of the
 // bindings, a block's result coming after its bindings; a loop's body
@@ -456,6 +457,11 @@ impl Analysis {
             };
             if consumes {
                 if p.seq == c.seq {
+                    // Twice at the same binding (`pair z z`): two names
+                    // for one buffer, not linear.
+                    if found {
+                        return false;
+                    }
                     found = true;
                 } else if !exclusive(p, c) {
                     return false;

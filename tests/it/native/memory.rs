@@ -68,7 +68,8 @@ fn copies_of_arrays_outside_loops_share_their_buffer() {
 /// only where nothing can read the old array afterwards; everywhere else
 /// it copies, and every value equals the evaluator's (persistent arrays).
 /// `names` lists, per entry, the `addAt`s by the variable they bind, in
-/// place (`+`) or into a copy (`-`).
+/// place (`+`) or into a copy (`-`). A buffer in two components of a
+/// pair (`twice`) is not linear: its `addAt`s copy.
 #[test]
 fn addat_updates_in_place_only_where_the_old_array_is_dead() {
     let src = "let chain (n: Index) = let a = build n (fun i -> 0.0) in let b = addAt a 0 1.0 in let c = addAt b 1 2.0 in c\n\
@@ -81,7 +82,8 @@ fn addat_updates_in_place_only_where_the_old_array_is_dead() {
                let branches (n: Index) (c: Bool) = let a = build n (fun i -> 0.0) in if c then addAt a 0 1.0 else addAt a 1 2.0\n\
                let shared (n: Index) (c: Bool) = let a = build n (fun i -> 0.0) in let b = if c then addAt a 0 1.0 else a in (b, a[1])\n\
                let paired (n: Index) = let p = (build n (fun i -> 0.0), 3.0) in let q = ifold (fun s i -> (addAt (fst s) i (snd s), snd s)) p n in fst q\n\
-               let rows (m: Matrix) = let r = m[0] in addAt r 0 1.0\n";
+               let rows (m: Matrix) = let r = m[0] in addAt r 0 1.0\n\
+               let twice (n: Index) = let z = build n (fun i -> 0.0) in ifold (fun s i -> (addAt (fst s) i 1.0, addAt (snd s) i 2.0)) (z, z) n\n";
     let v3 = || vector(&[1.0, 2.0, 3.0]);
     let m = Value::array(vec![v3(), v3()]);
     let cases: Vec<(&str, Vec<Value>, &[&str])> = vec![
@@ -101,6 +103,10 @@ fn addat_updates_in_place_only_where_the_old_array_is_dead() {
         ("shared", vec![Value::Index(3), Value::Bool(true)], &["-"]),
         ("paired", vec![Value::Index(3)], &["+"]),
         ("rows", vec![m], &["-"]),
+        // One buffer in both components of the state (`pair z z`): a
+        // review found both written in place, each seeing the other's
+        // additions.
+        ("twice", vec![Value::Index(3)], &["-", "-"]),
     ];
     for (f, args, expect) in cases {
         assert_eq!(compare_src(src, f, &args), Outcome::Value, "{f}");

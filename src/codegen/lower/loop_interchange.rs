@@ -138,17 +138,26 @@ impl Lower<'_, '_> {
         let n0 = self.b.ins().icmp_imm_s(IntCC::Equal, n, 0);
         let m0 = self.b.ins().icmp_imm_s(IntCC::Equal, m, 0);
         let empty = self.b.ins().bor(n0, m0);
+        let reads = ok;
         ok = self.b.ins().bor(empty, ok);
         if !rows.is_empty() {
-            // Every row in `a[i]`, i < m, at least n long (read only when
-            // the reads of the arrays themselves are in bounds).
-            let count = self.b.ins().select(ok, m, zero);
+            // Every row in `a[i]`, i < m, at least n long — its descriptors
+            // read only when there is an element and a term, the reads of
+            // the arrays themselves are in bounds and each row's array has
+            // m elements (a review found n = 0 with m past `a`'s end
+            // reading, and faulting on, descriptors beyond it).
             let flags = MemFlagsData::trusted();
+            let mut scan = self.b.ins().bxor_imm_u(empty, 1);
+            scan = self.b.ins().band(scan, reads);
             let mut arrays = Vec::new();
             for row in &rows {
+                let len = self.length_of(&row.array)?;
+                let fits = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, m, len);
+                scan = self.b.ins().band(scan, fits);
                 let a = self.atom_of(&row.array)?;
                 arrays.push((a[0], row.stride as i64 * SLOT, (row.at as i64 + 1) * SLOT));
             }
+            let count = self.b.ins().select(scan, m, zero);
             ok = self.counted_loop(count, &[ok], |l, i, st| {
                 let mut all = st[0];
                 for &(p, stride, len_at) in &arrays {

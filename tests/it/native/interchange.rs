@@ -883,3 +883,54 @@ fn rows_whose_row_is_bound_per_row_read_their_own_row() {
         }
     }
 }
+
+/// Note [Interchange], the guard: with no element (n = 0) the rows'
+/// descriptors are not read, however many terms the count says (a
+/// review found `build 0 (fun j -> … r[i][j] …)` over m past `r`'s end
+/// reading descriptors beyond it: a fault with `r` empty, a stack
+/// overflow with m = 10⁸); with elements, a count past `r`'s end is the
+/// evaluator's ⊥. Sums, sums of products (the row kernel's shape) and
+/// builds of builds, on one thread and two, under either contract.
+#[test]
+fn interchanged_nests_read_no_row_past_the_end() {
+    use fsmooth::codegen::{FpContract, NativeOptions};
+    use fsmooth::diagnostic::Diagnose;
+    let src = "let g (r: Matrix) (n: Index) (m: Index) = build n (fun j -> ifold (fun s i -> s + r[i][j]) 0.0 m)\n\
+               let k (c: Vector) (r: Matrix) (n: Index) (m: Index) = build n (fun j -> ifold (fun s i -> s + c[i] * r[i][j]) 0.0 m)\n\
+               let h (a: Matrix) (n: Index) (m: Index) = build n (fun j -> build m (fun i -> a[i][j] * 2.0))\n";
+    let ix = Value::Index;
+    let one = || Value::array(vec![vector(&[1.0])]);
+    let two = || Value::array(vec![vector(&[1.0, 3.0]), vector(&[2.0, 4.0])]);
+    for (fp, threads) in [
+        (FpContract::Strict, 1),
+        (FpContract::Relaxed, 1),
+        (FpContract::Strict, 2),
+        (FpContract::Relaxed, 2),
+    ] {
+        let options = NativeOptions { fp, threads };
+        for f in ["g", "k", "h"] {
+            let e = load_entry(src, f);
+            let native = compile_with(&e, options);
+            let cases = [
+                (Value::array(vec![]), 0, 1),
+                (one(), 0, 100_000_000),
+                (two(), 2, 3),
+                (two(), 1, 2),
+            ];
+            for (m_arr, n, m) in cases {
+                let mut args = Vec::new();
+                if f == "k" {
+                    args.push(vector(&[1.0, -2.0, 0.5]));
+                }
+                args.extend([m_arr, ix(n), ix(m)]);
+                let want = e.run(args.clone(), super::FUEL, &mut |_, _| {});
+                let got = native.call(&args);
+                match (&want, &got) {
+                    (Ok((a, _)), Ok(b)) => assert!(a.same(b), "{f} {args:?}: {a} vs {b}"),
+                    (Err(a), Err(b)) => assert_eq!(a.code(), b.code(), "{f} {args:?}"),
+                    _ => panic!("{f} {args:?}: {want:?} vs {got:?}"),
+                }
+            }
+        }
+    }
+}

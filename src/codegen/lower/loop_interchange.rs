@@ -138,8 +138,7 @@ impl Lower<'_, '_> {
         let n0 = self.b.ins().icmp_imm_s(IntCC::Equal, n, 0);
         let m0 = self.b.ins().icmp_imm_s(IntCC::Equal, m, 0);
         let empty = self.b.ins().bor(n0, m0);
-        let reads = ok;
-        ok = self.b.ins().bor(empty, ok);
+        let mut reads = ok;
         if !rows.is_empty() {
             // Every row in `a[i]`, i < m, at least n long — its descriptors
             // read only when there is an element and a term, the reads of
@@ -147,18 +146,18 @@ impl Lower<'_, '_> {
             // m elements (a review found n = 0 with m past `a`'s end
             // reading, and faulting on, descriptors beyond it).
             let flags = MemFlagsData::trusted();
-            let mut scan = self.b.ins().bxor_imm_u(empty, 1);
-            scan = self.b.ins().band(scan, reads);
             let mut arrays = Vec::new();
             for row in &rows {
                 let len = self.length_of(&row.array)?;
                 let fits = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, m, len);
-                scan = self.b.ins().band(scan, fits);
+                reads = self.b.ins().band(reads, fits);
                 let a = self.atom_of(&row.array)?;
                 arrays.push((a[0], row.stride as i64 * SLOT, (row.at as i64 + 1) * SLOT));
             }
+            let some = self.b.ins().bxor_imm_u(empty, 1);
+            let scan = self.b.ins().band(some, reads);
             let count = self.b.ins().select(scan, m, zero);
-            ok = self.counted_loop(count, &[ok], |l, i, st| {
+            reads = self.counted_loop(count, &[reads], |l, i, st| {
                 let mut all = st[0];
                 for &(p, stride, len_at) in &arrays {
                     let d = l.element(p, i, stride);
@@ -169,7 +168,7 @@ impl Lower<'_, '_> {
                 Ok(vec![all])
             })?[0];
         }
-        Ok(ok)
+        Ok(self.b.ins().bor(empty, reads))
     }
 
     /// The fast path of a `build` of sums with its loops interchanged (Note

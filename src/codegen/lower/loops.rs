@@ -572,7 +572,15 @@ impl Lower<'_, '_> {
             .load(types::I64, flags, self.ctx, abi::CTX_ELEMENTS);
         let room = self.b.ins().iadd_imm_s(limit, -extra);
         let big = self.b.ins().icmp(IntCC::SignedGreaterThan, n, room);
-        let total = self.b.ins().iadd_imm_s(n, extra);
+        // n + extra, saturating as the evaluator's count does (a review
+        // found `iscan` of 2⁶³ − 1 iterations reporting −2⁶³ elements).
+        let sum = self.b.ins().iadd_imm_s(n, extra);
+        let over = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThan, n, i64::MAX - extra);
+        let max = self.iconst(i64::MAX);
+        let total = self.b.ins().select(over, max, sum);
         self.fail_if(big, abi::TOO_LARGE, total, limit);
     }
 }

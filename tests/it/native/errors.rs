@@ -333,3 +333,21 @@ fn native_engine_errors_from_the_command_line() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--engine native"));
 }
+
+/// E-Limit of an `iscan`: its n + 1 states counted without wrapping, so
+/// the message is the evaluator's — 2⁶³ − 1 elements, not −2⁶³ (a review
+/// found the sum wrapping).
+#[test]
+fn an_iscan_too_large_is_counted_as_the_evaluator_counts_it() {
+    let e = load_entry("let f (n: Index) = iscan (fun s i -> s + 1.0) 0.0 n\n", "f");
+    let native = compile(&e);
+    for n in [i64::MAX, i64::MAX - 1, 300_000_000] {
+        let args = [Value::Index(n)];
+        let want = e
+            .run(args.to_vec(), super::FUEL, &mut |_, _| {})
+            .expect_err("too large");
+        let got = native.call(&args).expect_err("too large");
+        assert_eq!(want.code(), "array-too-large");
+        assert_eq!(want.to_string(), got.unlocated().to_string(), "n = {n}");
+    }
+}

@@ -133,13 +133,11 @@ pub unsafe extern "C" fn fsmooth_row_sums_exact(
 ///
 /// As [`fsmooth_row_sums`].
 unsafe fn row_sums<const FUSED: bool>(out: *mut f64, n: i64, terms: *const RowTerm, m: i64) {
-    if n <= 0 || m <= 0 {
-        return;
-    }
-    let (n, m) = (n as usize, m as usize);
     // SAFETY: the caller's contract, passed on.
     unsafe {
-        let terms = std::slice::from_raw_parts(terms, m);
+        let Some((n, terms)) = call(n, terms, m) else {
+            return;
+        };
         #[cfg(target_arch = "x86_64")]
         if avx2_fma() {
             return row_sums_avx2::<FUSED>(out, n, terms);
@@ -197,13 +195,11 @@ unsafe fn row_sums2<const FUSED: bool>(
     terms: *const RowTerm2,
     m: i64,
 ) {
-    if n <= 0 || m <= 0 {
-        return;
-    }
-    let (n, m) = (n as usize, m as usize);
     // SAFETY: the caller's contract, passed on.
     unsafe {
-        let terms = std::slice::from_raw_parts(terms, m);
+        let Some((n, terms)) = call(n, terms, m) else {
+            return;
+        };
         #[cfg(target_arch = "x86_64")]
         if avx2_fma() {
             return row_sums2_avx2::<FUSED>(outs, n, terms);
@@ -237,13 +233,11 @@ pub struct FoldTerm {
 /// and its `slot` one; no `dest` or `slot` overlaps another term's, `t`,
 /// or any `src`; nothing else touches them during the call.
 pub unsafe extern "C" fn fsmooth_fold_rows(n: i64, t: *const f64, terms: *const FoldTerm, m: i64) {
-    if n <= 0 || m <= 0 {
-        return;
-    }
-    let (n, m) = (n as usize, m as usize);
     // SAFETY: the caller's contract, passed on.
     unsafe {
-        let terms = std::slice::from_raw_parts(terms, m);
+        let Some((n, terms)) = call(n, terms, m) else {
+            return;
+        };
         #[cfg(target_arch = "x86_64")]
         if avx2_fma() {
             return fold_rows_avx2(n, t, terms);
@@ -382,6 +376,22 @@ unsafe fn vstep<const FUSED: bool>(
     } else {
         _mm256_add_pd(x, _mm256_mul_pd(c, r))
     }
+}
+
+/// A kernel call's count of elements and its `m` terms, or none when it
+/// has no element or no term.
+///
+/// # Safety
+///
+/// `terms` holds `m` terms that outlive `'a`.
+unsafe fn call<'a, T>(n: i64, terms: *const T, m: i64) -> Option<(usize, &'a [T])> {
+    if n <= 0 || m <= 0 {
+        return None;
+    }
+    // SAFETY: the caller's contract; m > 0.
+    Some((n as usize, unsafe {
+        std::slice::from_raw_parts(terms, m as usize)
+    }))
 }
 
 /// Whether this CPU has AVX2 and FMA3, asked once.

@@ -6,9 +6,7 @@
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{
-    InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Value, types,
-};
+use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
 
 use super::{Lower, R, Vals, args_of, offset};
 use crate::anf::{Atom, Binding, Block as AnfBlock, Rhs};
@@ -419,13 +417,7 @@ impl Lower<'_, '_> {
         let kernel = self.imports.get(FOLD_ROWS)?;
         let flags = MemFlagsData::trusted();
         let entry = 32;
-        let bytes = u32::try_from(entry * ROW_TERMS).expect("a small buffer");
-        let slot = self.b.create_sized_stack_slot(StackSlotData::new(
-            StackSlotKind::ExplicitSlot,
-            bytes,
-            4,
-        ));
-        let buf = self.b.ins().stack_addr(types::I64, slot, 0);
+        let buf = self.stack_buffer(entry * ROW_TERMS)?;
         let mut t = self.atom_of(k.t.0)?[0];
         if let Some(c) = k.t.1 {
             let c = self.scalar(c)?;
@@ -433,11 +425,7 @@ impl Lower<'_, '_> {
             t = self.b.ins().iadd(t, c);
         }
         let shift = ROW_TERMS.trailing_zeros() as i64;
-        let whole = self.b.ins().sshr_imm_u(count, shift);
-        let part = self.b.ins().band_imm_u(count, ROW_TERMS as i64 - 1);
-        let part = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, part, 0);
-        let part = self.b.ins().uextend(types::I64, part);
-        let chunks = self.b.ins().iadd(whole, part);
+        let chunks = self.chunk_count(count, ROW_TERMS);
         self.counted_loop(chunks, &[], |l, c, _| {
             let s0 = l.b.ins().ishl_imm_u(c, shift);
             let left = l.b.ins().isub(count, s0);

@@ -65,7 +65,7 @@
 //! no `log` or `exp`, whose lanes are not the evaluator's bits.)
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{InstBuilder, StackSlotData, StackSlotKind, Value, types};
+use cranelift_codegen::ir::{InstBuilder, Value, types};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::lanes::PairedBuild;
@@ -306,11 +306,7 @@ impl Lower<'_, '_> {
         // pairs left (the last iteration when n is odd is the pairs'
         // loop's).
         let even = self.b.ins().band_imm_u(n, -2);
-        let whole = self.b.ins().sshr_imm_u(even, shift);
-        let part = self.b.ins().band_imm_u(even, MATH_BLOCK as i64 - 1);
-        let part = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, part, 0);
-        let part = self.b.ins().uextend(types::I64, part);
-        let blocks = self.b.ins().iadd(whole, part);
+        let blocks = self.chunk_count(even, MATH_BLOCK);
         // Only a sum of a whole block or more: over fewer iterations (a
         // log-sum-exp over GMM's K = 5 or 200 components) the calls and
         // the buffer's round trip cost more than the lanes save
@@ -331,13 +327,7 @@ impl Lower<'_, '_> {
         self.b.ins().jump(rest, &args_of(&[zero, acc]));
         self.b.switch_to_block(some);
         pre(self)?;
-        let bytes = u32::try_from(8 * MATH_BLOCK * math.kernels.len()).expect("a small buffer");
-        let slot = self.b.create_sized_stack_slot(StackSlotData::new(
-            StackSlotKind::ExplicitSlot,
-            bytes,
-            4,
-        ));
-        let buf = self.b.ins().stack_addr(types::I64, slot, 0);
+        let buf = self.stack_buffer(8 * MATH_BLOCK * math.kernels.len())?;
         let (head, exit) = self.loop_entry(blocks, &[acc]);
         let params = self.b.block_params(head).to_vec();
         let (h, acc) = (params[0], params[1]);

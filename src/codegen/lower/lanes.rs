@@ -8,9 +8,7 @@
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{
-    InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Value, types,
-};
+use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
 
 use super::prim::float_cc;
 use super::{Lower, MathLanes, R, Vals};
@@ -158,12 +156,7 @@ impl Lower<'_, '_> {
                         let k1 = self.b.ins().iadd_imm_s(k, 1);
                         let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, k1, n);
                         self.defer(out);
-                        let slot = self.b.create_sized_stack_slot(StackSlotData::new(
-                            StackSlotKind::ExplicitSlot,
-                            16,
-                            4,
-                        ));
-                        let safe = self.b.ins().stack_addr(types::I64, slot, 0);
+                        let safe = self.stack_buffer(16)?;
                         at = self.b.ins().select(out, safe, at);
                     }
                     self.b.ins().load(lanes, flags, at, 0)

@@ -7,9 +7,7 @@
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{
-    InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Value, types,
-};
+use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value, types};
 
 use super::{Lower, R, Vals, args_of, array_elem, offset};
 use crate::anf::{Atom, Binding, Block as AnfBlock, Rhs};
@@ -293,13 +291,7 @@ impl Lower<'_, '_> {
         };
         let kernel = self.imports.get(helper)?;
         let flags = MemFlagsData::trusted();
-        let bytes = u32::try_from(entry as usize * ROW_TERMS).expect("a small buffer");
-        let slot = self.b.create_sized_stack_slot(StackSlotData::new(
-            StackSlotKind::ExplicitSlot,
-            bytes,
-            4,
-        ));
-        let buf = self.b.ins().stack_addr(types::I64, slot, 0);
+        let buf = self.stack_buffer(entry as usize * ROW_TERMS)?;
         // The terms that do not depend on j only when there is an element
         // (Note [Interchange], terms once per i).
         let zero = self.iconst(0);
@@ -308,11 +300,7 @@ impl Lower<'_, '_> {
         let span = self.b.ins().smax(span, zero);
         let count = self.b.ins().select(some, span, zero);
         let shift = ROW_TERMS.trailing_zeros() as i64;
-        let whole = self.b.ins().sshr_imm_u(count, shift);
-        let part = self.b.ins().band_imm_u(count, ROW_TERMS as i64 - 1);
-        let part = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, part, 0);
-        let part = self.b.ins().uextend(types::I64, part);
-        let chunks = self.b.ins().iadd(whole, part);
+        let chunks = self.chunk_count(count, ROW_TERMS);
         let nonj = |b: &&Binding| !varying.contains(&b.name);
         self.counted_loop(chunks, &[], |l, t, _| {
             let i0 = l.b.ins().ishl_imm_u(t, shift);
@@ -472,11 +460,7 @@ impl Lower<'_, '_> {
         // ⌈(m − from) / TILE⌉ without overflow (m near 2⁶³ with the limits
         // off; from ≥ 0); none when m ≤ from.
         let span = self.b.ins().isub(m, from);
-        let whole = self.b.ins().sshr_imm_u(span, TILE.trailing_zeros() as i64);
-        let part = self.b.ins().band_imm_u(span, TILE as i64 - 1);
-        let part = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, part, 0);
-        let part = self.b.ins().uextend(types::I64, part);
-        let tiles = self.b.ins().iadd(whole, part);
+        let tiles = self.chunk_count(span, TILE);
         self.counted_loop(tiles, &[], |l, t, _| {
             let i0 = l.b.ins().ishl_imm_u(t, TILE.trailing_zeros() as i64);
             let i0 = l.b.ins().iadd(from, i0);

@@ -70,7 +70,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
     AliasRegionData, Block, BlockArg, FuncRef, Function, GlobalValue, InstBuilder, MemFlagsData,
-    Value, types,
+    StackSlotData, StackSlotKind, Value, types,
 };
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -611,6 +611,30 @@ impl Lower<'_, '_> {
     /// A loop over `i < n` with state `init`: its header (parameters `i`
     /// and the state, current on return) and exit (the state), entered
     /// at `i = 0` when `0 < n`.
+    /// ⌈count / size⌉ for a power of two `size` without overflow: the
+    /// chunks of at most `size` a loop over `count` iterations takes (none
+    /// for a count ≤ 0).
+    fn chunk_count(&mut self, count: Value, size: usize) -> Value {
+        debug_assert!(size.is_power_of_two());
+        let whole = self.b.ins().sshr_imm_u(count, size.trailing_zeros() as i64);
+        let part = self.b.ins().band_imm_u(count, size as i64 - 1);
+        let part = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, part, 0);
+        let part = self.b.ins().uextend(types::I64, part);
+        self.b.ins().iadd(whole, part)
+    }
+
+    /// The address of a new buffer of `bytes` bytes in the function's
+    /// frame, 16-byte aligned.
+    fn stack_buffer(&mut self, bytes: usize) -> R<Value> {
+        let bytes = u32::try_from(bytes).map_err(|_| compile_error("a stack buffer too large"))?;
+        let slot = self.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            bytes,
+            4,
+        ));
+        Ok(self.b.ins().stack_addr(types::I64, slot, 0))
+    }
+
     fn loop_entry(&mut self, n: Value, init: &[Value]) -> (Block, Block) {
         let tys: Vec<types::Type> = init
             .iter()

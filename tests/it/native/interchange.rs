@@ -437,7 +437,6 @@ fn folds_of_folds_of_add_ats_run_term_major_exactly() {
     assert_ne!(said("f"), "none");
     assert_eq!(said("k"), "none");
     let mut next = draws(0x2545_f491_4f6c_dd1d_u64);
-    let indices = |xs: &[i64]| Value::array(xs.iter().map(|&x| Value::Index(x)).collect());
     let e = load_entry(src, "f");
     let native = compile(&e);
     let run = |o: &[i64], rows: usize, n: usize, c: i64, next: &mut dyn FnMut() -> f64| {
@@ -495,12 +494,6 @@ fn interchanged_folds_sum_their_terms_slots_in_lanes_under_the_relaxed_contract(
         threads: 1,
     };
     let native = compile_with(&e, relaxed);
-    let doubles = |v: &Value| {
-        let mut out = Vec::new();
-        fsmooth::eval::flatten(v, &mut out);
-        out
-    };
-    let indices = |xs: &[i64]| Value::array(xs.iter().map(|&x| Value::Index(x)).collect());
     let mut next = draws(0x9e37_79b9_7f4a_7c15);
     let mut regrouped = false;
     for m in 0..=9usize {
@@ -509,10 +502,7 @@ fn interchanged_folds_sum_their_terms_slots_in_lanes_under_the_relaxed_contract(
             let w: Vec<f64> = (0..m).map(|_| next()).collect();
             let t: Vec<f64> = (0..n).map(|_| next()).collect();
             let ys = matrix(m, n, &mut next);
-            let rows: Vec<Vec<f64>> = match &ys {
-                Value::Array(rows) => rows.iter().map(&doubles).collect(),
-                _ => unreachable!("a matrix"),
-            };
+            let rows = rows_of(&ys);
             let args = [
                 indices(&o),
                 vector(&w),
@@ -662,17 +652,6 @@ fn interchanged_sums_of_products_call_the_row_kernel_under_the_relaxed_contract(
         threads: 1,
     };
     let same = |x: f64, y: f64| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan());
-    let doubles = |v: &Value| {
-        let mut out = Vec::new();
-        fsmooth::eval::flatten(v, &mut out);
-        out
-    };
-    let rows_of = |ys: &Value| -> Vec<Vec<f64>> {
-        match ys {
-            Value::Array(rows) => rows.iter().map(&doubles).collect(),
-            _ => unreachable!("a matrix"),
-        }
-    };
     // One element: its terms (c_i, r_i[j]) onto z, fused or as written.
     let sum = |z: f64, terms: &mut dyn Iterator<Item = (f64, f64)>| {
         terms.fold(
@@ -773,12 +752,6 @@ fn interchanged_folds_of_products_call_the_fold_kernel_under_the_relaxed_contrac
             threads: 1,
         },
     );
-    let doubles = |v: &Value| {
-        let mut out = Vec::new();
-        fsmooth::eval::flatten(v, &mut out);
-        out
-    };
-    let indices = |xs: &[i64]| Value::array(xs.iter().map(|&x| Value::Index(x)).collect());
     let mut next = draws(0x6a09_e667_f3bc_c908);
     let mut differs = false;
     for m in [1usize, 3, 70] {
@@ -788,10 +761,7 @@ fn interchanged_folds_of_products_call_the_fold_kernel_under_the_relaxed_contrac
             let w: Vec<f64> = (0..m).map(|_| next()).collect();
             let t: Vec<f64> = (0..n + q).map(|_| next()).collect();
             let ys = matrix(m, n, &mut next);
-            let rows: Vec<Vec<f64>> = match &ys {
-                Value::Array(rows) => rows.iter().map(&doubles).collect(),
-                _ => unreachable!("a matrix"),
-            };
+            let rows = rows_of(&ys);
             let args = [
                 indices(&o),
                 vector(&w),
@@ -933,4 +903,24 @@ fn interchanged_nests_read_no_row_past_the_end() {
             }
         }
     }
+}
+
+/// Every Double of `v`, in order.
+fn doubles(v: &Value) -> Vec<f64> {
+    let mut out = Vec::new();
+    fsmooth::eval::flatten(v, &mut out);
+    out
+}
+
+/// The rows of a matrix.
+fn rows_of(ys: &Value) -> Vec<Vec<f64>> {
+    match ys {
+        Value::Array(rows) => rows.iter().map(doubles).collect(),
+        _ => unreachable!("a matrix"),
+    }
+}
+
+/// An array of Indices.
+fn indices(xs: &[i64]) -> Value {
+    Value::array(xs.iter().map(|&x| Value::Index(x)).collect())
 }

@@ -302,6 +302,9 @@ impl Lower<'_, '_> {
         self.b.switch_to_block(head);
         let s = self.b.block_params(head).to_vec();
         self.env.insert(state.clone(), s.clone());
+        // An iteration is the test and the step after it (Note [Scratch
+        // arrays]); the state is named once for both.
+        let marks = self.mark(state);
         let test = self.block(cond)?;
         let test = *test
             .first()
@@ -311,6 +314,7 @@ impl Lower<'_, '_> {
         let one = self.iconst(1);
         self.charge(one);
         let next = self.block(step)?;
+        self.release_marks(marks)?;
         self.b.ins().jump(head, &args_of(&next));
         self.b.switch_to_block(exit);
         Ok(self.b.block_params(exit).to_vec())

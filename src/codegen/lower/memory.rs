@@ -130,22 +130,31 @@ impl Lower<'_, '_> {
     /// (Note [Scratch arrays]). The body's values are in registers, or
     /// point to buffers outside the scratch region.
     pub(super) fn iteration(&mut self, index: &Name, body: &AnfBlock) -> R<Vals> {
-        let Some(stacks) = self.scratch.loops.get(index).cloned() else {
-            return self.block(body);
-        };
-        let flags = self.windows;
-        let marks: Vec<Value> = stacks
-            .iter()
-            .map(|&k| {
-                let cur_at = ctx_window(k)[1];
-                self.b.ins().load(types::I64, flags, self.ctx, cur_at)
-            })
-            .collect();
+        let marks = self.mark(index);
         let v = self.block(body)?;
-        for (&k, &mark) in stacks.iter().zip(&marks) {
-            self.release(k, mark)?;
-        }
+        self.release_marks(marks)?;
         Ok(v)
+    }
+
+    /// At the start of an iteration of the loop named `l`, the mark of
+    /// each scratch stack it releases (none when it releases none).
+    pub(super) fn mark(&mut self, l: &Name) -> Vec<(usize, Value)> {
+        let stacks = self.scratch.loops.get(l).cloned().unwrap_or_default();
+        let flags = self.windows;
+        stacks
+            .into_iter()
+            .map(|k| {
+                let cur_at = ctx_window(k)[1];
+                (k, self.b.ins().load(types::I64, flags, self.ctx, cur_at))
+            })
+            .collect()
+    }
+
+    /// At the end of an iteration, each stack back to its [`mark`](Self::mark).
+    pub(super) fn release_marks(&mut self, marks: Vec<(usize, Value)>) -> R<()> {
+        marks
+            .into_iter()
+            .try_for_each(|(k, mark)| self.release(k, mark))
     }
 
     /// Scratch stack `k` back to `mark`: in the window's chunk, the bump

@@ -67,6 +67,14 @@
 //! chunks since (`Arena::release_scratch`, which keeps one chunk rather
 //! than free and take one per iteration).
 //!
+//! A `while` is a loop too, named by its state variable: an iteration is
+//! one test and the step after it, and the state is bound outside it, so
+//! an array the step builds and the next state does not reach dies with
+//! the iteration (a `while` that concatenated two vectors of 10⁵ elements
+//! per step kept every step's copy: 6000 steps took 9.6 GB where the
+//! evaluator holds one). The last test, after which no step runs, is not
+//! released; its arrays stay until the stack's next release.
+//!
 //! A ⊥ leaves an iteration without releasing, which is harmless: the call
 //! ends and its arena is reset (in an object file, `fsmooth_ctx_release`
 //! frees what is left). Fused arrays (Note [Fusion]) and unrolled small
@@ -80,7 +88,7 @@ use crate::anf::{Atom, Block, LoopKind, Rhs};
 use crate::ir::{Name, Prim, Type};
 
 /// The scratch arrays of a function, each with the loop that releases it
-/// (named by its index variable) and its stack, and per releasing loop the
+/// (named by its index variable, or a `while` by its state variable) and its stack, and per releasing loop the
 /// stacks it releases.
 #[derive(Default, Debug)]
 pub struct Scratch {
@@ -344,9 +352,9 @@ impl Graph {
                     self.flow_leaves(&t.result, 0, y, ty);
                     self.flow_leaves(&e.result, 0, y, ty);
                 }
-                // A `while`'s blocks are placed where the loop is: their
-                // arrays are not iteration-local (the lowering releases no
-                // scratch stack per iteration of a `while`); the state
+                // A `while` is a loop named by its state variable: its
+                // test and step are placed inside it (an iteration is one
+                // test and one step), the state outside, and the state
                 // flows like a fold's.
                 Rhs::While {
                     init,
@@ -356,8 +364,10 @@ impl Graph {
                     step,
                 } => {
                     self.place(state, at);
-                    self.block(cond, at);
-                    self.block(step, at);
+                    let mut inner = at.to_vec();
+                    inner.push(state.clone());
+                    self.block(cond, &inner);
+                    self.block(step, &inner);
                     self.flow_leaves(init, 0, state, sty);
                     self.flow_leaves(&step.result, 0, state, sty);
                     let sv = Atom::Var(state.clone(), sty.clone());

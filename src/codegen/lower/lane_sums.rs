@@ -62,7 +62,11 @@
 //! An innermost `build` that can run in pairs does so under the relaxed
 //! contract too with its tests deferred, and may then also take `log` and
 //! `exp`. (The strict contract keeps the pairs of Note [Bounds guards]:
-//! no `log` or `exp`, whose lanes are not the evaluator's bits.)
+//! no `log` or `exp`, whose lanes are not the evaluator's bits. It defers
+//! the tests too when the element has two divisions that can fail: a
+//! pair tests the first division for both elements before the second,
+//! so failing at once would report element 1's first division where the
+//! evaluator reports element 0's second — the same code, another site.)
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, Value, types};

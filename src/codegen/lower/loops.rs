@@ -57,11 +57,14 @@ impl Lower<'_, '_> {
             // as long as the call. The loop would read a[i] for i = 0, 1,
             // …: every read is in bounds when n ≤ length a, and otherwise
             // the first ⊥ is E-Get-Bot at i = length a, with the same code
-            // and details as here.
+            // and details as here, at the read's site (Note [Failure
+            // sites]).
             let a = self.atom(src)?;
             let (from, len) = (a[0], a[1]);
             let short = self.b.ins().icmp(IntCC::SignedGreaterThan, n, len);
+            let was = self.enter_site(&body.binds[0].name);
             self.fail_if(short, abi::INDEX_OUT_OF_BOUNDS, len, len);
+            self.here = was;
             return Ok(vec![from, n]);
         }
         let p = self.alloc(n, size)?;
@@ -157,7 +160,18 @@ impl Lower<'_, '_> {
                 return scalar(l, n, zero);
             };
             let terms = &body.binds[..paired.terms];
-            if l.relaxed {
+            // Two divisions that can fail: a pair tests the first for
+            // both elements before the second, where the evaluator's
+            // first ⊥ may be the second's in the first element (Note
+            // [Failure sites]); with its tests deferred, a failing pair
+            // runs as written.
+            let divisions = terms
+                .iter()
+                .filter(|b| {
+                    paired.varying.contains(&b.name) && matches!(b.rhs, Rhs::Prim(Prim::Div, _))
+                })
+                .count();
+            if l.relaxed || (divisions > 1 && !l.nonzero_divisors) {
                 // With its tests deferred (Note [Lane sums]).
                 return l.lane_build(n, (terms, &paired), (index, p, size), scalar);
             }

@@ -180,7 +180,7 @@ pub fn lower_function(
     fuse::forward_projections(&mut body);
     // Producers computed in the loop that reads them (Note [Vertical
     // fusion]).
-    vertical::fuse(&mut body);
+    let merged = vertical::fuse(&mut body);
     // The copies the rewrites make, to report at their originals' spans.
     let mut copies = Copies::new();
     // Loops of two to four iterations as straight-line code (Note
@@ -196,6 +196,18 @@ pub fn lower_function(
         fuse::forward_projections(&mut body);
     }
     let mut spans = normal.spans.clone();
+    // A merged consumer's size fails where its producer's did (Note
+    // [Vertical fusion], exactness), the producer's own where that was
+    // a consumer too.
+    for (t, d) in &merged {
+        let mut first = d;
+        while let Some(p) = merged.get(first) {
+            first = p;
+        }
+        if let Some(s) = normal.spans.get(first) {
+            spans.insert(t.clone(), *s);
+        }
+    }
     passes::carry_spans(&mut spans, &copies);
     let lowered = Normal {
         params: normal.params.clone(),

@@ -39,7 +39,10 @@
 //! merged, iteration c runs `t`'s bindings before the read, then `B` at
 //! r = c, then the rest. By 3 nothing but `B` can fail, so the first ⊥ is
 //! the first failing `B(r)`, with its code and details, in both; `n < 0` is
-//! E-Build-Bot with the same details at `t` (whose size is `n`, by 2). Each
+//! E-Build-Bot with the same details at `t` (whose size is `n`, by 2),
+//! and so is an array too large (E-Limit): the lowering reports `t`'s
+//! own failures at `d`'s site, where the evaluator reports them (Note
+//! [Failure sites]; the first producer merged into `t`, the first built). Each
 //! column is computed once (1: one read per iteration), so nothing is
 //! recomputed, and every value is the same.
 //!
@@ -57,31 +60,38 @@ use crate::anf::{Atom, Binding, Block, LoopKind, Rhs};
 use crate::ir::{Lit, Name, Prim, Type};
 
 /// Merges every producer of `b` (nested blocks first) into its consumer
-/// (Note [Vertical fusion]).
-pub fn fuse(b: &mut Block) {
+/// (Note [Vertical fusion]). Returns, per consumer, the first producer
+/// merged into it: the consumer's size is then checked at the producer's
+/// site (Note [Vertical fusion], exactness).
+pub fn fuse(b: &mut Block) -> HashMap<Name, Name> {
     let mut lengths = HashSet::default();
     length_names(b, &mut lengths);
-    fuse_with(b, &lengths);
+    let mut merged = HashMap::default();
+    fuse_with(b, &lengths, &mut merged);
+    merged
 }
 
 /// [`fuse`], knowing the names bound to a `length` (never negative).
-fn fuse_with(b: &mut Block, lengths: &HashSet<Name>) {
+fn fuse_with(b: &mut Block, lengths: &HashSet<Name>, merged: &mut HashMap<Name, Name>) {
     for bind in &mut b.binds {
         match &mut bind.rhs {
             Rhs::If(_, t, e) => {
-                fuse_with(t, lengths);
-                fuse_with(e, lengths);
+                fuse_with(t, lengths, merged);
+                fuse_with(e, lengths, merged);
             }
-            Rhs::Loop { body, .. } => fuse_with(body, lengths),
+            Rhs::Loop { body, .. } => fuse_with(body, lengths, merged),
             Rhs::While { cond, step, .. } => {
-                fuse_with(cond, lengths);
-                fuse_with(step, lengths);
+                fuse_with(cond, lengths, merged);
+                fuse_with(step, lengths, merged);
             }
             Rhs::Prim(..) | Rhs::Array(_) => {}
         }
     }
     while let Some(m) = find(b, lengths) {
         let consumer = b.binds[m.t].name.clone();
+        merged
+            .entry(consumer.clone())
+            .or_insert_with(|| b.binds[m.d].name.clone());
         merge(b, m);
         // The consumer's body now holds the producer's: a producer there
         // may feed the loop that read the column (the Jacobian wrapper's
@@ -97,7 +107,7 @@ fn fuse_with(b: &mut Block, lengths: &HashSet<Name>) {
             .map(|x| &mut x.rhs)
         {
             super::fuse::forward_projections(body);
-            fuse_with(body, lengths);
+            fuse_with(body, lengths, merged);
         }
     }
 }

@@ -351,3 +351,52 @@ fn an_iscan_too_large_is_counted_as_the_evaluator_counts_it() {
         assert_eq!(want.to_string(), got.unlocated().to_string(), "n = {n}");
     }
 }
+
+/// Note [Failure sites]: a ⊥ natively is reported where the evaluator
+/// reports it, also where native code computes the failing operation
+/// elsewhere: a read past the end in `build n (fun i -> a[i])`, which is
+/// a view of `a` (at the read, not the `build`); a producer merged into
+/// its consumer, and the consumer into the next (Note [Vertical fusion]:
+/// a negative size at the first producer, which the evaluator builds
+/// first); and a paired `build` with two divisions
+/// under the strict contract, where the second division of the first
+/// element fails before the first of the second (the pair runs as
+/// written).
+#[test]
+fn failures_inside_views_merged_producers_and_pairs_are_at_the_evaluators_site() {
+    let src = "let view (v: Vector) (k: Index) = vectorSum (build k (fun j -> v[j]))\n\
+               let chain (v: Vector) (n: Index) =\n\
+               \x20 let d = build n (fun r -> build (length v) (fun k -> v[k] * toDouble r))\n\
+               \x20 let e = build (length d) (fun c -> let col = d[c] in build (length col) (fun k -> col[k] + 1.0))\n\
+               \x20 build (length e) (fun c -> let col = e[c] in ifold (fun s k -> s + col[k]) 0.0 (length col))\n\
+               let twoDivisions (v: Vector) (w: Vector) = build (length v) (fun i -> 1.0 / v[i] + 1.0 / w[i])\n";
+    let i = Value::Index;
+    let cases: Vec<(&str, Vec<Value>, &str)> = vec![
+        ("view", vec![vector(&[3.5]), i(5)], "v[j]"),
+        ("chain", vec![vector(&[1.0, 2.0]), i(-2)], "build n (fun r"),
+        (
+            "twoDivisions",
+            vec![vector(&[1.0, 0.0, 1.0]), vector(&[0.0, 1.0, 1.0])],
+            "1.0 / w[i]",
+        ),
+    ];
+    for (f, args, at) in cases {
+        let e = load_entry(src, f);
+        let want = e
+            .run(args.to_vec(), super::FUEL, &mut |_, _| {})
+            .expect_err("⊥");
+        let got = compile(&e).call(&args).expect_err("⊥");
+        assert_eq!(want.code(), got.code(), "{f} {args:?}");
+        assert_eq!(
+            want.span(),
+            got.span(),
+            "{f} {args:?}: the evaluator's site"
+        );
+        let span = got.span();
+        assert!(
+            src[span.start as usize..].starts_with(at),
+            "{f} {args:?}: {}",
+            &src[span.start as usize..span.end as usize]
+        );
+    }
+}

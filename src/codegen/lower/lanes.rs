@@ -16,7 +16,7 @@ use crate::anf::{Atom, Binding, Block as AnfBlock, Rhs};
 use crate::codegen::abi;
 use crate::codegen::compile_error;
 use crate::codegen::layout::{SLOT, component_slot, component_type, slots};
-use crate::codegen::passes::loop_interchange;
+use crate::codegen::passes::{self, loop_interchange};
 use crate::ir::{Name, Prim, Type};
 
 impl Lower<'_, '_> {
@@ -443,6 +443,13 @@ impl Lower<'_, '_> {
                 }
                 _ => return None,
             }
+        }
+        // Two divisions that can fail: a pair tests the first for both
+        // iterations before the second, where the evaluator's first ⊥ may
+        // be the second's in the first iteration — the same code at
+        // another site (Note [Failure sites]); such a fold runs as written.
+        if passes::divisions(body) > 1 && !self.nonzero_divisors {
+            return None;
         }
         // A state array is only the first operand of its one `addAt`.
         let mut uses: HashMap<Name, usize> = HashMap::default();

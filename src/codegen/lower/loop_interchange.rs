@@ -13,7 +13,7 @@ use super::{Lower, R, Vals, args_of, array_elem, offset};
 use crate::anf::{Atom, Binding, Block as AnfBlock, Rhs};
 use crate::codegen::abi::{self, ROW_TERMS};
 use crate::codegen::layout::{SLOT, elem_bytes};
-use crate::codegen::passes::loop_interchange;
+use crate::codegen::passes::{self, loop_interchange};
 use crate::ir::{Name, Prim, Type};
 
 /// The row kernel's helpers (Note [Row kernels]): one row, and two
@@ -85,9 +85,26 @@ impl Lower<'_, '_> {
         // n × m, at most 2⁶³ − 1 (m ≥ 0 here when n > 0), at their site.
         self.charge_product(n, m);
         self.here = was;
+        // With two divisions, a divisor of zero in the interchanged order
+        // may be the other division's (Note [Failure sites]): the nest
+        // runs again as written, which stops at the evaluator's ⊥ (the
+        // fast path only wrote its own buffer).
+        let rerun = (passes::divisions(outer) > 1).then(|| {
+            let r = self.b.create_block();
+            for _ in 0..3 {
+                self.b.append_block_param(r, types::I64);
+            }
+            self.b.set_cold_block(r);
+            std::mem::replace(&mut self.fail, r)
+        });
         // The fast path allocates first: a scratch array's buffer is its.
-        let out = fast(self, n, m)?;
-        self.b.ins().jump(join, &args_of(&[out]));
+        let out = fast(self, n, m);
+        let rerun = rerun.map(|fail| std::mem::replace(&mut self.fail, fail));
+        self.b.ins().jump(join, &args_of(&[out?]));
+        if let Some(r) = rerun {
+            self.b.switch_to_block(r);
+            self.b.ins().jump(slow, &[]);
+        }
         self.b.switch_to_block(slow);
         self.b.set_cold_block(slow);
         let was = std::mem::replace(&mut self.cold, true);

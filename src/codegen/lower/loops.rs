@@ -15,7 +15,7 @@ use crate::anf::{Atom, Binding, Block as AnfBlock, Rhs};
 use crate::codegen::abi;
 use crate::codegen::compile_error;
 use crate::codegen::layout::{component_slot, elem_bytes};
-use crate::codegen::passes::{guard, twice, view};
+use crate::codegen::passes::{self, guard, twice, view};
 use crate::ir::{Lit, Name, Prim, Type};
 
 /// The Doubles from which a +0.0 fill calls `memset` (Note [Scratch
@@ -165,13 +165,7 @@ impl Lower<'_, '_> {
             // first ⊥ may be the second's in the first element (Note
             // [Failure sites]); with its tests deferred, a failing pair
             // runs as written.
-            let divisions = terms
-                .iter()
-                .filter(|b| {
-                    paired.varying.contains(&b.name) && matches!(b.rhs, Rhs::Prim(Prim::Div, _))
-                })
-                .count();
-            if l.relaxed || (divisions > 1 && !l.nonzero_divisors) {
+            if l.relaxed || (passes::divisions(body) > 1 && !l.nonzero_divisors) {
                 // With its tests deferred (Note [Lane sums]).
                 return l.lane_build(n, (terms, &paired), (index, p, size), scalar);
             }
@@ -323,7 +317,14 @@ impl Lower<'_, '_> {
         let test = *test
             .first()
             .ok_or_else(|| compile_error("a `while` test without a value"))?;
-        self.b.ins().brif(test, go, &[], exit, &args_of(&s));
+        // The last test's arrays are released on the way out too (an
+        // enclosing loop may release nothing else); the state is not
+        // among them.
+        let leave = self.b.create_block();
+        self.b.ins().brif(test, go, &[], leave, &[]);
+        self.b.switch_to_block(leave);
+        self.release_marks(marks.clone())?;
+        self.b.ins().jump(exit, &args_of(&s));
         self.b.switch_to_block(go);
         let one = self.iconst(1);
         self.charge(one);

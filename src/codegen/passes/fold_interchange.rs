@@ -48,7 +48,10 @@
 //! and the two orderings above; under it no term but a division can be
 //! ⊥ and no index addition overflows (each stays below its array's
 //! length). A division by zero is the same ⊥ from any element (E-Arith-
-//! Bot's details do not name the element). When the guard fails the
+//! Bot's details do not name the element), and at the same site when the
+//! nest has one division; a nest with two is refused, since the
+//! interchanged order could meet the second's zero before the first's
+//! (Note [Failure sites]). When the guard fails the
 //! nest runs as written and stops with the evaluator's ⊥. The inner
 //! loops' n × m iterations are charged at once (Note [Native limits]).
 //!
@@ -204,6 +207,11 @@ pub fn plan<'b>(
     built: impl Fn(&Name) -> bool,
     in_place: impl Fn(&Name) -> bool,
 ) -> Option<Plan<'b>> {
+    // One division at most: two could fail in another order, at another
+    // site (Note [Failure sites]).
+    if super::divisions(body) > 1 {
+        return None;
+    }
     // The outer body: projections and pairs of the state, one inner fold,
     // and terms.
     let mut syms: HashMap<&Name, Sym> = HashMap::default();

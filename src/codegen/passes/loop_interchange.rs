@@ -25,8 +25,13 @@
 //!   a loop over the rows. When it fails, the nest runs as written and
 //!   stops with the evaluator's ⊥;
 //! - so the only ⊥ left is a division by zero, whose details do not
-//!   depend on which element divides: the first one in either order is
-//!   the same ⊥.
+//!   depend on which element divides: with one division, the first one
+//!   in either order is the same ⊥. With two, the interchanged order may
+//!   meet the other division's zero first, at another site (Note
+//!   [Failure sites]): a division by zero in the interchanged nest then
+//!   runs the nest again as written, which stops at the evaluator's ⊥
+//!   (the fast path wrote only its own buffer; its iterations are
+//!   charged twice).
 //!
 //! E-Build-Bot (`n < 0`) is tested first, then E-IFold-Bot (`m < 0` when
 //! `n > 0`), as the nest would.

@@ -41,8 +41,9 @@
 
 use std::collections::HashMap;
 
+use crate::anf::{Block, Rhs};
 use crate::diagnostic::Span;
-use crate::ir::Name;
+use crate::ir::{Name, Prim};
 
 pub(super) mod fold_interchange;
 pub(super) mod fuse;
@@ -75,4 +76,22 @@ pub fn carry_spans(spans: &mut HashMap<Name, Span>, copies: &Copies) {
             spans.insert(copy.clone(), s);
         }
     }
+}
+
+/// The divisions of `b`, nested blocks included. A loop run in another
+/// order than the evaluator's (in pairs, interchanged) meets a divisor of
+/// zero first at another element; with one division that is the same ⊥
+/// (E-Arith-Bot's details name no element), with two it may be the other
+/// division's, at another site (Note [Failure sites]).
+pub fn divisions(b: &Block) -> usize {
+    b.binds
+        .iter()
+        .map(|bind| match &bind.rhs {
+            Rhs::Prim(Prim::Div, _) => 1,
+            Rhs::Prim(..) | Rhs::Array(_) => 0,
+            Rhs::If(_, t, e) => divisions(t) + divisions(e),
+            Rhs::Loop { body, .. } => divisions(body),
+            Rhs::While { cond, step, .. } => divisions(cond) + divisions(step),
+        })
+        .sum()
 }

@@ -71,9 +71,10 @@
 //! one test and the step after it, and the state is bound outside it, so
 //! an array the step builds and the next state does not reach dies with
 //! the iteration (a `while` that concatenated two vectors of 10⁵ elements
-//! per step kept every step's copy: 6000 steps took 9.6 GB where the
-//! evaluator holds one). The last test, after which no step runs, is not
-//! released; its arrays stay until the stack's next release.
+//! per step kept every step's copy: 6000 steps needed 9.6 GB, and native
+//! code ran out of memory at 8.4, where the evaluator holds one). The last test, after which no step runs, is
+//! released on the way out: inside a loop that releases nothing itself,
+//! each of its iterations would otherwise keep one test's arrays.
 //!
 //! A ⊥ leaves an iteration without releasing, which is harmless: the call
 //! ends and its arena is reset (in an object file, `fsmooth_ctx_release`

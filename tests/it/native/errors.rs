@@ -358,10 +358,10 @@ fn an_iscan_too_large_is_counted_as_the_evaluator_counts_it() {
 /// a view of `a` (at the read, not the `build`); a producer merged into
 /// its consumer, and the consumer into the next (Note [Vertical fusion]:
 /// a negative size at the first producer, which the evaluator builds
-/// first); and a paired `build` with two divisions
-/// under the strict contract, where the second division of the first
-/// element fails before the first of the second (the pair runs as
-/// written).
+/// first); and a paired `build` (strict), a fold of `addAt`s or an
+/// interchanged nest (Note [Interchange]) with two divisions, where the
+/// order they run in meets the other division's zero first (the pair,
+/// and the nest, run again as written; the fold is not paired).
 #[test]
 fn failures_inside_views_merged_producers_and_pairs_are_at_the_evaluators_site() {
     let src = "let view (v: Vector) (k: Index) = vectorSum (build k (fun j -> v[j]))\n\
@@ -369,7 +369,9 @@ fn failures_inside_views_merged_producers_and_pairs_are_at_the_evaluators_site()
                \x20 let d = build n (fun r -> build (length v) (fun k -> v[k] * toDouble r))\n\
                \x20 let e = build (length d) (fun c -> let col = d[c] in build (length col) (fun k -> col[k] + 1.0))\n\
                \x20 build (length e) (fun c -> let col = e[c] in ifold (fun s k -> s + col[k]) 0.0 (length col))\n\
-               let twoDivisions (v: Vector) (w: Vector) = build (length v) (fun i -> 1.0 / v[i] + 1.0 / w[i])\n";
+               let twoDivisions (v: Vector) (w: Vector) = build (length v) (fun i -> 1.0 / v[i] + 1.0 / w[i])\n\
+               let twoDivisionsAdded (u: Vector) (v: Vector) (w: Vector) = let a = build (length u) (fun j -> 0.0) in ifold (fun s i -> addAt s i (u[i] / v[i] + u[i] / w[i])) a (length u)\n\
+               let twoDivisionsNested (u: Vector) (w: Vector) (xs: Vector) (ys: Vector) = build (length u) (fun i -> ifold (fun acc j -> acc + (xs[j] / u[i] + ys[i] / w[j])) 0.0 (length xs))\n";
     let i = Value::Index;
     let cases: Vec<(&str, Vec<Value>, &str)> = vec![
         ("view", vec![vector(&[3.5]), i(5)], "v[j]"),
@@ -378,6 +380,25 @@ fn failures_inside_views_merged_producers_and_pairs_are_at_the_evaluators_site()
             "twoDivisions",
             vec![vector(&[1.0, 0.0, 1.0]), vector(&[0.0, 1.0, 1.0])],
             "1.0 / w[i]",
+        ),
+        (
+            "twoDivisionsAdded",
+            vec![
+                vector(&[1.0, 1.0]),
+                vector(&[1.0, 0.0]),
+                vector(&[0.0, 1.0]),
+            ],
+            "u[i] / w[i]",
+        ),
+        (
+            "twoDivisionsNested",
+            vec![
+                vector(&[1.0, 0.0, 1.0, 1.0]),
+                vector(&[1.0, 0.0, 1.0, 1.0]),
+                vector(&[1.0; 4]),
+                vector(&[1.0; 4]),
+            ],
+            "ys[i] / w[j]",
         ),
     ];
     for (f, args, at) in cases {
@@ -392,6 +413,14 @@ fn failures_inside_views_merged_producers_and_pairs_are_at_the_evaluators_site()
             got.span(),
             "{f} {args:?}: the evaluator's site"
         );
+        if f == "twoDivisionsNested" {
+            // The nest is interchanged: its fast path is what failed.
+            let listing = super::listing_of(src, f);
+            assert!(
+                !listing.contains(";; loop nests interchanged (Note [Interchange]): none"),
+                "{listing}"
+            );
+        }
         let span = got.span();
         assert!(
             src[span.start as usize..].starts_with(at),

@@ -103,6 +103,18 @@ impl Lower<'_, '_> {
         self.b.ins().jump(join, &args_of(&[out?]));
         if let Some(r) = rerun {
             self.b.switch_to_block(r);
+            // The fast path's iterations given back: the nest as written
+            // charges its own (Note [Native limits]).
+            if self.limits {
+                let total = self.count_product(n, m);
+                let flags = MemFlagsData::trusted();
+                let fuel = self
+                    .b
+                    .ins()
+                    .load(types::I64, flags, self.ctx, abi::CTX_FUEL);
+                let back = self.b.ins().iadd(fuel, total);
+                self.b.ins().store(flags, back, self.ctx, abi::CTX_FUEL);
+            }
             self.b.ins().jump(slow, &[]);
         }
         self.b.switch_to_block(slow);

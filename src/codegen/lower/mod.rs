@@ -560,7 +560,12 @@ impl Lower<'_, '_> {
     // has its original's span (`passes::Copies`); a binding a pass makes
     // of its own has none and reports the enclosing binding's, and a
     // parallel loop's threads that together overdraw the fuel report the
-    // loop's (`lower/parallel.rs`). The store is in the
+    // loop's (`lower/parallel.rs`). A loop run in another order than the
+    // evaluator's (in pairs, interchanged) meets a zero divisor first at
+    // another element: the same ⊥ with one division, but with two
+    // (`passes::divisions`) possibly the other's, so such a loop defers
+    // its tests and runs as written from the failing pair or nest, or
+    // keeps the evaluator's order. The store is in the
     // cold block, so the fast path pays nothing; object files, whose
     // caller has no spans, store nothing.
     fn fail_with(&mut self, cond: Value, details: impl FnOnce(&mut Self) -> (Value, Value, Value)) {

@@ -30,8 +30,8 @@
 //!   meet the other division's zero first, at another site (Note
 //!   [Failure sites]): a division by zero in the interchanged nest then
 //!   runs the nest again as written, which stops at the evaluator's ⊥
-//!   (the fast path wrote only its own buffer; its iterations are
-//!   charged twice).
+//!   (the fast path wrote only its own buffer; the iterations it was
+//!   charged are given back first).
 //!
 //! E-Build-Bot (`n < 0`) is tested first, then E-IFold-Bot (`m < 0` when
 //! `n > 0`), as the nest would.

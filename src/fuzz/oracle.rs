@@ -559,7 +559,9 @@ const SMALL_ELEMENTS: u64 = 3;
 /// does not run native code when it is out of fuel), there is no verdict
 /// on the values (spec/semantics.md §9, "Resource limits"): native code
 /// may return the program's value (an array it fuses is never made, so
-/// never too large) or stop, cleanly.
+/// never too large) or stop, cleanly. Where the evaluator stops at a ⊥,
+/// native code may run out of fuel instead (§3.8); where it returns a
+/// value, native code must too.
 fn compare_runs<T>(
     e: &Result<(Value, T), RunError>,
     n: &Result<(Value, T), RunError>,
@@ -577,6 +579,12 @@ fn compare_runs<T>(
             }
         }
         (Err(a), Ok(_)) if a.is_resource_limit() => Verdict::new(Outcome::CleanError, a.code()),
+        // A loop charged whole when it starts: where the evaluator stops at
+        // a ⊥ early in it, native code may refuse to start it
+        // (spec/semantics.md §3.8; Note [Native limits]).
+        (Err(_), Err(b)) if b.code() == "out-of-fuel" => {
+            Verdict::new(Outcome::CleanError, b.code())
+        }
         (Err(a), Err(b)) if a.code() == b.code() || a.is_resource_limit() => {
             // Both must be clean (with a location, Note [Known defects]).
             let va = fail(Diagnostic::from(a), run_subject(a, src));

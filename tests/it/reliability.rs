@@ -262,6 +262,70 @@ fn resource_limits_end_work_cleanly_in_both_engines() {
     }
 }
 
+/// Fuel in native code (spec/semantics.md §3.8, Note [Native limits]): a
+/// loop's iterations are charged when it starts, so a run the evaluator
+/// ends with a value within `--fuel N` ends with it natively — here with
+/// exactly the evaluator's steps — while a loop whose ⊥ comes early, on
+/// a fuel too small for all of it, is refused at its start: `out-of-fuel`
+/// natively where the evaluator, which stops at the ⊥ within the fuel,
+/// says `division-by-zero`. With the fuel for the whole loop, native code
+/// stops at the ⊥ too.
+#[test]
+fn native_fuel_is_charged_when_a_loop_starts() {
+    let src = temp_file(
+        "fuel_first.fsm",
+        "let main = fun (v: Vector) -> build (length v) (fun i -> 1.0 / v[i])\n",
+    );
+    let src = src.to_str().expect("path");
+    let input = |first: f64| {
+        let v: Vec<String> = std::iter::once(first)
+            .chain(std::iter::repeat_n(1.0, 999))
+            .map(|x| format!("{x:?}"))
+            .collect();
+        format!("[[{}]]", v.join(", "))
+    };
+    let run = |engine: &str, input: &str, fuel: &str, stats: bool| {
+        let mut args = vec![
+            "run", src, "--engine", engine, "--input", input, "--fuel", fuel,
+        ];
+        if stats {
+            args.push("--stats");
+        }
+        let o = cli(&args);
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(!err.contains("panicked"), "{err}");
+        (
+            o.status.code(),
+            err,
+            String::from_utf8_lossy(&o.stdout).to_string(),
+        )
+    };
+    // A value: the evaluator's steps are enough natively.
+    let ones = input(1.0);
+    let (status, err, want) = run("eval", &ones, "1000000", true);
+    assert_eq!(status, Some(0), "{err}");
+    let steps = err
+        .split("\"steps\": ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .expect("the steps");
+    let (status, err, got) = run("native", &ones, steps, false);
+    assert_eq!(status, Some(0), "{err}");
+    assert_eq!(got, want);
+    // A ⊥ at the first element.
+    let zero = input(0.0);
+    let (_, err, _) = run("eval", &zero, "50", false);
+    assert!(err.contains("error[division-by-zero]"), "{err}");
+    let (_, err, _) = run("native", &zero, "50", false);
+    assert!(err.contains("error[out-of-fuel]"), "{err}");
+    assert!(
+        err.contains("a loop of 1000 iterations with 50 left"),
+        "{err}"
+    );
+    let (_, err, _) = run("native", &zero, "1000", false);
+    assert!(err.contains("error[division-by-zero]"), "{err}");
+}
+
 /// E-Limit in native code (spec/semantics.md §3.8): a run the evaluator
 /// ends within `--max-elements` ends within it natively — an invariant
 /// `build` is not made before a loop that never runs (Note [Hoisting],

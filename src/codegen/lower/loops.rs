@@ -497,8 +497,13 @@ impl Lower<'_, '_> {
 //   loop that would overdraw it stops with `out-of-fuel` before its
 //   first iteration. So the innermost loop bodies pay nothing, and an
 //   `ifold` of 2⁶³ iterations ends at once. An iteration takes at least
-//   one evaluator step, so a program that finishes within `--fuel N` on
-//   the evaluator finishes within it natively too. An interchanged nest
+//   one evaluator step, so a program that returns a value within `--fuel
+//   N` on the evaluator returns it natively too. One that stops at a ⊥
+//   early in a loop may not: the loop's whole count is charged first, so
+//   `build 1000 (fun i -> 1.0 / v[i])` with `v[0] = 0` and `--fuel 50`
+//   is `division-by-zero` on the evaluator and `out-of-fuel` natively
+//   (spec/semantics.md §3.8 states the exception; charging per
+//   iteration would cost the hot loops a test each). An interchanged nest
 //   (Note [Interchange]) charges its inner loops' n × m iterations at
 //   once, at the inner loop's site, before it runs them.
 // - Every array native code makes with `build`, `iscan`, `accum` and

@@ -324,6 +324,33 @@ fn native_fuel_is_charged_when_a_loop_starts() {
     );
     let (_, err, _) = run("native", &zero, "1000", false);
     assert!(err.contains("error[division-by-zero]"), "{err}");
+    // An interchanged nest (Note [Interchange]) with two divisions runs
+    // again as written at a zero divisor, having given back the 4 × 40
+    // iterations it was charged: within 165, as the evaluator.
+    let nest = temp_file(
+        "fuel_nest.fsm",
+        "let main = fun (u: Vector) (w: Vector) (xs: Vector) (ys: Vector) -> build (length u) (fun i -> ifold (fun acc j -> acc + (xs[j] / u[i] + ys[i] / w[j])) 0.0 (length xs))\n",
+    );
+    let forty = |first: &str| format!("[{first}{}]", ", 1.0".repeat(39));
+    let input = format!(
+        "[[1.0, 0.0, 1.0, 1.0], {}, {}, [1.0, 1.0, 1.0, 1.0]]",
+        forty("1.0, 0.0"),
+        forty("1.0")
+    );
+    for engine in ["eval", "native"] {
+        let o = cli(&[
+            "run",
+            nest.to_str().expect("path"),
+            "--engine",
+            engine,
+            "--input",
+            &input,
+            "--fuel",
+            "165",
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("error[division-by-zero]"), "{engine}: {err}");
+    }
 }
 
 /// E-Limit in native code (spec/semantics.md §3.8): a run the evaluator

@@ -107,13 +107,7 @@ impl Lower<'_, '_> {
             // charges its own (Note [Native limits]).
             if self.limits {
                 let total = self.count_product(n, m);
-                let flags = MemFlagsData::trusted();
-                let fuel = self
-                    .b
-                    .ins()
-                    .load(types::I64, flags, self.ctx, abi::CTX_FUEL);
-                let back = self.b.ins().iadd(fuel, total);
-                self.b.ins().store(flags, back, self.ctx, abi::CTX_FUEL);
+                self.refund(total);
             }
             self.b.ins().jump(slow, &[]);
         }

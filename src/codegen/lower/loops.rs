@@ -323,13 +323,13 @@ impl Lower<'_, '_> {
         let leave = self.b.create_block();
         self.b.ins().brif(test, go, &[], leave, &[]);
         self.b.switch_to_block(leave);
-        self.release_marks(marks.clone())?;
+        self.release_marks(&marks)?;
         self.b.ins().jump(exit, &args_of(&s));
         self.b.switch_to_block(go);
         let one = self.iconst(1);
         self.charge(one);
         let next = self.block(step)?;
-        self.release_marks(marks)?;
+        self.release_marks(&marks)?;
         self.b.ins().jump(head, &args_of(&next));
         self.b.switch_to_block(exit);
         Ok(self.b.block_params(exit).to_vec())
@@ -538,6 +538,24 @@ impl Lower<'_, '_> {
         let out = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, left, 0);
         self.fail_if(out, abi::OUT_OF_FUEL, n, fuel);
         self.b.ins().store(flags, left, self.ctx, abi::CTX_FUEL);
+    }
+
+    /// Gives back `n` iterations [`charge`] took: a loop charged whole
+    /// that then runs again as written, which charges its own.
+    ///
+    /// [`charge`]: Self::charge
+    pub(super) fn refund(&mut self, n: Value) {
+        if !self.limits {
+            return;
+        }
+        let flags = MemFlagsData::trusted();
+        let fuel = self
+            .b
+            .ins()
+            .load(types::I64, flags, self.ctx, abi::CTX_FUEL);
+        // What was taken is given back: no overflow.
+        let back = self.b.ins().iadd(fuel, n);
+        self.b.ins().store(flags, back, self.ctx, abi::CTX_FUEL);
     }
 
     /// [`charge`] of `n × m` iterations (`n` ≥ 0; a negative `m` counts

@@ -132,7 +132,7 @@ impl Lower<'_, '_> {
     pub(super) fn iteration(&mut self, index: &Name, body: &AnfBlock) -> R<Vals> {
         let marks = self.mark(index);
         let v = self.block(body)?;
-        self.release_marks(marks)?;
+        self.release_marks(&marks)?;
         Ok(v)
     }
 
@@ -151,10 +151,10 @@ impl Lower<'_, '_> {
     }
 
     /// At the end of an iteration, each stack back to its [`mark`](Self::mark).
-    pub(super) fn release_marks(&mut self, marks: Vec<(usize, Value)>) -> R<()> {
+    pub(super) fn release_marks(&mut self, marks: &[(usize, Value)]) -> R<()> {
         marks
-            .into_iter()
-            .try_for_each(|(k, mark)| self.release(k, mark))
+            .iter()
+            .try_for_each(|&(k, mark)| self.release(k, mark))
     }
 
     /// Scratch stack `k` back to `mark`: in the window's chunk, the bump
